@@ -1,0 +1,146 @@
+// Package app assembles the service from its configuration: it connects to
+// Redis and the database (or starts embedded stand-ins when none is named),
+// builds the order service and its HTTP handler, and closes them in order.
+// cmd/seckill and the load harness both start the service through it.
+package app
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is every knob of the service. Each is a flag with an environment
+// twin; the flag wins when both are set.
+type Config struct {
+	Addr            string        // -addr / HTTP_ADDR
+	RedisAddr       string        // -redis / REDIS_ADDR; empty starts an embedded Redis
+	RedisAddrs      []string      // -redis-nodes / REDIS_ADDRS; independent nodes for redlock
+	MySQLDSN        string        // -mysql / MYSQL_DSN; empty uses an embedded SQLite
+	SQLitePath      string        // -sqlite / SQLITE_PATH; the embedded store's file, "" for memory
+	RateLimit       time.Duration // -rate-limit / RATE_LIMIT; one order request per user per period, 0 off
+	LockTTL         time.Duration // -lock-ttl / LOCK_TTL
+	LockWait        time.Duration // -lock-wait / LOCK_WAIT
+	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
+	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
+	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
+	LogLevel        string        // -log-level / LOG_LEVEL
+}
+
+// setting is one knob: its flag, its environment twin and its help.
+type setting struct {
+	flag, env, help string
+	bind            func(fs *flag.FlagSet, name, def, help string)
+	def             string
+}
+
+func (c *Config) settings() []setting {
+	str := func(p *string) func(*flag.FlagSet, string, string, string) {
+		return func(fs *flag.FlagSet, name, def, help string) { fs.StringVar(p, name, def, help) }
+	}
+	dur := func(p *time.Duration) func(*flag.FlagSet, string, string, string) {
+		return func(fs *flag.FlagSet, name, def, help string) {
+			fs.Func(name, help+" (default "+def+")", func(s string) error {
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					return err
+				}
+				if d < 0 {
+					return fmt.Errorf("must not be negative")
+				}
+				*p = d
+				return nil
+			})
+			*p, _ = time.ParseDuration(def)
+		}
+	}
+	return []setting{
+		{"addr", "HTTP_ADDR", "listen address (loopback unless you ask otherwise)", str(&c.Addr), "127.0.0.1:8080"},
+		{"redis", "REDIS_ADDR", "Redis host:port; empty starts an embedded Redis", str(&c.RedisAddr), ""},
+		{"redis-nodes", "REDIS_ADDRS", "comma-separated independent Redis nodes for the redlock strategy", func(fs *flag.FlagSet, name, def, help string) {
+			fs.Func(name, help, func(s string) error { c.RedisAddrs = splitList(s); return nil })
+		}, ""},
+		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
+		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
+		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
+		{"lock-ttl", "LOCK_TTL", "lease of a distributed lock", dur(&c.LockTTL), "5s"},
+		{"lock-wait", "LOCK_WAIT", "how long an order waits for a held lock before 503", dur(&c.LockWait), "3s"},
+		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.DemoStock, name, 100, help)
+		}, "100"},
+		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
+		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
+		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
+	}
+}
+
+// EnvNames lists the environment variables the service reads.
+func EnvNames() []string {
+	var names []string
+	for _, s := range new(Config).settings() {
+		names = append(names, s.env)
+	}
+	return names
+}
+
+// ParseConfig reads args (without the program name) and the environment
+// through getenv. Environment values become the flags' defaults, so -h shows
+// them and an explicit flag overrides them.
+func ParseConfig(name string, args []string, getenv func(string) string) (Config, *flag.FlagSet, error) {
+	var c Config
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	for _, s := range c.settings() {
+		def := s.def
+		help := s.help + " [$" + s.env + "]"
+		s.bind(fs, s.flag, def, help)
+		if v, ok := lookup(getenv, s.env); ok {
+			if err := fs.Set(s.flag, v); err != nil {
+				return c, fs, fmt.Errorf("$%s: %w", s.env, err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, fs, err
+	}
+	if fs.NArg() > 0 {
+		return c, fs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.DemoStock < 0 {
+		return c, fs, fmt.Errorf("-demo-stock must not be negative")
+	}
+	return c, fs, nil
+}
+
+func lookup(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// String prints the configuration for the start-up log, secrets masked.
+func (c Config) String() string {
+	mask := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "****"
+	}
+	dsn := c.MySQLDSN
+	if at := strings.LastIndex(dsn, "@"); at > 0 {
+		if colon := strings.Index(dsn[:at], ":"); colon >= 0 {
+			dsn = dsn[:colon+1] + "****" + dsn[at:]
+		}
+	}
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q",
+		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken))
+}

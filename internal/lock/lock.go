@@ -1,0 +1,106 @@
+// Package lock holds the lab's lock strategies, from the naive to the robust,
+// behind one small interface, each registered under the name users type in
+// the API's "lock" field, the load harness and the web page.
+//
+// A strategy is chosen to be compared, not only to be used: the naive ones are
+// here on purpose, each with a test in this package that makes its flaw happen.
+package lock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// Outcomes a caller branches on.
+var (
+	// ErrNotObtained: the lock was held by someone else for as long as the
+	// caller was willing to wait.
+	ErrNotObtained = errors.New("lock: not obtained")
+	// ErrNotHeld: a release or renewal found the lock gone or held by another
+	// owner, so it changed nothing.
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrUnknownStrategy: no strategy is registered under that name.
+	ErrUnknownStrategy = errors.New("lock: unknown strategy")
+	// ErrUnsupported: the strategy cannot run on the backends it was given
+	// (for example the mysql strategy on the embedded SQLite store).
+	ErrUnsupported = errors.New("lock: unsupported on this backend")
+)
+
+// Options tune one acquisition.
+type Options struct {
+	// TTL is the lease: how long the lock outlives a holder that never
+	// releases it. Strategies without expiry ignore it. Default: 5s.
+	TTL time.Duration
+	// Wait is how long Acquire keeps trying while the lock is held. Zero
+	// fails fast with ErrNotObtained after one attempt. Default: 0.
+	Wait time.Duration
+}
+
+// DefaultTTL is the lease used when Options.TTL is zero.
+const DefaultTTL = 5 * time.Second
+
+func (o Options) ttl() time.Duration {
+	if o.TTL <= 0 {
+		return DefaultTTL
+	}
+	return o.TTL
+}
+
+// Locker acquires locks by key. Implementations are safe for concurrent use.
+type Locker interface {
+	Acquire(ctx context.Context, key string, opt Options) (Lease, error)
+}
+
+// Lease is one held lock.
+type Lease interface {
+	// Release gives the lock up. It returns ErrNotHeld when the strategy can
+	// tell that the lock was no longer this holder's (it expired, or someone
+	// else holds it now); strategies that cannot tell return nil.
+	Release(ctx context.Context) error
+	// Token is a fencing token that grows with every acquisition of the key,
+	// or 0 when the strategy issues none. A store that remembers the highest
+	// token it has seen can refuse writes from a holder whose lease expired.
+	Token() uint64
+}
+
+// retry calls try until it obtains the lock, fails, or wait runs out. It
+// spins with jittered exponential backoff so that waiters do not retry in
+// lockstep; wake, when not nil, ends a backoff early (a release notice).
+func retry(ctx context.Context, wait time.Duration, wake <-chan struct{}, try func() (bool, error)) error {
+	ok, err := try()
+	if err != nil || ok {
+		return err
+	}
+	if wait <= 0 {
+		return ErrNotObtained
+	}
+	deadline := time.Now().Add(wait)
+	backoff := time.Millisecond
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return ErrNotObtained
+		}
+		// Full jitter: sleep uniformly in [backoff/2, backoff).
+		d := backoff/2 + rand.N(backoff/2+1)
+		timer.Reset(min(d, left))
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+		if ok, err := try(); err != nil || ok {
+			return err
+		}
+		backoff = min(backoff*2, 64*time.Millisecond)
+	}
+}
