@@ -1,0 +1,217 @@
+package app
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/go-sql-driver/mysql"
+)
+
+// There is no Docker engine where the tests run, so the compose file is
+// checked the way Compose itself reads it: loaded, validated against the
+// schema and interpolated by compose-go, then held against what the service
+// reads (EnvNames) and what the other deployment files name.
+
+const repoRoot = "../.."
+
+// loadCompose loads docker-compose.yml with every profile enabled and an empty
+// host environment, so every ${VAR:-default} takes its default.
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	dir, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	details := types.ConfigDetails{
+		WorkingDir:  dir,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "docker-compose.yml")}},
+		Environment: types.Mapping{},
+	}
+	p, err := loader.LoadWithContext(t.Context(), details,
+		func(o *loader.Options) { o.SetProjectName("seckill", true) },
+		loader.WithProfiles([]string{"*"}))
+	if err != nil {
+		t.Fatalf("loading docker-compose.yml: %v", err)
+	}
+	return p
+}
+
+// servers are the services that run the seckill server: built from this
+// repository with the image's entrypoint left alone.
+func servers(p *types.Project) map[string]types.ServiceConfig {
+	out := map[string]types.ServiceConfig{}
+	for name, s := range p.Services {
+		if s.Build != nil && len(s.Entrypoint) == 0 {
+			out[name] = s
+		}
+	}
+	return out
+}
+
+func TestComposeServices(t *testing.T) {
+	p := loadCompose(t)
+	for _, name := range []string{"redis", "mysql", "seckill", "nginx", "loadtest"} {
+		if _, ok := p.Services[name]; !ok {
+			t.Errorf("service %q missing; have %v", name, p.ServiceNames())
+		}
+	}
+	if _, ok := servers(p)["seckill"]; !ok {
+		t.Errorf("service seckill does not run the server (build: . and the image's entrypoint)")
+	}
+	for _, name := range []string{"redis", "mysql"} {
+		if hc := p.Services[name].HealthCheck; hc == nil || hc.Disable || len(hc.Test) == 0 {
+			t.Errorf("service %q has no healthcheck", name)
+		}
+	}
+	// A service_healthy condition on a service without a healthcheck never
+	// comes true, and `compose up` waits for it forever.
+	for name, s := range p.Services {
+		for dep, d := range s.DependsOn {
+			if _, ok := p.Services[dep]; !ok {
+				t.Errorf("%s depends on %s, which is not a service", name, dep)
+				continue
+			}
+			hc := p.Services[dep].HealthCheck
+			if d.Condition == types.ServiceConditionHealthy && (hc == nil || hc.Disable) {
+				t.Errorf("%s waits for %s to be healthy, but %s has no healthcheck", name, dep, dep)
+			}
+		}
+	}
+	for name, s := range p.Services {
+		for _, port := range s.Ports {
+			if ip := net.ParseIP(port.HostIP); ip == nil || !ip.IsLoopback() {
+				t.Errorf("%s publishes port %d on %q; publish on 127.0.0.1 only", name, port.Target, port.HostIP)
+			}
+		}
+	}
+}
+
+func TestComposeServerEnvironment(t *testing.T) {
+	p := loadCompose(t)
+	known := EnvNames()
+	srv := servers(p)
+	if len(srv) == 0 {
+		t.Fatal("no service runs the server")
+	}
+	for name, s := range srv {
+		t.Run(name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range s.Environment {
+				if !slices.Contains(known, k) {
+					t.Errorf("sets %s, which the server does not read (it reads %v)", k, known)
+				}
+				if v != nil {
+					env[k] = *v
+				}
+			}
+			for _, k := range []string{"HTTP_ADDR", "REDIS_ADDR", "MYSQL_DSN"} {
+				if env[k] == "" {
+					t.Errorf("%s is not set", k)
+				}
+			}
+
+			host, port, err := net.SplitHostPort(env["HTTP_ADDR"])
+			if err != nil {
+				t.Fatalf("HTTP_ADDR=%q: %v", env["HTTP_ADDR"], err)
+			}
+			// A container's address is not known in advance: only the
+			// unspecified address is reachable from its network and its
+			// published ports.
+			if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+				t.Errorf("HTTP_ADDR=%q listens on %q; want 0.0.0.0 or [::]", env["HTTP_ADDR"], host)
+			}
+			for _, pub := range s.Ports {
+				if strconv.Itoa(int(pub.Target)) != port {
+					t.Errorf("publishes container port %d, but the server listens on %s", pub.Target, port)
+				}
+			}
+
+			// Every server the service connects to is a service it waits for.
+			backends := []string{env["REDIS_ADDR"]}
+			if nodes := env["REDIS_ADDRS"]; nodes != "" {
+				backends = append(backends, strings.Split(nodes, ",")...)
+			}
+			dsn, err := mysql.ParseDSN(env["MYSQL_DSN"])
+			if err != nil {
+				t.Fatalf("MYSQL_DSN=%q: %v", env["MYSQL_DSN"], err)
+			}
+			if !dsn.ParseTime {
+				t.Errorf("MYSQL_DSN=%q lacks parseTime=true", env["MYSQL_DSN"])
+			}
+			backends = append(backends, dsn.Addr)
+			for _, addr := range backends {
+				h, _, err := net.SplitHostPort(addr)
+				if err != nil {
+					t.Errorf("address %q: %v", addr, err)
+					continue
+				}
+				if d, ok := s.DependsOn[h]; !ok || d.Condition != types.ServiceConditionHealthy {
+					t.Errorf("connects to %s but does not wait for service %q to be healthy", addr, h)
+				}
+			}
+		})
+	}
+}
+
+// upstreamServer matches a server line inside deploy/nginx.conf's upstream block.
+var upstreamServer = regexp.MustCompile(`(?m)^\s*server\s+([^\s:;]+):(\d+)\s*;`)
+
+func TestComposeLab(t *testing.T) {
+	p := loadCompose(t)
+	srv := servers(p)
+
+	conf, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "nginx.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstreams := upstreamServer.FindAllStringSubmatch(string(conf), -1)
+	if len(upstreams) < 3 {
+		t.Errorf("deploy/nginx.conf names %d upstream servers; the lab needs three processes", len(upstreams))
+	}
+	for _, m := range upstreams {
+		name, port := m[1], m[2]
+		s, ok := srv[name]
+		if !ok {
+			t.Errorf("nginx proxies to %s, which is not a server service", name)
+			continue
+		}
+		if !slices.Contains(s.Profiles, "lab") {
+			t.Errorf("upstream %s is not in profile lab", name)
+		}
+		if addr := s.Environment["HTTP_ADDR"]; addr == nil || !strings.HasSuffix(*addr, ":"+port) {
+			t.Errorf("nginx proxies to %s:%s, but it listens on %v", name, port, addr)
+		}
+		if _, ok := p.Services["nginx"].DependsOn[name]; !ok {
+			t.Errorf("nginx does not depend on its upstream %s, so it may start without it", name)
+		}
+	}
+
+	lt := p.Services["loadtest"]
+	args := append(slices.Clone([]string(lt.Entrypoint)), lt.Command...)
+	i := slices.Index(args, "-target")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("loadtest has no -target: %q", args)
+	}
+	for _, target := range strings.Split(args[i+1], ",") {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Errorf("loadtest -target %q: %v", target, err)
+			continue
+		}
+		if _, ok := p.Services[u.Hostname()]; !ok {
+			t.Errorf("loadtest targets %s, which is not a service", u.Host)
+		}
+		if _, ok := lt.DependsOn[u.Hostname()]; !ok {
+			t.Errorf("loadtest targets %s but does not depend on it", u.Host)
+		}
+	}
+}
