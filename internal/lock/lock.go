@@ -26,6 +26,10 @@ var (
 	// ErrUnsupported: the strategy cannot run on the backends it was given
 	// (for example the mysql strategy on the embedded SQLite store).
 	ErrUnsupported = errors.New("lock: unsupported on this backend")
+	// ErrCrashed: an injected fault (Fault.CrashBeforeExpire) stopped the
+	// acquisition half-way, as if the process had died there. Whatever the
+	// strategy had written before that point stays in Redis.
+	ErrCrashed = errors.New("lock: crashed (injected fault)")
 )
 
 // Options tune one acquisition.
@@ -36,6 +40,23 @@ type Options struct {
 	// Wait is how long Acquire keeps trying while the lock is held. Zero
 	// fails fast with ErrNotObtained after one attempt. Default: 0.
 	Wait time.Duration
+	// Fault injects the failures the lab demonstrates. Default: none.
+	Fault Fault
+}
+
+// Fault makes a strategy fail the way real deployments do, on demand, so
+// that a test or a lab request can show the flaw every time. Strategies that
+// the fault does not concern ignore it. A holder paused inside its critical
+// section (a GC pause, a slow call) needs no hook: the caller simply sleeps
+// while it holds the lease.
+type Fault struct {
+	// CrashBeforeExpire makes setnx-expire return ErrCrashed after SETNX
+	// and before EXPIRE, as if the process died between the two commands:
+	// the key stays, with no TTL. Default: false.
+	CrashBeforeExpire bool
+	// ClockSkew runs this client's clock ahead by that much; getset judges
+	// expiry by it. Default: 0.
+	ClockSkew time.Duration
 }
 
 // DefaultTTL is the lease used when Options.TTL is zero.
@@ -53,7 +74,8 @@ type Locker interface {
 	Acquire(ctx context.Context, key string, opt Options) (Lease, error)
 }
 
-// Lease is one held lock.
+// Lease is one held lock. Leases may offer more through the package's
+// functions Lost and Abandon.
 type Lease interface {
 	// Release gives the lock up. It returns ErrNotHeld when the strategy can
 	// tell that the lock was no longer this holder's (it expired, or someone
@@ -63,6 +85,55 @@ type Lease interface {
 	// or 0 when the strategy issues none. A store that remembers the highest
 	// token it has seen can refuse writes from a holder whose lease expired.
 	Token() uint64
+}
+
+// Lost returns a channel that is closed when the lease's background renewal
+// finds that the lock is no longer held (it expired or was taken), so that
+// the holder can stop work it may no longer do safely. Only leases that renew
+// themselves (watchdog) can tell; for every other lease Lost returns nil, a
+// channel that never fires, and after Abandon nobody watches any more. A
+// caller cancels its work with it like this:
+//
+//	ctx, cancel := context.WithCancelCause(ctx)
+//	defer cancel(nil)
+//	go func() {
+//		select {
+//		case <-lock.Lost(lease):
+//			cancel(lock.ErrNotHeld)
+//		case <-ctx.Done():
+//		}
+//	}()
+func Lost(l Lease) <-chan struct{} {
+	if r, ok := l.(interface{ Lost() <-chan struct{} }); ok {
+		return r.Lost()
+	}
+	return nil
+}
+
+// Abandon stops a lease's background renewal without releasing the lock,
+// and waits until the renewal has stopped: it simulates a holder process
+// that crashed, whose lock now lives only as long as its TTL. For leases
+// without renewal it does nothing. The lease must not be used afterwards.
+func Abandon(l Lease) {
+	if a, ok := l.(interface{ Abandon() }); ok {
+		a.Abandon()
+	}
+}
+
+type ownerKey struct{}
+
+// WithOwner returns a context whose lock acquisitions all belong to the
+// owner id, for strategies that know owners (reentrant): the same owner may
+// acquire a lock it already holds, and must release it as often. Go has no
+// thread identity to play that part, so the identity travels with the
+// request. Without WithOwner every Acquire is a fresh owner.
+func WithOwner(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, id)
+}
+
+func ownerFrom(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(ownerKey{}).(string)
+	return id, ok && id != ""
 }
 
 // retry calls try until it obtains the lock, fails, or wait runs out. It

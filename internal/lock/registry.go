@@ -23,21 +23,96 @@ type Backends struct {
 // Strategy is one row of the ladder.
 type Strategy struct {
 	// Name is the user-facing identifier.
-	Name string
+	Name string `json:"name"`
 	// Summary says in one line what it fixes and what it breaks.
-	Summary string
-	new     func(Backends) (Locker, error)
+	Summary string `json:"summary"`
+	// Fixes says what this rung fixes of the one before it.
+	Fixes string `json:"fixes"`
+	// Breaks says what still goes wrong, and how.
+	Breaks string `json:"breaks"`
+	// Commands are the Redis (or SQL) commands it sends, one entry per
+	// round trip, in the order a lock's life sends them.
+	Commands []string `json:"commands"`
+	// Test names the test in this package that shows the flaw (or, for the
+	// safe rungs, the safety) happen; `go test -run` takes it as it is.
+	Test string `json:"test"`
+	new  func(Backends) (Locker, error)
 }
 
 // strategies is the ladder in teaching order: the one table that maps a
 // user-facing name to its implementation.
 var strategies = []Strategy{
 	{Name: "none", Summary: "No lock: the baseline; read-modify-write oversells.",
-		new: func(Backends) (Locker, error) { return None{}, nil }},
+		Fixes:    "Nothing: it is the baseline the other rungs are measured against.",
+		Breaks:   "Concurrent buyers all read the same stock, each writes back its own decrement, and all but one decrement are lost: more orders than stock.",
+		Commands: []string{},
+		Test:     "TestLockContract/none",
+		new:      func(Backends) (Locker, error) { return None{}, nil }},
 	{Name: "local", Summary: "In-process mutex: safe in one process, oversells across several.",
-		new: func(Backends) (Locker, error) { return NewLocal(), nil }},
+		Fixes:    "Lost updates inside one process: a mutex per key serialises its goroutines.",
+		Breaks:   "Each process has its own mutexes. Run two instances of the service and both enter the critical section at once.",
+		Commands: []string{},
+		Test:     "TestCrossProcess/local",
+		new:      func(Backends) (Locker, error) { return NewLocal(), nil }},
+	{Name: "setnx", Summary: "SETNX, DEL to release: shared by all processes; a holder that dies leaves the lock forever.",
+		Fixes:    "The lock lives in Redis, so every process sees the same one.",
+		Breaks:   "No expiry. A holder that dies before its DEL leaves the key for ever; every later acquire fails until someone deletes it by hand.",
+		Commands: []string{"SETNX key 1", "DEL key"},
+		Test:     "TestSetNXCrashedHolderLocksForever",
+		new:      onRedis(func(c *redis.Client) Locker { return NewSetNX(c) })},
+	{Name: "setnx-expire", Summary: "SETNX, then EXPIRE: a dead holder's lock expires, unless it died between the two commands.",
+		Fixes:    "A holder that dies after taking the lock no longer blocks it for ever: the key expires.",
+		Breaks:   "SETNX and EXPIRE are two round trips. A crash between them leaves the key with no TTL (TTL -1): the same deadlock as setnx.",
+		Commands: []string{"SETNX key 1", "PEXPIRE key ttl", "DEL key"},
+		Test:     "TestSetNXExpireCrashLeavesNoTTL",
+		new:      onRedis(func(c *redis.Client) Locker { return NewSetNXExpire(c) })},
+	{Name: "getset", Summary: "SETNX of an expiry stamp, GETSET takeover of an expired one: no TTL needed; trusts every client's clock.",
+		Fixes:    "No lock without expiry: the value is the expiry time, and a waiter that reads a past stamp takes over with GETSET, winning only if GETSET returns the stamp it read.",
+		Breaks:   "Expiry is judged by client clocks: a client whose clock runs ahead takes over a live lock. The losing GETSET overwrites the winner's stamp, and anyone can DEL.",
+		Commands: []string{"SETNX key stamp", "GET key", "GETSET key stamp", "DEL key"},
+		Test:     "TestGetSetSkewedClockTakesOverLiveLock",
+		new:      onRedis(func(c *redis.Client) Locker { return NewGetSet(c) })},
+	{Name: "lua-setnx", Summary: "SETNX and EXPIRE in one Lua script: atomic; no owner, release is a plain DEL.",
+		Fixes:    "Redis runs a script atomically, so no crash can leave a lock without a TTL.",
+		Breaks:   "Every holder writes the same value, so the lock has no owner. A retried or late DEL deletes the next holder's lock, and a third client enters beside it.",
+		Commands: []string{"EVALSHA setnx_expire.lua (SETNX, PEXPIRE)", "DEL key"},
+		Test:     "TestLuaSetNXRetriedReleaseFreesSuccessor",
+		new:      onRedis(func(c *redis.Client) Locker { return NewLuaSetNX(c) })},
+	{Name: "setnx-px", Summary: "SET NX PX with a fixed value: atomic in one command; a late release deletes whoever holds the lock now.",
+		Fixes:    "The same atomicity in one native command, no script.",
+		Breaks:   "Still no owner. A holder paused past its TTL wakes, sends DEL and deletes its successor's lock; a third client then holds the lock beside the second.",
+		Commands: []string{"SET key 1 NX PX ttl", "DEL key"},
+		Test:     "TestSetNXPXPausedHolderDeletesSuccessor",
+		new:      onRedis(func(c *redis.Client) Locker { return NewSetNXPX(c) })},
 	{Name: "token", Summary: "SET NX PX with a random token, released by Lua compare-and-delete: only the owner releases; a paused holder can outlive its lease.",
-		new: func(b Backends) (Locker, error) { return NewToken(b.Redis), nil }},
+		Fixes:    "Each holder writes a random token and releases with a compare-and-delete, so a late release is refused (ErrNotHeld) instead of freeing someone else's lock. The release publishes a notice that wakes waiters at once.",
+		Breaks:   "A holder paused past its TTL keeps working while the next holder works; the refusal comes after the harm. Not reentrant: a holder that acquires the same key again waits for itself.",
+		Commands: []string{"SET key token NX PX ttl", "SUBSCRIBE key:released (first waiter on the key)", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
+		Test:     "TestTokenPausedHolderOverlaps",
+		new:      onRedis(func(c *redis.Client) Locker { return NewToken(c) })},
+	{Name: "reentrant", Summary: "Redisson's RLock: a hash of owner and hold count in Lua; the same owner may lock again and must unlock as often.",
+		Fixes:    "Reentrancy: the owner (lock.WithOwner) who holds the lock may acquire it again; HINCRBY counts the holds, and only the last release deletes the lock and publishes it.",
+		Breaks:   "The same expiry as token: a holder paused past its TTL still overlaps the next one. Two requests given the same owner id by mistake share the lock.",
+		Commands: []string{"EVALSHA reentrant_acquire.lua (EXISTS, HEXISTS, HINCRBY, PEXPIRE)", "SUBSCRIBE key:released (first waiter on the key)", "EVALSHA reentrant_release.lua (HEXISTS, HINCRBY, PEXPIRE or DEL and PUBLISH)"},
+		Test:     "TestReentrantNestedAcquire",
+		new:      onRedis(func(c *redis.Client) Locker { return NewReentrant(c) })},
+	{Name: "watchdog", Summary: "token renewed every TTL/3 while held: a slow holder keeps its lock, a dead one loses it after one TTL.",
+		Fixes:    "A slow holder no longer outlives its lease: a goroutine renews the TTL every TTL/3 while the lease is held, so nobody enters beside a paused holder. If a renewal finds the lock gone, lock.Lost(lease) fires.",
+		Breaks:   "Renewal proves the process alive, not making progress: a hung holder holds for ever. A pause of the whole process stops the renewals too; the lock expires and Lost fires only after the next holder began.",
+		Commands: []string{"SET key token NX PX ttl", "EVALSHA renew.lua (GET, PEXPIRE), every TTL/3", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
+		Test:     "TestWatchdogPausedHolderKeepsLock",
+		new:      onRedis(func(c *redis.Client) Locker { return NewWatchdog(c) })},
+}
+
+// onRedis adapts a constructor of a strategy that locks on the main Redis,
+// refusing when there is none.
+func onRedis(build func(*redis.Client) Locker) func(Backends) (Locker, error) {
+	return func(b Backends) (Locker, error) {
+		if b.Redis == nil {
+			return nil, fmt.Errorf("%w: needs the main Redis", ErrUnsupported)
+		}
+		return build(b.Redis), nil
+	}
 }
 
 // Strategies lists the registered strategies in teaching order.
@@ -53,7 +128,9 @@ func Lookup(name string) (Strategy, error) {
 	return Strategy{}, fmt.Errorf("%w %q", ErrUnknownStrategy, name)
 }
 
-// New builds the strategy registered under name on b.
+// New builds the strategy registered under name on b. Lockers that keep a
+// connection open (token, reentrant and watchdog hold a pub/sub
+// subscription) implement io.Closer: close them when done with them.
 func New(name string, b Backends) (Locker, error) {
 	s, err := Lookup(name)
 	if err != nil {

@@ -18,31 +18,40 @@ var releaseScript = redis.NewScript(releaseLua)
 // RedisClient is what the single-node Redis strategies need of a client.
 type RedisClient interface {
 	redis.Scripter
+	Subscriber
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 }
 
 var _ RedisClient = (*redis.Client)(nil)
 
 // Token is SET key <random token> NX PX ttl, released by a Lua
-// compare-and-delete. Only the owner can release, and a crashed owner's lock
-// expires. What it cannot fix: a holder paused past its TTL still believes it
-// holds the lock while the next holder works (see Watchdog and Fenced).
+// compare-and-delete that also publishes the release. Only the owner can
+// release, and a crashed owner's lock expires. What it cannot fix: a holder
+// paused past its TTL still believes it holds the lock while the next holder
+// works (see Watchdog and Fenced). It is not reentrant: a holder that
+// acquires the same key again waits for itself.
 //
-// Round trips: one per attempt to acquire, one to release.
+// Round trips: one per attempt to acquire, plus a SUBSCRIBE when the caller
+// is the first to wait on the key; one to release.
 type Token struct {
-	rdb RedisClient
+	rdb     RedisClient
+	notices *notices
 }
 
 var _ Locker = (*Token)(nil)
 
-// NewToken returns a token lock on rdb.
-func NewToken(rdb RedisClient) *Token { return &Token{rdb: rdb} }
+// NewToken returns a token lock on rdb. Close it to end its subscription.
+func NewToken(rdb RedisClient) *Token { return &Token{rdb: rdb, notices: newNotices(rdb)} }
 
 // Acquire sets key to a fresh UUID if the key is absent.
 func (t *Token) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
+	return t.acquire(ctx, key, opt)
+}
+
+func (t *Token) acquire(ctx context.Context, key string, opt Options) (*tokenLease, error) {
 	value := uuid.NewString()
 	ttl := opt.ttl()
-	err := retry(ctx, opt.Wait, nil, func() (bool, error) {
+	err := t.notices.retry(ctx, key, opt.Wait, func() (bool, error) {
 		ok, err := t.rdb.SetNX(ctx, key, value, ttl).Result()
 		if err != nil {
 			return false, fmt.Errorf("lock %s: SET NX PX: %w", key, err)
@@ -55,13 +64,17 @@ func (t *Token) Acquire(ctx context.Context, key string, opt Options) (Lease, er
 	return &tokenLease{rdb: t.rdb, key: key, value: value}, nil
 }
 
+// Close ends the subscription that wakes waiters, and waits for its
+// goroutine. Acquire still works afterwards, without the wake-ups.
+func (t *Token) Close() error { return t.notices.Close() }
+
 type tokenLease struct {
 	rdb        RedisClient
 	key, value string
 }
 
 func (l *tokenLease) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.rdb, []string{l.key}, l.value).Int()
+	n, err := releaseScript.Run(ctx, l.rdb, []string{l.key}, l.value, releasedChannel(l.key)).Int()
 	if err != nil {
 		return fmt.Errorf("lock %s: release: %w", l.key, err)
 	}
