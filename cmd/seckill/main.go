@@ -1,0 +1,78 @@
+// Command seckill serves the flash-sale lab: with no configuration on an
+// embedded Redis and an embedded SQLite, with REDIS_ADDR and MYSQL_DSN on
+// real servers. Run it with -h for every knob.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"seckill/internal/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "seckill:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// run starts the service and serves until ctx ends, then shuts down:
+// in-flight orders finish, then Redis and the database are closed.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, fs, err := app.ParseConfig(args[0], args[1:], getenv)
+	fs.SetOutput(stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+		}
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log.Info("starting", "config", cfg.String())
+
+	srv, err := app.Start(ctx, cfg, log, extras())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seckill serving %s/ (%s: Redis %s, %s)\n", srv.URL, srv.Mode(), srv.RedisAddr(), describeSQL(cfg))
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case <-srv.Done():
+		log.Error("server stopped", "error", srv.Err())
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func describeSQL(cfg app.Config) string {
+	switch {
+	case cfg.MySQLDSN != "":
+		return "MySQL"
+	case cfg.SQLitePath != "":
+		return "SQLite at " + cfg.SQLitePath
+	}
+	return "SQLite in memory"
+}

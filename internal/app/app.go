@@ -1,0 +1,228 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"seckill/internal/order"
+	"seckill/internal/server"
+)
+
+// App is the assembled service: its backends, the order service and the
+// HTTP handler.
+type App struct {
+	Config   Config
+	Embedded bool // Redis or the database is the embedded stand-in
+	Orders   *order.Service
+	Handler  *server.Server
+
+	rdb      *redis.Client
+	nodes    []*redis.Client
+	db       *gorm.DB
+	embedded *embeddedRedis
+	redisVer string
+	sqlVer   string
+	log      *slog.Logger
+}
+
+// Extras are optional parts supplied by the caller.
+type Extras struct {
+	Web  fs.FS       // the page served at /
+	Runs server.Runs // the lab's load runs
+}
+
+// Open connects to the backends named by cfg, starting embedded ones for
+// those it does not name, migrates the tables and builds the service. On
+// error everything opened so far is closed again.
+func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *App, err error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &App{Config: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	redisAddr := cfg.RedisAddr
+	if redisAddr == "" {
+		if a.embedded, err = startEmbeddedRedis(); err != nil {
+			return nil, err
+		}
+		redisAddr = a.embedded.mr.Addr()
+		a.Embedded = true
+	}
+	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
+		return nil, err
+	}
+	for _, addr := range cfg.RedisAddrs {
+		n, err := openRedis(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("redlock node: %w", err)
+		}
+		a.nodes = append(a.nodes, n)
+	}
+	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
+		return nil, err
+	}
+	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
+	if err = order.Migrate(ctx, a.db); err != nil {
+		return nil, err
+	}
+	a.Orders, err = order.NewService(a.db, a.rdb, order.Options{
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Nodes: a.nodes, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DemoStock > 0 {
+		if err = a.ensureDemo(ctx); err != nil {
+			return nil, err
+		}
+	}
+	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
+	a.sqlVer = sqlVersion(ctx, a.db)
+	a.Handler = server.New(server.Deps{
+		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken,
+		Web: extras.Web, Runs: extras.Runs, Log: log,
+	})
+	return a, nil
+}
+
+// DemoProduct is the product created at start when DemoStock > 0.
+const DemoProduct = 1
+
+// ensureDemo creates the demo product unless it exists: a restart against a
+// real database must not wipe a sale in progress.
+func (a *App) ensureDemo(ctx context.Context) error {
+	_, err := a.Orders.Product(ctx, DemoProduct)
+	if !errors.Is(err, order.ErrNotFound) {
+		return err
+	}
+	_, err = a.Orders.Reset(ctx, order.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
+	return err
+}
+
+// RedisAddr is the address of the Redis the service uses; the embedded one
+// is a real server on loopback, so other processes may share it.
+func (a *App) RedisAddr() string {
+	if a.embedded != nil {
+		return a.embedded.mr.Addr()
+	}
+	return a.Config.RedisAddr
+}
+
+// Mode says whether the service runs on embedded stand-ins.
+func (a *App) Mode() string {
+	if a.Embedded {
+		return "embedded"
+	}
+	return "external"
+}
+
+func (a *App) health(ctx context.Context) (server.Health, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.rdb.Ping(ctx).Err(); err != nil {
+		return server.Health{}, fmt.Errorf("redis: %w", err)
+	}
+	sqlDB, err := a.db.DB()
+	if err == nil {
+		err = sqlDB.PingContext(ctx)
+	}
+	if err != nil {
+		return server.Health{}, fmt.Errorf("database: %w", err)
+	}
+	return server.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
+}
+
+// Close closes the service, then Redis and the database, then the
+// embedded server.
+func (a *App) Close() error {
+	var errs []error
+	if a.Orders != nil {
+		errs = append(errs, a.Orders.Close())
+	}
+	for _, n := range a.nodes {
+		errs = append(errs, n.Close())
+	}
+	if a.rdb != nil {
+		errs = append(errs, a.rdb.Close())
+	}
+	if a.db != nil {
+		if sqlDB, err := a.db.DB(); err == nil {
+			errs = append(errs, sqlDB.Close())
+		}
+	}
+	if a.embedded != nil {
+		a.embedded.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Server is an App serving HTTP.
+type Server struct {
+	*App
+	URL  string
+	http *http.Server
+	done chan struct{} // closed when Serve returns
+	err  error         // what Serve returned
+}
+
+// Start opens the App and serves it on cfg.Addr (port 0 picks a free one).
+func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*Server, error) {
+	a, err := Open(ctx, cfg, log, extras)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	s := &Server{
+		App: a,
+		URL: "http://" + ln.Addr().String(),
+		http: &http.Server{
+			Handler:           a.Handler,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      order.MaxHold + cfg.LockWait + 30*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		s.err = s.http.Serve(ln)
+	}()
+	return s, nil
+}
+
+// Shutdown stops accepting requests, lets in-flight ones finish until ctx
+// ends, then closes the service and its backends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	<-s.done
+	if !errors.Is(s.err, http.ErrServerClosed) {
+		err = errors.Join(err, s.err)
+	}
+	return errors.Join(err, s.App.Close())
+}
+
+// Done is closed when the server stops serving, by Shutdown or by itself;
+// Err then tells why.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is what ended serving, once Done is closed.
+func (s *Server) Err() error { return s.err }

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/glebarez/sqlite"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// embeddedRedis is miniredis serving on loopback. miniredis expires keys
+// only when its clock is moved, so a ticker moves it with the wall clock and
+// lock TTLs run out in real time.
+type embeddedRedis struct {
+	mr   *miniredis.Miniredis
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// clockStep is how often the embedded Redis's clock catches up: the
+// resolution of its key expiry.
+const clockStep = 10 * time.Millisecond
+
+func startEmbeddedRedis() (*embeddedRedis, error) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("starting the embedded Redis: %w", err)
+	}
+	e := &embeddedRedis{mr: mr, stop: make(chan struct{})}
+	last := time.Now()
+	mr.SetTime(last)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		t := time.NewTicker(clockStep)
+		defer t.Stop()
+		for {
+			select {
+			case <-e.stop:
+				return
+			case now := <-t.C:
+				mr.SetTime(now)
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return e, nil
+}
+
+func (e *embeddedRedis) Close() {
+	close(e.stop)
+	e.wg.Wait()
+	e.mr.Close()
+}
+
+func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: addr,
+		// A flash sale is many short commands from many goroutines at once;
+		// the default pool (10 per CPU) would make buyers queue for a
+		// connection before they queue for the lock.
+		PoolSize:     256,
+		MinIdleConns: 8,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+	})
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("connecting to Redis at %s: %w", addr, err)
+	}
+	return rdb, nil
+}
+
+func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
+	cfg := &gorm.Config{
+		TranslateError: true, // duplicate keys become gorm.ErrDuplicatedKey on every driver
+		Logger:         logger.Discard,
+		PrepareStmt:    true,
+	}
+	var (
+		db  *gorm.DB
+		err error
+	)
+	if dsn != "" {
+		db, err = gorm.Open(mysql.Open(withParseTime(dsn)), cfg)
+	} else {
+		db, err = gorm.Open(sqlite.Open(sqliteDSN(sqlitePath)), cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if dsn == "" {
+		// SQLite has one writer at a time; one connection turns contention
+		// into a queue instead of SQLITE_BUSY errors, and an in-memory
+		// database exists only on its connection anyway.
+		sqlDB.SetMaxOpenConns(1)
+	} else {
+		sqlDB.SetMaxOpenConns(64)
+		sqlDB.SetMaxIdleConns(64)
+		sqlDB.SetConnMaxLifetime(30 * time.Minute)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("connecting to the database: %w", err)
+	}
+	return db, nil
+}
+
+func sqliteDSN(path string) string {
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	if path == "" {
+		return "file::memory:?" + pragmas
+	}
+	// WAL lets readers in other processes (the harness's instances) read
+	// while one writes.
+	return "file:" + path + "?" + pragmas + "&_pragma=journal_mode(WAL)"
+}
+
+// withParseTime adds parseTime=true, without which the MySQL driver hands
+// GORM DATETIME columns as bytes it cannot scan into time.Time.
+func withParseTime(dsn string) string {
+	if strings.Contains(dsn, "parseTime=") {
+		return dsn
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&parseTime=true"
+	}
+	return dsn + "?parseTime=true"
+}
+
+func redisVersion(ctx context.Context, rdb *redis.Client, embedded bool) string {
+	if embedded {
+		return "miniredis (embedded)"
+	}
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+func sqlVersion(ctx context.Context, db *gorm.DB) string {
+	var v string
+	q := "SELECT VERSION()"
+	if db.Dialector.Name() == "sqlite" {
+		q = "SELECT sqlite_version()"
+	}
+	if err := db.WithContext(ctx).Raw(q).Scan(&v).Error; err != nil {
+		return db.Dialector.Name() + " unknown"
+	}
+	return db.Dialector.Name() + " " + v
+}

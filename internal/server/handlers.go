@@ -1,0 +1,193 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"seckill/internal/idgen"
+	"seckill/internal/lock"
+	"seckill/internal/order"
+	"seckill/internal/stock"
+)
+
+func (s *Server) handleHealth(c *gin.Context) {
+	h, err := s.deps.Health(c)
+	if err != nil {
+		s.deps.Log.Warn("health check failed", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": err.Error()})
+		return
+	}
+	c.JSON(http.StatusOK, h)
+}
+
+type lockInfo struct {
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+}
+
+func (s *Server) handleLocks(c *gin.Context) {
+	var out []lockInfo
+	for _, st := range lock.Strategies() {
+		out = append(out, lockInfo{Name: st.Name, Summary: st.Summary})
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+type productRequest struct {
+	ID       *int64 `json:"id"`
+	Name     string `json:"name"`
+	Stock    *int   `json:"stock"`
+	Shards   int    `json:"shards"`
+	Lock     string `json:"lock"`
+	Mode     string `json:"mode"`
+	Fallback *bool  `json:"fallback"`
+}
+
+type shardView struct {
+	Key   string `json:"key"`
+	Stock int    `json:"stock"`
+}
+
+type productView struct {
+	ID       int64       `json:"id"`
+	Name     string      `json:"name"`
+	Initial  int         `json:"initial"`
+	Stock    int         `json:"stock"`
+	Shards   []shardView `json:"shards"`
+	Sold     int         `json:"sold"`
+	SoldOut  bool        `json:"sold_out"`
+	Lock     string      `json:"lock"`
+	Mode     string      `json:"mode"`
+	Fallback bool        `json:"fallback"`
+	Store    string      `json:"store"`
+}
+
+func newProductView(v order.View) productView {
+	pv := productView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
+		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store,
+		Shards: make([]shardView, len(v.Levels))}
+	for i, n := range v.Levels {
+		key := stock.StockKey(v.ID, i)
+		if v.Store == string(stock.InSQL) {
+			key = fmt.Sprintf("product_shards(%d,%d)", v.ID, i)
+		}
+		pv.Shards[i] = shardView{Key: key, Stock: n}
+	}
+	return pv
+}
+
+func (s *Server) handleResetProduct(c *gin.Context) {
+	var req productRequest
+	if err := decode(c.Request.Body, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if req.ID == nil || req.Stock == nil {
+		s.fail(c, http.StatusBadRequest, codeBadRequest, "id and stock are required")
+		return
+	}
+	p, err := s.deps.Orders.Reset(c, order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock,
+		Shards: req.Shards, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback})
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	s.respondProduct(c, p.ID)
+}
+
+func (s *Server) handleProduct(c *gin.Context) {
+	id, ok := s.pathID(c, "product")
+	if ok {
+		s.respondProduct(c, id)
+	}
+}
+
+func (s *Server) respondProduct(c *gin.Context, id int64) {
+	v, _, err := s.deps.Orders.Audit(c, id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, newProductView(v))
+}
+
+func (s *Server) handleAudit(c *gin.Context) {
+	id, ok := s.pathID(c, "product")
+	if !ok {
+		return
+	}
+	_, a, err := s.deps.Orders.Audit(c, id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, a)
+}
+
+type orderRequest struct {
+	UserID    *int64 `json:"user_id"`
+	ProductID *int64 `json:"product_id"`
+	Lock      string `json:"lock"`
+	Mode      string `json:"mode"`
+	HoldMS    int    `json:"hold_ms"`
+	Abandon   bool   `json:"abandon"`
+}
+
+// lockWaitHeader carries the time a purchase spent acquiring locks, so that
+// a load generator can report lock-wait percentiles without scraping metrics.
+const lockWaitHeader = "X-Lock-Wait-Us"
+
+func (s *Server) handleBuy(c *gin.Context) {
+	var req orderRequest
+	if err := decode(c.Request.Body, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if req.UserID == nil || req.ProductID == nil {
+		s.fail(c, http.StatusBadRequest, codeBadRequest, "user_id and product_id are required")
+		return
+	}
+	if req.HoldMS < 0 || time.Duration(req.HoldMS)*time.Millisecond > order.MaxHold {
+		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
+		return
+	}
+	o, rc, err := s.deps.Orders.Buy(c, order.Purchase{
+		UserID: *req.UserID, ProductID: *req.ProductID, Lock: req.Lock, Mode: req.Mode,
+		Hold:  time.Duration(req.HoldMS) * time.Millisecond,
+		Fault: order.Fault{Abandon: req.Abandon},
+	})
+	c.Header(lockWaitHeader, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
+	s.metrics.purchase(rc, err)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, o)
+}
+
+func (s *Server) handleOrder(c *gin.Context) {
+	id, err := idgen.ParseID(c.Param("id"))
+	if err != nil || id <= 0 {
+		s.fail(c, http.StatusBadRequest, codeBadRequest, "order id must be a positive integer, sent as a string")
+		return
+	}
+	o, err := s.deps.Orders.Order(c, id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, o)
+}
+
+func (s *Server) pathID(c *gin.Context, what string) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(c, http.StatusBadRequest, codeBadRequest, what+" id must be a positive integer")
+		return 0, false
+	}
+	return id, true
+}

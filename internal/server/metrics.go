@@ -1,0 +1,94 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"seckill/internal/order"
+	"seckill/internal/stock"
+)
+
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	orders    *prometheus.CounterVec
+	soldOut   prometheus.Counter
+	lockTries *prometheus.CounterVec
+	lockWait  *prometheus.HistogramVec
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_requests_total", Help: "HTTP requests by route template, method and status.",
+		}, []string{"route", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_http_request_duration_seconds", Help: "HTTP request latency by route template.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"route", "method"}),
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_orders_total", Help: "Orders written, by lock strategy and mode.",
+		}, []string{"lock", "mode"}),
+		soldOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_sold_out_total", Help: "Purchases refused because the product was sold out.",
+		}),
+		lockTries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_lock_outcomes_total",
+			Help: "Lock outcomes of rmw purchases: obtained, timeout, or lease_lost (the lock had expired before its release).",
+		}, []string{"lock", "outcome"}),
+		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_lock_wait_seconds", Help: "Time rmw purchases spent acquiring locks.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
+		}, []string{"lock"}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.orders, m.soldOut, m.lockTries, m.lockWait,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// observe records every request under its route template, so that
+// /api/orders/123 and /api/orders/456 are one series.
+func (m *metrics) observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
+	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) purchase(rc order.Receipt, err error) {
+	switch {
+	case err == nil:
+		m.orders.WithLabelValues(rc.Lock, rc.Mode).Inc()
+	case errors.Is(err, stock.ErrSoldOut):
+		m.soldOut.Inc()
+	}
+	if rc.Mode != string(stock.RMW) {
+		return
+	}
+	switch {
+	case errors.Is(err, stock.ErrLockTimeout):
+		m.lockTries.WithLabelValues(rc.Lock, "timeout").Inc()
+	case rc.LeaseLost:
+		m.lockTries.WithLabelValues(rc.Lock, "lease_lost").Inc()
+	case rc.LockWait > 0 || err == nil:
+		m.lockTries.WithLabelValues(rc.Lock, "obtained").Inc()
+	}
+	if rc.LockWait > 0 {
+		m.lockWait.WithLabelValues(rc.Lock).Observe(rc.LockWait.Seconds())
+	}
+}
