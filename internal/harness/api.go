@@ -1,0 +1,159 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// ErrRejected: the service refused the run's settings with 400, typically a
+// lock strategy or fault option it does not know (yet).
+var ErrRejected = errors.New("harness: rejected by the service")
+
+// Audit is the service's GET /api/products/:id/audit.
+type Audit struct {
+	ProductID   int64  `json:"product_id"`
+	Initial     int    `json:"initial"`
+	Remaining   int    `json:"remaining"`
+	Orders      int    `json:"orders"`
+	Oversold    int    `json:"oversold"`
+	LostUpdates int    `json:"lost_updates"`
+	Verdict     string `json:"verdict"`
+}
+
+// Health is the service's GET /healthz.
+type Health struct {
+	Status string `json:"status"`
+	Mode   string `json:"mode"`
+	Redis  string `json:"redis"`
+	SQL    string `json:"sql"`
+}
+
+// LockInfo is one entry of GET /api/locks.
+type LockInfo struct {
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+}
+
+// apiError is the service's error body.
+type apiError struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// maxBody bounds what the harness reads of any response.
+const maxBody = 1 << 20
+
+// call sends one JSON request and decodes a 2xx answer into out (if not
+// nil). A non-2xx answer becomes an error carrying the status and the
+// service's message; a 400 also matches ErrRejected.
+func call(ctx context.Context, c *http.Client, method, url, token string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding the request to %s: %w", url, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return fmt.Errorf("building %s %s: %w", method, url, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err // already says method and URL
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("reading %s %s: %w", method, url, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		err := fmt.Errorf("%s %s: %s", method, url, describe(resp.StatusCode, b))
+		if resp.StatusCode == http.StatusBadRequest {
+			err = fmt.Errorf("%w: %w", ErrRejected, err)
+		}
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decoding the answer of %s %s: %w", method, url, err)
+	}
+	return nil
+}
+
+// describe turns an error answer into "409 sold_out: message".
+func describe(status int, body []byte) string {
+	var e apiError
+	if json.Unmarshal(body, &e) == nil && (e.Code != "" || e.Error != "") {
+		return strconv.Itoa(status) + " " + e.Code + ": " + e.Error
+	}
+	if len(body) > 200 {
+		body = body[:200]
+	}
+	return strconv.Itoa(status) + " " + http.StatusText(status) + ": " + string(bytes.TrimSpace(body))
+}
+
+// productReset is the body of POST /api/products.
+type productReset struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Stock    int    `json:"stock"`
+	Shards   int    `json:"shards,omitempty"`
+	Lock     string `json:"lock"`
+	Mode     string `json:"mode"`
+	Fallback *bool  `json:"fallback,omitempty"`
+}
+
+func reset(ctx context.Context, c *http.Client, s Spec) error {
+	body := productReset{
+		ID: s.ProductID, Name: "harness", Stock: s.Stock, Shards: s.Shards,
+		Lock: s.Lock, Mode: s.Mode, Fallback: s.Fallback,
+	}
+	if err := call(ctx, c, http.MethodPost, s.Targets[0]+"/api/products", s.AdminToken, body, nil); err != nil {
+		return fmt.Errorf("resetting product %d: %w", s.ProductID, err)
+	}
+	return nil
+}
+
+func fetchAudit(ctx context.Context, c *http.Client, target string, product int64) (Audit, error) {
+	var a Audit
+	url := target + "/api/products/" + strconv.FormatInt(product, 10) + "/audit"
+	if err := call(ctx, c, http.MethodGet, url, "", nil, &a); err != nil {
+		return a, fmt.Errorf("auditing product %d: %w", product, err)
+	}
+	return a, nil
+}
+
+// Locks lists the lock strategies the service at target has registered, in
+// its teaching order.
+func Locks(ctx context.Context, c *http.Client, target string) ([]LockInfo, error) {
+	var ls []LockInfo
+	if err := call(ctx, c, http.MethodGet, target+"/api/locks", "", nil, &ls); err != nil {
+		return nil, fmt.Errorf("listing lock strategies: %w", err)
+	}
+	return ls, nil
+}
+
+// CheckHealth returns the service's /healthz.
+func CheckHealth(ctx context.Context, c *http.Client, target string) (Health, error) {
+	var h Health
+	if err := call(ctx, c, http.MethodGet, target+"/healthz", "", nil, &h); err != nil {
+		return h, fmt.Errorf("checking health: %w", err)
+	}
+	return h, nil
+}

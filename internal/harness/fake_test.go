@@ -1,0 +1,146 @@
+package harness
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeService speaks the order API from memory, so that the engine and the
+// verdicts can be tested without Redis or a database. With lock "none" it
+// reads the stock, pauses for hold_ms and writes it back minus one, with
+// nothing held in between: the race the lab teaches. Every other known lock
+// is a mutex per product.
+type fakeService struct {
+	mu       sync.Mutex
+	products map[int64]*fakeProduct
+}
+
+type fakeProduct struct {
+	lock      sync.Mutex // the "lock" of the safe strategies
+	initial   int
+	remaining int
+	orders    map[int64]bool // by user
+}
+
+var fakeLocks = []string{"none", "token"}
+
+func newFakeService(t *testing.T) *httptest.Server {
+	t.Helper()
+	f := &fakeService{products: make(map[int64]*fakeProduct)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Health{Status: "ok", Mode: "embedded", Redis: "fake", SQL: "fake"})
+	})
+	mux.HandleFunc("GET /api/locks", func(w http.ResponseWriter, r *http.Request) {
+		var ls []LockInfo
+		for _, l := range fakeLocks {
+			ls = append(ls, LockInfo{Name: l})
+		}
+		writeJSON(w, http.StatusOK, ls)
+	})
+	mux.HandleFunc("POST /api/products", f.reset)
+	mux.HandleFunc("POST /api/orders", f.buy)
+	mux.HandleFunc("GET /api/products/{id}/audit", f.audit)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, code string) {
+	writeJSON(w, status, apiError{Code: code, Error: strings.ReplaceAll(code, "_", " ")})
+}
+
+func (f *fakeService) reset(w http.ResponseWriter, r *http.Request) {
+	var p productReset
+	if err := json.NewDecoder(r.Body).Decode(&p); err != nil || !slices.Contains(fakeLocks, p.Lock) {
+		fail(w, http.StatusBadRequest, "bad_request")
+		return
+	}
+	f.mu.Lock()
+	f.products[p.ID] = &fakeProduct{initial: p.Stock, remaining: p.Stock, orders: make(map[int64]bool)}
+	f.mu.Unlock()
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (f *fakeService) product(id int64) *fakeProduct {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.products[id]
+}
+
+func (f *fakeService) buy(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		UserID    int64  `json:"user_id"`
+		ProductID int64  `json:"product_id"`
+		Lock      string `json:"lock"`
+		HoldMS    int64  `json:"hold_ms"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || !slices.Contains(fakeLocks, in.Lock) {
+		fail(w, http.StatusBadRequest, "bad_request")
+		return
+	}
+	p := f.product(in.ProductID)
+	if p == nil {
+		fail(w, http.StatusNotFound, "not_found")
+		return
+	}
+	w.Header().Set("X-Lock-Wait-Us", "0")
+	if in.Lock != "none" {
+		start := time.Now()
+		p.lock.Lock()
+		defer p.lock.Unlock()
+		w.Header().Set("X-Lock-Wait-Us", strconv.FormatInt(time.Since(start).Microseconds(), 10))
+	}
+	f.mu.Lock()
+	bought, stock := p.orders[in.UserID], p.remaining
+	f.mu.Unlock()
+	switch {
+	case bought:
+		fail(w, http.StatusConflict, "already_bought")
+		return
+	case stock <= 0:
+		fail(w, http.StatusConflict, "sold_out")
+		return
+	}
+	// The critical section's pause, as the real service's hold_ms.
+	time.Sleep(time.Duration(in.HoldMS) * time.Millisecond)
+	f.mu.Lock()
+	p.remaining = stock - 1
+	p.orders[in.UserID] = true
+	f.mu.Unlock()
+	writeJSON(w, http.StatusCreated, map[string]any{"id": "1", "user_id": in.UserID, "product_id": in.ProductID})
+}
+
+func (f *fakeService) audit(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	p := f.product(id)
+	if p == nil {
+		fail(w, http.StatusNotFound, "not_found")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := Audit{ProductID: id, Initial: p.initial, Remaining: p.remaining, Orders: len(p.orders)}
+	a.Oversold = max(0, a.Orders-a.Initial)
+	a.LostUpdates = a.Orders - (a.Initial - a.Remaining)
+	a.Verdict = "OK"
+	if a.Oversold > 0 {
+		a.Verdict = "OVERSOLD"
+	} else if a.LostUpdates != 0 {
+		a.Verdict = "INCONSISTENT"
+	}
+	writeJSON(w, http.StatusOK, a)
+}

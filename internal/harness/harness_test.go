@@ -1,0 +1,322 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/net/html"
+)
+
+func TestJudge(t *testing.T) {
+	audit := func(initial, remaining, orders int) Audit {
+		return Audit{Initial: initial, Remaining: remaining, Orders: orders,
+			Oversold: max(0, orders-initial), LostUpdates: orders - (initial - remaining)}
+	}
+	tests := []struct {
+		name  string
+		tally Tally
+		audit Audit
+		want  Judgement
+	}{{
+		name:  "every unit sold once",
+		tally: Tally{Stock: 10, OK: 10, SoldOut: 5},
+		audit: audit(10, 0, 10),
+		want:  Judgement{Harness: Safe, Audit: Safe, Verdict: Safe, Agree: true},
+	}, {
+		name:  "oversold, seen by both",
+		tally: Tally{Stock: 10, OK: 13, SoldOut: 7},
+		audit: audit(10, 0, 13),
+		want:  Judgement{Oversold: 3, LostUpdates: 3, Harness: Oversold, Audit: Oversold, Verdict: Oversold, Agree: true},
+	}, {
+		name:  "lost updates before the stock ran out: only the audit sees them",
+		tally: Tally{Stock: 10, OK: 6},
+		audit: audit(10, 6, 6),
+		want: Judgement{LostUpdates: 2, Harness: Safe, Audit: Oversold, Verdict: Oversold, Disagreements: []string{
+			"the audit found 2 lost updates that the harness cannot see from its counts",
+			"verdict from the harness's counts is SAFE, from the audit OVERSOLD",
+		}},
+	}, {
+		name:  "sold out told while units remain",
+		tally: Tally{Stock: 10, OK: 8, SoldOut: 4},
+		audit: audit(10, 2, 8),
+		want:  Judgement{Undersold: 2, Harness: Undersold, Audit: Undersold, Verdict: Undersold, Agree: true},
+	}, {
+		name:  "units taken without an order, nobody told sold out",
+		tally: Tally{Stock: 10, OK: 8, Errors: 2},
+		audit: audit(10, 0, 8),
+		want: Judgement{LostUpdates: -2, Harness: Errors, Audit: Undersold, Verdict: Undersold, Disagreements: []string{
+			"verdict from the harness's counts is ERRORS, from the audit UNDERSOLD",
+		}},
+	}, {
+		name:  "errors, stock right",
+		tally: Tally{Stock: 10, OK: 4, Errors: 26},
+		audit: audit(10, 6, 4),
+		want:  Judgement{Harness: Errors, Audit: Errors, Verdict: Errors, Agree: true},
+	}, {
+		name:  "an order the harness never saw answered",
+		tally: Tally{Stock: 10, OK: 9, Errors: 1, SoldOut: 3},
+		audit: audit(10, 0, 10),
+		want: Judgement{Harness: Undersold, Audit: Errors, Verdict: Undersold, Disagreements: []string{
+			"the harness counted 9 orders created (201), the audit found 10",
+			"verdict from the harness's counts is UNDERSOLD, from the audit ERRORS",
+		}},
+	}, {
+		name:  "the audit speaks of another stock",
+		tally: Tally{Stock: 10, OK: 10, SoldOut: 1},
+		audit: audit(20, 10, 10),
+		want: Judgement{Undersold: 10, Harness: Safe, Audit: Undersold, Verdict: Undersold, Disagreements: []string{
+			"the audit's initial stock is 20, the harness set 10",
+			"verdict from the harness's counts is SAFE, from the audit UNDERSOLD",
+		}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, Judge(tt.tally, tt.audit)); diff != "" {
+				t.Errorf("Judge(%+v, %+v) (-want +got):\n%s", tt.tally, tt.audit, diff)
+			}
+		})
+	}
+}
+
+func TestRunAgainstFake(t *testing.T) {
+	srv := newFakeService(t)
+	tests := []struct {
+		lock string
+		want string
+	}{{"none", Oversold}, {"token", Safe}}
+	for i, tt := range tests {
+		t.Run(tt.lock, func(t *testing.T) {
+			spec := Spec{
+				Targets: []string{srv.URL}, ProductID: int64(100 + i), Lock: tt.lock,
+				Stock: 20, Buyers: 150, Requests: 200, Concurrency: 40, Hold: Duration(2 * time.Millisecond),
+			}
+			var calls int
+			row, err := Run(t.Context(), spec, func(Progress) { calls++ })
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if row.Verdict != tt.want || !row.Agree {
+				t.Fatalf("verdict %s (harness %s, audit %s, agree %v: %v), want %s",
+					row.Verdict, row.HarnessVerdict, row.AuditVerdict, row.Agree, row.Disagreements, tt.want)
+			}
+			// Requests 150–199 repeat users 1–50: those who bought are told so.
+			if row.Requests != 200 || row.AlreadyBought == 0 || row.OK+row.SoldOut+row.AlreadyBought != 200 || row.Errors != 0 || row.Sold != row.OK {
+				t.Errorf("requests %d, ok %d, sold out %d, already bought %d, errors %d, sold %d: want 200 answered without error, some repeats, sold = ok",
+					row.Requests, row.OK, row.SoldOut, row.AlreadyBought, row.Errors, row.Sold)
+			}
+			if tt.want == Safe && row.OK != spec.Stock {
+				t.Errorf("ok %d, want the whole stock %d", row.OK, spec.Stock)
+			}
+			if calls == 0 || row.P50MS <= 0 || row.MaxMS < row.P99MS || row.RPS <= 0 {
+				t.Errorf("progress calls %d, p50 %v, p99 %v, max %v, rps %v: want a final progress call and filled latencies",
+					calls, row.P50MS, row.P99MS, row.MaxMS, row.RPS)
+			}
+		})
+	}
+}
+
+func TestRunRejected(t *testing.T) {
+	srv := newFakeService(t)
+	row, err := Run(t.Context(), Spec{Targets: []string{srv.URL}, Lock: "no-such-lock", Requests: 5}, nil)
+	if !errors.Is(err, ErrRejected) {
+		t.Fatalf("Run with an unknown lock: err = %v, want ErrRejected", err)
+	}
+	if row.Verdict != Skipped || !strings.Contains(row.Note, "400") || row.Requests != 0 {
+		t.Errorf("row %+v: want SKIPPED with the 400 in the note and nothing sent", row)
+	}
+}
+
+func TestOpenLoopSendsRateTimesDuration(t *testing.T) {
+	srv := newFakeService(t)
+	spec := Spec{Targets: []string{srv.URL}, ProductID: 7, Lock: "token", Stock: 1000, Buyers: 1000,
+		Rate: 400, Duration: Duration(250 * time.Millisecond), Concurrency: 10}
+	row, err := Run(t.Context(), spec, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if row.Requests != 100 || row.OK != 100 || row.Verdict != Safe {
+		t.Errorf("requests %d, ok %d, verdict %s: want 100 (400/s × 250ms), all sold, SAFE", row.Requests, row.OK, row.Verdict)
+	}
+}
+
+func TestTimeoutStopsTheRun(t *testing.T) {
+	srv := newFakeService(t)
+	spec := Spec{Targets: []string{srv.URL}, ProductID: 8, Lock: "token", Stock: 1000, Buyers: 1000,
+		Concurrency: 2, Hold: Duration(50 * time.Millisecond), Timeout: Duration(300 * time.Millisecond)}
+	row, err := Run(t.Context(), spec, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !row.TimedOut || row.Requests >= 1000 || row.Note == "" {
+		t.Errorf("timed out %v after %d requests (note %q): want the run cut short and said so", row.TimedOut, row.Requests, row.Note)
+	}
+}
+
+func sampleReport() Report {
+	rows := []Row{
+		{Strategy: "none", Mode: "rmw", Instances: 1, Stock: 100, Requests: 1000, OK: 140, SoldOut: 860, Sold: 140,
+			Oversold: 40, LostUpdates: 40, RPS: 5321.5, P50MS: 2.1, P90MS: 3.3, P99MS: 7.9, MaxMS: 12,
+			Verdict: Oversold, HarnessVerdict: Oversold, AuditVerdict: Oversold, ServiceVerdict: "OVERSOLD", Agree: true,
+			ErrorCodes: map[string]int{}, Expect: &Expectation{Want: []string{Oversold}, Held: true}},
+		{Strategy: "token", Mode: "rmw", Instances: 3, Shards: 5, Stock: 100, Requests: 1000, OK: 100, SoldOut: 899, Errors: 1,
+			Sold: 100, RPS: 2100, P50MS: 9, P90MS: 20, P99MS: 41.25, MaxMS: 80, LockWaitP99MS: 30,
+			Verdict: Errors, AuditVerdict: Errors, Agree: true, ErrorCodes: map[string]int{"lock_timeout": 1},
+			ErrorSamples: []string{`503 lock_timeout: <lock> "not" obtained`}},
+	}
+	return Report{
+		Title: "seckill load test", Started: time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC), Rows: rows,
+		Machine: Machine{CPU: "Test CPU", Cores: 2, OS: "linux/amd64", Go: "go1.26", Commit: "abc1234",
+			Service: "embedded", Redis: "7.2", SQL: "sqlite 3", Instances: 1, Target: "http://127.0.0.1:1"},
+		Summary: []string{"throughput ratio 2.00×"},
+	}
+}
+
+func TestReportJSONRoundTrips(t *testing.T) {
+	rep := sampleReport()
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("decoding the report: %v\n%s", err, buf.String())
+	}
+	if diff := cmp.Diff(rep, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("JSON round trip (-wrote +read):\n%s", diff)
+	}
+	for _, field := range []string{"strategy", "mode", "instances", "requests", "ok", "sold_out", "errors", "sold",
+		"oversold", "lost_updates", "undersold", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+		"lock_wait_p99_ms", "verdict", "audit_verdict", "agree", "error_samples"} {
+		if !strings.Contains(buf.String(), `"`+field+`":`) {
+			t.Errorf("the JSON report lacks the field %q the web page reads", field)
+		}
+	}
+}
+
+func TestSpecJSONRoundTrips(t *testing.T) {
+	in := `{"targets":["http://x"],"stock":5,"lock":"token","hold":"300ms","duration":"2s","rate":50}`
+	var s Spec
+	if err := json.Unmarshal([]byte(in), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Hold != Duration(300*time.Millisecond) || s.Duration != Duration(2*time.Second) {
+		t.Errorf("hold %v, duration %v: want 300ms and 2s", time.Duration(s.Hold), time.Duration(s.Duration))
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Spec
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s, back); diff != "" {
+		t.Errorf("Spec JSON round trip (-before +after):\n%s", diff)
+	}
+}
+
+func TestReportHTMLCarriesItsCharts(t *testing.T) {
+	rep := sampleReport()
+	var buf bytes.Buffer
+	if err := rep.WriteHTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("parsing the report: %v", err)
+	}
+	var canvases []string
+	var chartsJSON, scripts string
+	var rows int
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "canvas":
+				canvases = append(canvases, attr(n, "data-chart"))
+			case "script":
+				if src := attr(n, "src"); src != "" {
+					t.Errorf("the report fetches %s: it must be self-contained", src)
+				}
+				if n.FirstChild != nil {
+					if attr(n, "id") == "charts-data" {
+						chartsJSON = n.FirstChild.Data
+					}
+					scripts += n.FirstChild.Data
+				}
+			case "link":
+				t.Errorf("the report links %s: it must be self-contained", attr(n, "href"))
+			case "tr":
+				rows++
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if diff := cmp.Diff([]string{"throughput", "p99", "oversold"}, canvases); diff != "" {
+		t.Errorf("canvases (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(scripts, "Chart.js v4") {
+		t.Error("the chart library is not inlined")
+	}
+	if rows != 1+len(rep.Rows) {
+		t.Errorf("%d table rows, want a header and %d", rows, len(rep.Rows))
+	}
+	var charts []Chart
+	if err := json.Unmarshal([]byte(chartsJSON), &charts); err != nil {
+		t.Fatalf("decoding the charts' data: %v\n%s", err, chartsJSON)
+	}
+	if diff := cmp.Diff(rep.Charts(), charts); diff != "" {
+		t.Errorf("charts' data (-want +got):\n%s", diff)
+	}
+	for _, c := range charts {
+		if len(c.Values) != len(rep.Rows) || c.Values[0] == 0 {
+			t.Errorf("chart %s carries %v: want one nonzero value per row", c.ID, c.Values)
+		}
+	}
+	if !strings.Contains(buf.String(), "Test CPU") || !strings.Contains(buf.String(), "abc1234") {
+		t.Error("the report does not state the machine and commit")
+	}
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func TestReportCSVAndTable(t *testing.T) {
+	rep := sampleReport()
+	var csvBuf, table bytes.Buffer
+	if err := rep.WriteCSV(&csvBuf); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	var data []string
+	for _, l := range strings.Split(strings.TrimSpace(csvBuf.String()), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			data = append(data, l)
+		}
+	}
+	if len(data) != 1+len(rep.Rows) || !strings.HasPrefix(data[0], "strategy,mode,instances") {
+		t.Errorf("CSV lines %q: want a header and one line per row", data)
+	}
+	for _, want := range []string{"OVERSOLD ✓", "Test CPU", "lock_timeout", "throughput ratio"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, table.String())
+		}
+	}
+}

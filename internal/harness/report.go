@@ -1,0 +1,222 @@
+package harness
+
+import (
+	_ "embed"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the rows of one invocation with the machine they ran on.
+type Report struct {
+	Title   string    `json:"title"`
+	Started time.Time `json:"started"`
+	Machine Machine   `json:"machine"`
+	Rows    []Row     `json:"rows"`
+	// Summary lines, e.g. a scenario's throughput ratio.
+	Summary []string `json:"summary,omitempty"`
+}
+
+// Label names a row in tables and charts: strategy/mode, then what else
+// tells rows of one report apart.
+func (r Row) Label() string {
+	s := r.Strategy + "/" + r.Mode
+	if r.Instances > 1 {
+		s += " ×" + strconv.Itoa(r.Instances)
+	}
+	if r.Shards > 0 {
+		s += " " + strconv.Itoa(r.Shards) + "sh"
+	}
+	return s
+}
+
+// Expectation says what verdicts a row was expected to reach, and whether
+// it did; nil when nothing was expected.
+type Expectation struct {
+	Want []string `json:"want"`
+	Held bool     `json:"held"`
+}
+
+// Check records whether the row's verdict is one of want, with the harness
+// and the audit in agreement. A SKIPPED row holds no expectation.
+func (r *Row) Check(want ...string) bool {
+	held := r.Agree && slices.Contains(want, r.Verdict)
+	r.Expect = &Expectation{Want: want, Held: held}
+	return held
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("writing the JSON report: %w", err)
+	}
+	return nil
+}
+
+// csvHeader is the CSV columns: the Row's JSON names.
+var csvHeader = []string{
+	"strategy", "mode", "instances", "stock", "shards", "concurrency", "hold_ms",
+	"requests", "ok", "sold_out", "already_bought", "errors", "sold", "oversold",
+	"lost_updates", "undersold", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+	"lock_wait_p99_ms", "elapsed_s", "verdict", "harness_verdict", "audit_verdict",
+	"agree", "expected", "held", "error_samples",
+}
+
+// WriteCSV writes one line per row after a header of JSON field names; the
+// machine goes into leading comment lines.
+func (rep Report) WriteCSV(w io.Writer) error {
+	for _, line := range rep.machineLines() {
+		if _, err := fmt.Fprintf(w, "# %s\n", line); err != nil {
+			return fmt.Errorf("writing the CSV report: %w", err)
+		}
+	}
+	cw := csv.NewWriter(w)
+	_ = cw.Write(csvHeader) // errors are sticky: checked once by Error below
+	itoa := strconv.Itoa
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, r := range rep.Rows {
+		want, held := "", ""
+		if r.Expect != nil {
+			want, held = strings.Join(r.Expect.Want, "|"), strconv.FormatBool(r.Expect.Held)
+		}
+		_ = cw.Write([]string{
+			r.Strategy, r.Mode, itoa(r.Instances), itoa(r.Stock), itoa(r.Shards), itoa(r.Concurrency),
+			strconv.FormatInt(r.HoldMS, 10), itoa(r.Requests), itoa(r.OK), itoa(r.SoldOut),
+			itoa(r.AlreadyBought), itoa(r.Errors), itoa(r.Sold), itoa(r.Oversold),
+			itoa(r.LostUpdates), itoa(r.Undersold), f(r.RPS), f(r.P50MS), f(r.P90MS), f(r.P99MS),
+			f(r.MaxMS), f(r.LockWaitP99MS), f(r.ElapsedS), r.Verdict, r.HarnessVerdict,
+			r.AuditVerdict, strconv.FormatBool(r.Agree), want, held, strings.Join(r.ErrorSamples, " | "),
+		})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("writing the CSV report: %w", err)
+	}
+	return nil
+}
+
+func (rep Report) machineLines() []string {
+	m := rep.Machine
+	lines := []string{
+		fmt.Sprintf("%s — %s", rep.Title, rep.Started.Format(time.RFC3339)),
+		fmt.Sprintf("machine: %s, %d cores, %s, %s, commit %s", m.CPU, m.Cores, m.OS, m.Go, m.Commit),
+		fmt.Sprintf("service: %s mode, redis %s, sql %s, %d instance(s) at %s", m.Service, m.Redis, m.SQL, m.Instances, m.Target),
+	}
+	if m.Note != "" {
+		lines = append(lines, "note: "+m.Note)
+	}
+	return lines
+}
+
+// WriteTable writes the report for a terminal: the machine, one aligned
+// line per row, then the disagreements, error samples and summary.
+func (rep Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	for _, line := range rep.machineLines() {
+		b.WriteString(line + "\n")
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tmode\tinst\treqs\tok\tsold out\tbought\terrors\tsold\toversold\tlost upd\tundersold\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tlock p99\tverdict\taudit\tagree\texpected\t")
+	for _, r := range rep.Rows {
+		exp := ""
+		if r.Expect != nil {
+			exp = strings.Join(r.Expect.Want, "|")
+			if r.Expect.Held {
+				exp += " ✓"
+			} else {
+				exp += " ✗"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
+			r.Strategy, r.Mode, r.Instances, r.Requests, r.OK, r.SoldOut, r.AlreadyBought, r.Errors,
+			r.Sold, r.Oversold, r.LostUpdates, r.Undersold, r.RPS, r.P50MS, r.P90MS, r.P99MS, r.MaxMS,
+			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, yesNo(r.Agree), exp)
+	}
+	tw.Flush()
+	for _, r := range rep.Rows {
+		for _, d := range r.Disagreements {
+			fmt.Fprintf(&b, "disagreement %s: %s\n", r.Label(), d)
+		}
+		if r.Note != "" {
+			fmt.Fprintf(&b, "note %s: %s\n", r.Label(), r.Note)
+		}
+		for _, s := range r.ErrorSamples {
+			fmt.Fprintf(&b, "error %s: %s\n", r.Label(), s)
+		}
+	}
+	for _, s := range rep.Summary {
+		b.WriteString(s + "\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}
+
+// chartJS is Chart.js 4 (MIT, see assets/chart.LICENSE.md), inlined so that
+// a report opens offline and fetches nothing.
+//
+//go:embed assets/chart.umd.min.js
+var chartJS string
+
+//go:embed assets/report.html.tmpl
+var reportHTML string
+
+var reportTmpl = template.Must(template.New("report").Parse(reportHTML))
+
+// Chart is one bar chart of a metric per row.
+type Chart struct {
+	ID     string    `json:"id"`
+	Title  string    `json:"title"`
+	Unit   string    `json:"unit"`
+	Labels []string  `json:"labels"`
+	Values []float64 `json:"values"`
+}
+
+// Charts are the report's charts: throughput, p99 latency and oversold units.
+func (rep Report) Charts() []Chart {
+	charts := []Chart{
+		{ID: "throughput", Title: "Throughput", Unit: "req/s"},
+		{ID: "p99", Title: "p99 latency", Unit: "ms"},
+		{ID: "oversold", Title: "Oversold units", Unit: "units"},
+	}
+	for _, r := range rep.Rows {
+		for i, v := range []float64{r.RPS, r.P99MS, float64(r.Oversold)} {
+			charts[i].Labels = append(charts[i].Labels, r.Label())
+			charts[i].Values = append(charts[i].Values, v)
+		}
+	}
+	return charts
+}
+
+// WriteHTML writes one self-contained page: the machine, the table and the
+// charts, with the chart library and the data inlined.
+func (rep Report) WriteHTML(w io.Writer) error {
+	data := struct {
+		Report
+		Lines   []string
+		Charts  []Chart
+		ChartJS template.JS
+	}{rep, rep.machineLines(), rep.Charts(), template.JS(chartJS)}
+	if err := reportTmpl.Execute(w, data); err != nil {
+		return fmt.Errorf("writing the HTML report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,433 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Row is the outcome of one run. Its JSON names are read by the web page.
+type Row struct {
+	Strategy    string `json:"strategy"`
+	Mode        string `json:"mode"`
+	Instances   int    `json:"instances"`
+	Stock       int    `json:"stock"`
+	Shards      int    `json:"shards,omitempty"` // 0: the service's default
+	Concurrency int    `json:"concurrency"`
+	HoldMS      int64  `json:"hold_ms,omitempty"`
+
+	// Requests is the number of order requests that completed (answered or
+	// failed); OK + SoldOut + AlreadyBought + Errors.
+	Requests      int `json:"requests"`
+	OK            int `json:"ok"`
+	SoldOut       int `json:"sold_out"`
+	AlreadyBought int `json:"already_bought"`
+	Errors        int `json:"errors"`
+
+	// Sold is the orders in the service's audit.
+	Sold        int `json:"sold"`
+	Oversold    int `json:"oversold"`
+	LostUpdates int `json:"lost_updates"`
+	// Undersold is the units left unsold while buyers were told "sold out".
+	Undersold int `json:"undersold"`
+
+	RPS           float64 `json:"rps"`
+	P50MS         float64 `json:"p50_ms"`
+	P90MS         float64 `json:"p90_ms"`
+	P99MS         float64 `json:"p99_ms"`
+	MaxMS         float64 `json:"max_ms"`
+	LockWaitP99MS float64 `json:"lock_wait_p99_ms"`
+	ElapsedS      float64 `json:"elapsed_s"`
+
+	// Verdict is the worse of HarnessVerdict and AuditVerdict.
+	Verdict        string `json:"verdict"`
+	HarnessVerdict string `json:"harness_verdict,omitempty"`
+	AuditVerdict   string `json:"audit_verdict"`
+	// ServiceVerdict is the audit's own word: OK, OVERSOLD or INCONSISTENT.
+	ServiceVerdict string   `json:"service_verdict,omitempty"`
+	Agree          bool     `json:"agree"`
+	Disagreements  []string `json:"disagreements,omitempty"`
+
+	// ErrorCodes counts the errors by the service's code ("lock_timeout"),
+	// "http_NNN" when it gave none, "transport" or "timeout".
+	ErrorCodes   map[string]int `json:"error_codes,omitempty"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+	// TimedOut: the run hit Spec.Timeout before sending everything.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Note says why a row is SKIPPED or incomplete.
+	Note string `json:"note,omitempty"`
+	// Expect is what a scenario expected of this row (see Check).
+	Expect *Expectation `json:"expect,omitempty"`
+}
+
+// Progress is a snapshot of a run, passed to the progress callback.
+type Progress struct {
+	Total   int
+	Done    int
+	OK      int
+	SoldOut int
+	Errors  int
+	Elapsed time.Duration
+}
+
+// progressEvery is how often the progress callback is called.
+const progressEvery = 200 * time.Millisecond
+
+// auditTimeout bounds the audit after the load, which gets its own time so
+// that a run cut short by its timeout is still judged.
+const auditTimeout = 10 * time.Second
+
+// Run resets the product, sends the workload and judges the outcome. The
+// progress callback, when not nil, is called from one goroutine every
+// 200ms and once at the end. A run the service rejects (400, e.g. an unknown
+// lock) returns a SKIPPED row and an error matching ErrRejected; a run cut
+// short by ctx returns the row so far and ctx's error.
+func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
+	spec, err := spec.withDefaults()
+	if err != nil {
+		return Row{}, err
+	}
+	c := NewClient(spec.Concurrency)
+	defer c.CloseIdleConnections()
+
+	runCtx, cancel := context.WithTimeout(ctx, time.Duration(spec.Timeout))
+	defer cancel()
+	if err := reset(runCtx, c, spec); err != nil {
+		row := newRow(spec)
+		row.Verdict, row.AuditVerdict, row.Note = Skipped, Skipped, err.Error()
+		return row, err
+	}
+	row, err := drive(runCtx, c, spec, progress)
+	if err != nil {
+		return row, err
+	}
+	if ctx.Err() != nil { // cancelled by the caller, not timed out: no verdict
+		row.Note = "cancelled"
+		return row, ctx.Err()
+	}
+
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	audit, err := fetchAudit(actx, c, spec.Targets[0], spec.ProductID)
+	if err != nil {
+		row.Verdict = worst(Errors, classify(max(0, row.OK-spec.Stock), 0, 0, row.Errors))
+		row.Note = err.Error()
+		return row, err
+	}
+	j := Judge(Tally{Stock: spec.Stock, OK: row.OK, SoldOut: row.SoldOut, Errors: row.Errors}, audit)
+	row.Sold = audit.Orders
+	row.Oversold, row.LostUpdates, row.Undersold = j.Oversold, j.LostUpdates, j.Undersold
+	row.Verdict, row.HarnessVerdict, row.AuditVerdict = j.Verdict, j.Harness, j.Audit
+	row.ServiceVerdict, row.Agree, row.Disagreements = audit.Verdict, j.Agree, j.Disagreements
+	return row, nil
+}
+
+// Drive sends the workload only: no reset, no audit, no verdict. It is the
+// load generator alone, measured by the self-test against a bare handler.
+func Drive(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
+	spec, err := spec.withDefaults()
+	if err != nil {
+		return Row{}, err
+	}
+	c := NewClient(spec.Concurrency)
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Timeout))
+	defer cancel()
+	row, err := drive(ctx, c, spec, progress)
+	if err == nil && !row.TimedOut {
+		err = ctx.Err() // cancelled by the caller
+	}
+	return row, err
+}
+
+// NewClient returns a client whose pool keeps a connection per worker, so
+// that a run reuses its connections instead of opening one per request.
+func NewClient(concurrency int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no global cap: the per-host one below governs
+	t.MaxIdleConnsPerHost = max(concurrency, 2)
+	t.DisableCompression = true
+	return &http.Client{Transport: t}
+}
+
+func newRow(s Spec) Row {
+	return Row{
+		Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
+		Shards: s.Shards, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
+	}
+}
+
+// Histogram bounds, in microseconds: 1µs to 5 minutes at 3 significant
+// digits (0.1% resolution).
+const (
+	histMin  = 1
+	histMax  = int64(5 * time.Minute / time.Microsecond)
+	histSigs = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histSigs) }
+
+// maxSamples bounds the distinct error messages a row keeps.
+const maxSamples = 5
+
+// worker owns its counters and histograms, so the hot path shares nothing
+// but the request index and the progress counters; they are merged after.
+type worker struct {
+	lat, wait *hdrhistogram.Histogram
+	ok        int
+	soldOut   int
+	already   int
+	errs      int
+	codes     map[string]int
+	samples   []string
+}
+
+func (w *worker) fail(code, msg string) {
+	w.errs++
+	w.codes[code]++
+	if len(w.samples) < maxSamples && !slices.Contains(w.samples, msg) {
+		w.samples = append(w.samples, msg)
+	}
+}
+
+// shared are the counters the progress callback reads while workers run.
+type shared struct {
+	next                      atomic.Int64
+	done, ok, soldOut, errors atomic.Int64
+}
+
+func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progress)) (Row, error) {
+	row := newRow(spec)
+	urls := make([]string, len(spec.Targets))
+	for i, t := range spec.Targets {
+		urls[i] = t + "/api/orders"
+	}
+	plain, faulty, err := bodyTails(spec)
+	if err != nil {
+		return row, err
+	}
+
+	var sh shared
+	workers := make([]*worker, min(spec.Concurrency, spec.Requests))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for k := range workers {
+		w := &worker{lat: newHist(), wait: newHist(), codes: make(map[string]int)}
+		workers[k] = w
+		wg.Go(func() {
+			timer := time.NewTimer(0)
+			<-timer.C
+			for {
+				i := int(sh.next.Add(1) - 1)
+				if i >= spec.Requests || ctx.Err() != nil {
+					return
+				}
+				due := time.Now()
+				if spec.Rate > 0 {
+					// Open loop: wait for this request's slot, then charge
+					// any lateness to the latency.
+					due = start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
+					if d := time.Until(due); d > 0 {
+						timer.Reset(d)
+						select {
+						case <-ctx.Done():
+							return
+						case <-timer.C:
+						}
+					}
+				} else if spec.Duration > 0 && time.Since(start) > time.Duration(spec.Duration) {
+					return
+				}
+				tail := plain
+				if spec.faulty(i) {
+					tail = faulty
+				}
+				user := spec.UserBase + 1 + int64(i%spec.Buyers)
+				w.send(ctx, c, urls[i%len(urls)], user, tail, due, &sh)
+			}
+		})
+	}
+
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	snapshot := func() Progress {
+		return Progress{
+			Total: spec.Requests, Done: int(sh.done.Load()), OK: int(sh.ok.Load()),
+			SoldOut: int(sh.soldOut.Load()), Errors: int(sh.errors.Load()), Elapsed: time.Since(start),
+		}
+	}
+	go func() {
+		defer close(progressDone)
+		if progress == nil {
+			return
+		}
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				progress(snapshot())
+			}
+		}
+	}()
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stopProgress)
+	<-progressDone
+	if progress != nil {
+		progress(snapshot())
+	}
+
+	lat, wait := newHist(), newHist()
+	row.ErrorCodes = make(map[string]int)
+	for _, w := range workers {
+		lat.Merge(w.lat)
+		wait.Merge(w.wait)
+		row.OK += w.ok
+		row.SoldOut += w.soldOut
+		row.AlreadyBought += w.already
+		row.Errors += w.errs
+		for code, n := range w.codes {
+			row.ErrorCodes[code] += n
+		}
+		for _, s := range w.samples {
+			if len(row.ErrorSamples) < maxSamples && !slices.Contains(row.ErrorSamples, s) {
+				row.ErrorSamples = append(row.ErrorSamples, s)
+			}
+		}
+	}
+	if len(row.ErrorCodes) == 0 {
+		row.ErrorCodes = nil
+	}
+	row.Requests = row.OK + row.SoldOut + row.AlreadyBought + row.Errors
+	row.ElapsedS = elapsed.Seconds()
+	if elapsed > 0 {
+		row.RPS = float64(row.Requests) / elapsed.Seconds()
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	row.P50MS = ms(lat.ValueAtQuantile(50))
+	row.P90MS = ms(lat.ValueAtQuantile(90))
+	row.P99MS = ms(lat.ValueAtQuantile(99))
+	row.MaxMS = ms(lat.Max())
+	row.LockWaitP99MS = ms(wait.ValueAtQuantile(99))
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && row.Requests < spec.Requests {
+		row.TimedOut = true
+		row.Note = fmt.Sprintf("timed out after %s: %d of %d requests completed",
+			time.Duration(spec.Timeout), row.Requests, spec.Requests)
+	}
+	return row, nil
+}
+
+// orderFields are the per-request fields after user_id, the same for every
+// request of a run (or of its faulty part).
+type orderFields struct {
+	ProductID         int64  `json:"product_id"`
+	Lock              string `json:"lock"`
+	Mode              string `json:"mode"`
+	HoldMS            int64  `json:"hold_ms,omitempty"`
+	Abandon           bool   `json:"abandon,omitempty"`
+	CrashBeforeExpire bool   `json:"crash_before_expire,omitempty"`
+	ClockSkewMS       int64  `json:"clock_skew_ms,omitempty"`
+}
+
+// bodyTails encodes the request fields once; a request's body is then
+// `{"user_id":N,` + tail, which keeps encoding off the hot path.
+func bodyTails(s Spec) (plain, faulty []byte, err error) {
+	f := orderFields{
+		ProductID: s.ProductID, Lock: s.Lock, Mode: s.Mode,
+		HoldMS: time.Duration(s.Hold).Milliseconds(),
+	}
+	if plain, err = json.Marshal(f); err != nil {
+		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
+	}
+	f.Abandon, f.CrashBeforeExpire = s.Abandon, s.CrashBeforeExpire
+	f.ClockSkewMS = time.Duration(s.ClockSkew).Milliseconds()
+	if faulty, err = json.Marshal(f); err != nil {
+		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
+	}
+	return plain[1:], faulty[1:], nil // drop the '{'
+}
+
+// errorPeek bounds what is read of an error answer to find its code.
+const errorPeek = 4 << 10
+
+func (w *worker) send(ctx context.Context, c *http.Client, url string, user int64, tail []byte, due time.Time, sh *shared) {
+	// A fresh body per request: the transport may still read it after Do
+	// returns when the server answers early.
+	body := make([]byte, 0, len(`{"user_id":,`)+20+len(tail))
+	body = append(body, `{"user_id":`...)
+	body = strconv.AppendInt(body, user, 10)
+	body = append(body, ',')
+	body = append(body, tail...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		w.fail("transport", err.Error())
+		sh.errors.Add(1)
+		sh.done.Add(1)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			w.fail("timeout", "cancelled in flight: "+context.Cause(ctx).Error())
+		} else {
+			w.fail("transport", err.Error())
+		}
+		sh.errors.Add(1)
+		sh.done.Add(1)
+		return
+	}
+	if v := resp.Header.Get("X-Lock-Wait-Us"); v != "" {
+		if us, err := strconv.ParseInt(v, 10, 64); err == nil {
+			_ = w.wait.RecordValue(min(max(us, histMin), histMax)) // clamped: cannot fail
+		}
+	}
+	if resp.StatusCode == http.StatusCreated {
+		_, err = io.Copy(io.Discard, resp.Body)
+	} else {
+		var b []byte
+		b, err = io.ReadAll(io.LimitReader(resp.Body, errorPeek))
+		var e apiError
+		_ = json.Unmarshal(b, &e) // a body that is not the service's error keeps an empty code
+		switch {
+		case resp.StatusCode == http.StatusConflict && e.Code == "sold_out":
+			w.soldOut++
+			sh.soldOut.Add(1)
+		case resp.StatusCode == http.StatusConflict && e.Code == "already_bought":
+			w.already++
+		default:
+			code := e.Code
+			if code == "" {
+				code = "http_" + strconv.Itoa(resp.StatusCode)
+			}
+			w.fail(code, describe(resp.StatusCode, b))
+			sh.errors.Add(1)
+		}
+	}
+	resp.Body.Close()
+	_ = w.lat.RecordValue(min(max(time.Since(due).Microseconds(), histMin), histMax))
+	if resp.StatusCode == http.StatusCreated {
+		if err != nil { // the order exists, but the answer was cut: say so
+			w.fail("transport", "reading a 201 answer: "+err.Error())
+			sh.errors.Add(1)
+		} else {
+			w.ok++
+			sh.ok.Add(1)
+		}
+	}
+	sh.done.Add(1)
+}

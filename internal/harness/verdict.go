@@ -1,0 +1,111 @@
+package harness
+
+import "fmt"
+
+// Verdicts of a run, most severe first.
+const (
+	// Oversold: more orders than stock, or orders the stock counter never
+	// counted as taken (lost updates: the counter will sell those units
+	// again).
+	Oversold = "OVERSOLD"
+	// Undersold: units were left unsold while buyers were told "sold out",
+	// or units left the stock without an order.
+	Undersold = "UNDERSOLD"
+	// Errors: the stock is right but some requests failed (lock timeouts,
+	// unavailable, transport errors).
+	Errors = "ERRORS"
+	// Safe: every unit sold at most once, none lost, no error.
+	Safe = "SAFE"
+	// Skipped: the service rejected the run's settings; nothing was sent.
+	Skipped = "SKIPPED"
+)
+
+// severity orders the verdicts for worst().
+var severity = map[string]int{Safe: 0, Errors: 1, Undersold: 2, Oversold: 3}
+
+func worst(a, b string) string {
+	if severity[b] > severity[a] {
+		return b
+	}
+	return a
+}
+
+// Tally is what the harness itself counted.
+type Tally struct {
+	Stock   int // the stock it reset the product to
+	OK      int // 201s
+	SoldOut int // 409 sold_out
+	Errors  int // anything that is neither a sale nor a business refusal
+}
+
+// Judgement is the verdict from both sides and whether they agree.
+type Judgement struct {
+	Oversold    int
+	LostUpdates int
+	Undersold   int
+	// Harness is the verdict from the harness's own counts alone.
+	Harness string
+	// Audit is the verdict from the service's audit, with the sold-out and
+	// error counts that only the harness sees.
+	Audit string
+	// Verdict is the worse of the two: a disagreement never hides a fault.
+	Verdict string
+	Agree   bool
+	// Disagreements say what differs, empty when they agree.
+	Disagreements []string
+}
+
+// classify applies the verdict rules to one side's numbers.
+func classify(oversold, lostUpdates, undersold, errors int) string {
+	switch {
+	case oversold > 0 || lostUpdates > 0:
+		return Oversold
+	case undersold > 0 || lostUpdates < 0:
+		return Undersold
+	case errors > 0:
+		return Errors
+	}
+	return Safe
+}
+
+// undersold is the stock left unsold while some buyer was told "sold out".
+func undersold(t Tally, initial, sold int) int {
+	if t.SoldOut == 0 {
+		return 0
+	}
+	return max(0, initial-sold)
+}
+
+// Judge computes the verdict of a run from the harness's tally and the
+// service's audit. The two must tell the same story: every 201 is one order,
+// the initial stock is the one the harness set, and the verdicts match.
+func Judge(t Tally, a Audit) Judgement {
+	harness := classify(max(0, t.OK-t.Stock), 0, undersold(t, t.Stock, t.OK), t.Errors)
+	audit := classify(a.Oversold, a.LostUpdates, undersold(t, a.Initial, a.Orders), t.Errors)
+	j := Judgement{
+		Oversold:    a.Oversold,
+		LostUpdates: a.LostUpdates,
+		Undersold:   undersold(t, a.Initial, a.Orders),
+		Harness:     harness,
+		Audit:       audit,
+		Verdict:     worst(harness, audit),
+	}
+	if a.Initial != t.Stock {
+		j.Disagreements = append(j.Disagreements,
+			fmt.Sprintf("the audit's initial stock is %d, the harness set %d", a.Initial, t.Stock))
+	}
+	if a.Orders != t.OK {
+		j.Disagreements = append(j.Disagreements,
+			fmt.Sprintf("the harness counted %d orders created (201), the audit found %d", t.OK, a.Orders))
+	}
+	if a.LostUpdates > 0 && harness != Oversold {
+		j.Disagreements = append(j.Disagreements,
+			fmt.Sprintf("the audit found %d lost updates that the harness cannot see from its counts", a.LostUpdates))
+	}
+	if harness != audit {
+		j.Disagreements = append(j.Disagreements,
+			fmt.Sprintf("verdict from the harness's counts is %s, from the audit %s", harness, audit))
+	}
+	j.Agree = len(j.Disagreements) == 0
+	return j
+}
