@@ -1,0 +1,169 @@
+package idgen_test
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// backend is one Redis server that a test body runs against.
+type backend struct {
+	name string
+	// ids is how many IDs TestRedisUnique takes from it. miniredis builds
+	// a new Lua interpreter for every EVAL, about 200µs, so 100,000 would
+	// take it most of a minute under -race.
+	ids int
+	// open returns two independent clients of the server, as two processes
+	// would hold, and a prefix no other test uses.
+	open func(t testing.TB) (a, b *redis.Client, prefix string)
+}
+
+// backends returns miniredis, which runs everywhere, and the real Redis at
+// REDIS_ADDR when that is set.
+func backends() []backend {
+	return []backend{
+		{"miniredis", 10_000, func(t testing.TB) (*redis.Client, *redis.Client, string) {
+			mr := miniredis.RunT(t)
+			return newClient(t, mr.Addr()), newClient(t, mr.Addr()), "test"
+		}},
+		{"redis", 100_000, func(t testing.TB) (*redis.Client, *redis.Client, string) {
+			addr := realRedis(t)
+			return newClient(t, addr), newClient(t, addr), "idgen-test-" + rand.Text()
+		}},
+	}
+}
+
+// realRedis returns REDIS_ADDR, or skips the test when it is unset.
+func realRedis(t testing.TB) string {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		t.Skip("REDIS_ADDR is unset: skipping the real-Redis run")
+	}
+	return addr
+}
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// dayKey is the day key the package documents.
+func dayKey(prefix string, t time.Time) string {
+	return "icr:" + prefix + ":" + t.UTC().Format("2006:01:02")
+}
+
+// deleteDayKeys deletes, when the test ends, the day keys of prefix for
+// every UTC day from the day before start to the day after the test's end:
+// a run that crosses midnight leaves none behind either.
+func deleteDayKeys(t testing.TB, rdb *redis.Client, prefix string, start time.Time) {
+	t.Cleanup(func() {
+		var keys []string
+		for d := start.AddDate(0, 0, -1); !d.After(time.Now().AddDate(0, 0, 1)); d = d.AddDate(0, 0, 1) {
+			keys = append(keys, dayKey(prefix, d))
+		}
+		// The test's context is gone by now.
+		if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
+			t.Errorf("deleting %v: %v", keys, err)
+		}
+	})
+}
+
+// releaseAtOnce starts workers goroutines, releases them together by
+// closing a channel, and has each call next n times. It returns every
+// worker's results in the order that worker got them.
+func releaseAtOnce[T any](t testing.TB, workers, n int, next func(worker int) (T, error)) [][]T {
+	t.Helper()
+	out := make([][]T, workers)
+	errs := make([]error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			got := make([]T, 0, n)
+			<-start
+			for range n {
+				v, err := next(w)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				got = append(got, v)
+			}
+			out[w] = got
+		})
+	}
+	close(start)
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d: %v", w, err)
+		}
+	}
+	return out
+}
+
+// checkUniqueAndIncreasing fails the test unless no value occurs twice
+// among all workers' results and each worker's results strictly increase.
+func checkUniqueAndIncreasing[T cmp.Ordered](t testing.TB, perWorker [][]T) {
+	t.Helper()
+	seen := make(map[T]int)
+	total := 0
+	for w, vs := range perWorker {
+		for i, v := range vs {
+			if other, dup := seen[v]; dup {
+				t.Fatalf("%v issued twice: to worker %d and worker %d", v, other, w)
+			}
+			seen[v] = w
+			if i > 0 && vs[i-1] >= v {
+				t.Fatalf("worker %d: %v followed %v", w, v, vs[i-1])
+			}
+		}
+		total += len(vs)
+	}
+	t.Logf("%d ids from %d workers, all unique, each worker's increasing", total, len(perWorker))
+}
+
+// clock is a settable clock that counts its readings.
+type clock struct {
+	mu    sync.Mutex
+	t     time.Time
+	reads int
+}
+
+func newClock(t time.Time) *clock { return &clock{t: t} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+func (c *clock) Reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+func mustParse(t testing.TB, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
