@@ -44,7 +44,7 @@ type Strategy struct {
 var strategies = []Strategy{
 	{Name: "none", Summary: "No lock: the baseline; read-modify-write oversells.",
 		Fixes:    "Nothing: it is the baseline the other rungs are measured against.",
-		Breaks:   "Concurrent buyers all read the same stock, each writes back its own decrement, and all but one decrement are lost: more orders than stock.",
+		Breaks:   "Concurrent buyers all read the same stock, each writes back its own decrement, and decrements are lost: more orders than stock.",
 		Commands: []string{},
 		Test:     "TestLockContract/none",
 		new:      func(Backends) (Locker, error) { return None{}, nil }},

@@ -1,0 +1,380 @@
+// Command loadtest drives the order service with many concurrent buyers and
+// judges each run: SAFE, OVERSOLD, UNDERSOLD or ERRORS, from its own counts
+// and from the service's audit. By default it starts the service in-process
+// (on REDIS_ADDR/MYSQL_DSN when set, else embedded); -target drives running
+// instances; -instances K starts K processes sharing one Redis and one
+// database. -scenario runs a named teaching preset. Run it with -h.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"seckill/internal/harness"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errExpectation: a run did not reach the verdict -expect or the scenario
+// asked for.
+var errExpectation = errors.New("expectation not met")
+
+// options are the command line.
+type options struct {
+	spec      harness.Spec // the workload, Targets and Lock/Mode aside
+	locks     string
+	modes     string
+	targets   string
+	instances int
+	lockTTL   time.Duration
+	lockWait  time.Duration
+	scenario  string
+	expect    string
+	jsonOut   string
+	csvOut    string
+	htmlOut   string
+	selftest  bool
+	selfDur   time.Duration
+	set       map[string]bool // flags given explicitly
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s := &o.spec
+	dur := func(p *harness.Duration, name string, def time.Duration, help string) {
+		*p = harness.Duration(def)
+		fs.Func(name, fmt.Sprintf("%s (default %s)", help, def), func(v string) error {
+			d, err := time.ParseDuration(v)
+			*p = harness.Duration(d)
+			return err
+		})
+	}
+	fs.StringVar(&o.targets, "target", "", "comma-separated base URLs of running instances; empty starts the service")
+	fs.IntVar(&o.instances, "instances", 1, "service processes to start, sharing one Redis and one database")
+	fs.Int64Var(&s.ProductID, "product", 0, "product id of the first run (run k uses id+k); 0 picks a random one")
+	fs.IntVar(&s.Stock, "stock", harness.DefaultStock, "initial stock")
+	fs.IntVar(&s.Shards, "shards", 0, "stock shards; 0 is the service's default (5)")
+	noFallback := fs.Bool("no-fallback", false, "a buyer whose shard is empty is told sold out (no other shard is tried)")
+	fs.IntVar(&s.Buyers, "buyers", harness.DefaultBuyers, "distinct users")
+	fs.IntVar(&s.Requests, "requests", 0, "order requests; 0 sends one per buyer (or rate×duration)")
+	fs.IntVar(&s.Concurrency, "concurrency", harness.DefaultConcurrency, "workers: the most requests in flight")
+	fs.Float64Var(&s.Rate, "rate", 0, "open loop: requests per second, latency counted from each request's due time")
+	dur(&s.Duration, "duration", 0, "open loop length; in a closed loop, stop sending after it (0: no limit)")
+	dur(&s.Timeout, "timeout", harness.DefaultTimeout, "hard bound on each run")
+	fs.StringVar(&o.locks, "lock", harness.DefaultLock, `lock strategy, a comma-separated list, or "all" (every one the service lists)`)
+	fs.StringVar(&o.modes, "mode", harness.DefaultMode, `stock mode (rmw, lua, db), a list, or "all"`)
+	dur(&s.Hold, "hold", 0, "pause inside the critical section")
+	fs.BoolVar(&s.Abandon, "abandon", false, "fault: the lock holder never releases")
+	fs.BoolVar(&s.CrashBeforeExpire, "crash-before-expire", false, "fault: the holder crashes before its lease expires")
+	dur(&s.ClockSkew, "clock-skew", 0, "fault: skew of the holder's clock")
+	fs.IntVar(&s.FaultRequests, "fault-requests", 0, "apply the faults to the first N requests only; 0 to all")
+	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "LOCK_TTL of the instances the harness starts; 0 keeps the service's (5s)")
+	fs.DurationVar(&o.lockWait, "lock-wait", 0, "LOCK_WAIT of the instances the harness starts; 0 keeps the service's (3s)")
+	fs.StringVar(&s.AdminToken, "admin-token", getenv("ADMIN_TOKEN"), "bearer token for product resets [$ADMIN_TOKEN]")
+	fs.StringVar(&o.scenario, "scenario", "", "run a named preset: "+scenarioNames()+"; explicit workload flags override it")
+	fs.StringVar(&o.expect, "expect", "", "safe or oversold: exit non-zero unless every run reaches it (harness and audit agreeing)")
+	fs.StringVar(&o.jsonOut, "json", "", `write the report as JSON to this file ("-" for stdout)`)
+	fs.StringVar(&o.csvOut, "csv", "", `write the report as CSV to this file ("-" for stdout)`)
+	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
+	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
+	fs.DurationVar(&o.selfDur, "selftest-duration", 5*time.Second, "length of each -selftest measurement")
+	if err := fs.Parse(args[1:]); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	o.set = make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if *noFallback {
+		s.Fallback = new(bool)
+	}
+	switch o.expect {
+	case "", "safe", "oversold":
+	default:
+		return o, fmt.Errorf("-expect must be safe or oversold, not %q", o.expect)
+	}
+	if o.instances < 1 {
+		return o, fmt.Errorf("-instances must be at least 1")
+	}
+	return o, nil
+}
+
+func scenarioNames() string {
+	var names []string
+	for _, s := range harness.Scenarios {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == serveFlag {
+		return serve(ctx, args[2:], getenv, stdin, stdout, stderr)
+	}
+	o, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if o.selftest {
+		return selfTest(ctx, o, stdout, stderr)
+	}
+
+	var sc *harness.Scenario
+	if o.scenario != "" {
+		s, err := harness.LookupScenario(o.scenario)
+		if err != nil {
+			return err
+		}
+		sc = &s
+		if !o.set["instances"] {
+			o.instances = max(s.Instances, 1)
+		}
+		if o.lockTTL == 0 {
+			o.lockTTL = s.LockTTL
+		}
+		if o.lockWait == 0 {
+			o.lockWait = s.LockWait
+		}
+	}
+
+	targets := splitList(o.targets)
+	if len(targets) == 0 {
+		cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
+		c, err := startCluster(ctx, o.instances, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if serr := c.stop(); serr != nil {
+				fmt.Fprintln(stderr, "loadtest: stopping the instances:", serr)
+			}
+		}()
+		targets = c.URLs
+	} else if sc != nil && (sc.Instances > len(targets) || sc.LockTTL > 0 || sc.LockWait > 0) {
+		fmt.Fprintf(stderr, "note: scenario %s expects %d instance(s), lock TTL %s and lock wait %s; the targets' own settings apply\n",
+			sc.Name, max(sc.Instances, 1), sc.LockTTL, sc.LockWait)
+	}
+	if o.spec.ProductID == 0 {
+		// A random product keeps runs apart from other users of a shared Redis.
+		o.spec.ProductID = 1_000_000 + rand.Int64N(1_000_000_000)
+	}
+
+	client := harness.NewClient(1)
+	defer client.CloseIdleConnections()
+	rep := harness.Report{
+		Title:   "seckill load test",
+		Started: time.Now().UTC(),
+		Machine: harness.DetectMachine(ctx, client, targets),
+	}
+	bar := newProgressBar(stderr)
+
+	if sc != nil {
+		rep.Title += ": scenario " + sc.Name
+		fmt.Fprintf(stderr, "scenario %s: %s\n", sc.Name, sc.Summary)
+		rows, summary, held, err := harness.RunScenario(ctx, *sc, harness.ScenarioRun{
+			Targets:   targets,
+			ProductID: o.spec.ProductID,
+			Override:  func(s *harness.Spec) { o.override(s) },
+			Progress:  func(s harness.Spec, p harness.Progress) { bar.update(s.Lock+"/"+s.Mode, p) },
+			Done:      func(harness.Row) { bar.finish() },
+		})
+		rep.Rows, rep.Summary = rows, summary
+		for _, r := range rows {
+			rep.Summary = append(rep.Summary, expectationLine(r))
+		}
+		if werr := o.write(rep, stdout); werr != nil {
+			return errors.Join(err, werr)
+		}
+		if err != nil {
+			return err
+		}
+		if !held {
+			return fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
+		}
+		return o.checkExpect(rep.Rows)
+	}
+
+	locks, err := expandLocks(ctx, client, targets[0], o.locks)
+	if err != nil {
+		return err
+	}
+	modes := splitList(o.modes)
+	if o.modes == "all" {
+		modes = harness.Modes
+	}
+	var runErr error
+	for _, l := range locks {
+		for _, m := range modes {
+			s := o.spec
+			s.Targets, s.Lock, s.Mode = targets, l, m
+			s.ProductID = o.spec.ProductID + int64(len(rep.Rows))
+			row, err := harness.Run(ctx, s, func(p harness.Progress) { bar.update(l+"/"+m, p) })
+			bar.finish()
+			if err != nil && !errors.Is(err, harness.ErrRejected) {
+				runErr = fmt.Errorf("run %s/%s: %w", l, m, err)
+				if row.Strategy == "" {
+					break
+				}
+			}
+			rep.Rows = append(rep.Rows, row)
+			if runErr != nil {
+				break
+			}
+		}
+		if runErr != nil {
+			break
+		}
+	}
+	if werr := o.write(rep, stdout); werr != nil {
+		return errors.Join(runErr, werr)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return o.checkExpect(rep.Rows)
+}
+
+// override applies the workload flags given explicitly to a scenario's run.
+func (o options) override(s *harness.Spec) {
+	for name, apply := range map[string]func(){
+		"stock":       func() { s.Stock = o.spec.Stock },
+		"shards":      func() { s.Shards = o.spec.Shards },
+		"buyers":      func() { s.Buyers = o.spec.Buyers },
+		"requests":    func() { s.Requests = o.spec.Requests },
+		"concurrency": func() { s.Concurrency = o.spec.Concurrency },
+		"rate":        func() { s.Rate = o.spec.Rate },
+		"duration":    func() { s.Duration = o.spec.Duration },
+		"timeout":     func() { s.Timeout = o.spec.Timeout },
+		"hold":        func() { s.Hold = o.spec.Hold },
+	} {
+		if o.set[name] {
+			apply()
+		}
+	}
+	s.AdminToken = o.spec.AdminToken
+}
+
+func expectationLine(r harness.Row) string {
+	if r.Expect == nil {
+		return ""
+	}
+	status := "held"
+	switch {
+	case r.Verdict == harness.Skipped:
+		status = "SKIPPED: " + r.Note
+	case !r.Expect.Held && !r.Agree:
+		status = "NOT HELD (harness and audit disagree)"
+	case !r.Expect.Held:
+		status = "NOT HELD"
+	}
+	return fmt.Sprintf("expected %s: %s, got %s — %s", r.Label(), strings.Join(r.Expect.Want, " or "), r.Verdict, status)
+}
+
+// checkExpect applies -expect to every row.
+func (o options) checkExpect(rows []harness.Row) error {
+	if o.expect == "" {
+		return nil
+	}
+	want := strings.ToUpper(o.expect)
+	var bad []string
+	for _, r := range rows {
+		if r.Verdict != want || !r.Agree {
+			bad = append(bad, fmt.Sprintf("%s is %s (agree %v)", r.Label(), r.Verdict, r.Agree))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("-expect %s: %s: %w", o.expect, strings.Join(bad, "; "), errExpectation)
+	}
+	return nil
+}
+
+// expandLocks turns -lock into names; "all" asks the service for its list.
+func expandLocks(ctx context.Context, c *http.Client, target, spec string) ([]string, error) {
+	if spec != "all" {
+		return splitList(spec), nil
+	}
+	ls, err := harness.Locks(ctx, c, target)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range ls {
+		names = append(names, l.Name)
+	}
+	return names, nil
+}
+
+// write prints the table to stdout and writes the files asked for.
+func (o options) write(rep harness.Report, stdout io.Writer) error {
+	rep.Summary = slices.DeleteFunc(rep.Summary, func(s string) bool { return s == "" })
+	if o.jsonOut != "-" && o.csvOut != "-" {
+		if err := rep.WriteTable(stdout); err != nil {
+			return err
+		}
+	}
+	outputs := []struct {
+		path  string
+		write func(io.Writer) error
+	}{{o.jsonOut, rep.WriteJSON}, {o.csvOut, rep.WriteCSV}, {o.htmlOut, rep.WriteHTML}}
+	var errs []error
+	for _, out := range outputs {
+		if out.path == "" {
+			continue
+		}
+		if out.path == "-" {
+			errs = append(errs, out.write(stdout))
+			continue
+		}
+		errs = append(errs, writeFile(out.path, out.write))
+	}
+	return errors.Join(errs...)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
