@@ -60,14 +60,17 @@ func dayKey(prefix string, t time.Time) string {
 	return "icr:" + prefix + ":" + t.UTC().Format("2006:01:02")
 }
 
-// deleteDayKeys deletes, when the test ends, the day keys of prefix for
-// every UTC day from the day before start to the day after the test's end:
-// a run that crosses midnight leaves none behind either.
-func deleteDayKeys(t testing.TB, rdb *redis.Client, prefix string, start time.Time) {
+// deleteDayKeys deletes, when the test ends, the day keys of prefix for the
+// given times' days, and for the days around the end of the test: yesterday,
+// today and tomorrow, so that a run on the real clock that crosses midnight
+// leaves none behind either.
+func deleteDayKeys(t testing.TB, rdb *redis.Client, prefix string, times ...time.Time) {
 	t.Cleanup(func() {
-		var keys []string
-		for d := start.AddDate(0, 0, -1); !d.After(time.Now().AddDate(0, 0, 1)); d = d.AddDate(0, 0, 1) {
-			keys = append(keys, dayKey(prefix, d))
+		now := time.Now()
+		times := append(times, now.AddDate(0, 0, -1), now, now.AddDate(0, 0, 1))
+		keys := make([]string, len(times))
+		for i, tm := range times {
+			keys[i] = dayKey(prefix, tm)
 		}
 		// The test's context is gone by now.
 		if err := rdb.Del(context.Background(), keys...).Err(); err != nil {

@@ -1,0 +1,60 @@
+package idgen_test
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"seckill/internal/idgen"
+)
+
+// BenchmarkNextString compares the three generators through Generator, each
+// alone (serial) and from 8 goroutines per core at once (parallel). Redis
+// runs against the real server at REDIS_ADDR, and is skipped without it.
+func BenchmarkNextString(b *testing.B) {
+	generators := []struct {
+		name string
+		open func(b *testing.B) idgen.Generator
+	}{
+		{"redis", func(b *testing.B) idgen.Generator {
+			rdb := newClient(b, realRedis(b))
+			prefix := "idgen-bench-" + rand.Text()
+			deleteDayKeys(b, rdb, prefix, time.Now())
+			return idgen.NewRedis(rdb, prefix)
+		}},
+		{"snowflake", func(b *testing.B) idgen.Generator {
+			g, err := idgen.NewSnowflake(1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return g
+		}},
+		{"uuidv7", func(*testing.B) idgen.Generator { return idgen.UUIDv7{} }},
+	}
+	for _, gen := range generators {
+		b.Run(gen.name+"/serial", func(b *testing.B) {
+			g := gen.open(b)
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.NextString(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(gen.name+"/parallel", func(b *testing.B) {
+			g := gen.open(b)
+			ctx := b.Context()
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := g.NextString(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
