@@ -32,11 +32,13 @@ const (
 // The clock never makes it go back: Snowflake reads the wall clock once, in
 // NewSnowflake, and from then on advances it by the monotonic clock that
 // time.Now carries, so a step of the wall clock (NTP, an operator) does not
-// reach its timestamps. A clock without a monotonic reading (WithClock) can
-// go back; then Next returns ErrClockBackwards rather than issue an ID below
-// one it issued, until the clock passes the last ID's millisecond again.
-// Across a restart nothing is remembered: a process that starts with its
-// clock behind the previous one's last ID can reissue that process's IDs.
+// reach its timestamps. The price: a wrong wall clock corrected after
+// NewSnowflake stays wrong in its IDs until the process restarts. A clock
+// without a monotonic reading (WithClock) can go back; then Next returns
+// ErrClockBackwards rather than issue an ID below one it issued, until the
+// clock passes the last ID's millisecond again. Across a restart nothing is
+// remembered: a process that starts with its clock behind the previous one's
+// last ID can reissue that process's IDs.
 type Snowflake struct {
 	worker int64
 	now    func() time.Time
@@ -60,7 +62,7 @@ func NewSnowflake(worker int64, opts ...Option) (*Snowflake, error) {
 		worker: worker,
 		now:    o.now,
 		start:  start,
-		offset: start.Round(0).Sub(epoch), // Round(0) drops the monotonic reading
+		offset: start.Sub(epoch), // by the wall clock: epoch has no monotonic reading
 		last:   -1,
 	}, nil
 }
