@@ -11,6 +11,9 @@ import (
 // BenchmarkNextString compares the three generators through Generator, each
 // alone (serial) and from 8 goroutines per core at once (parallel). Redis
 // runs against the real server at REDIS_ADDR, and is skipped without it.
+// Over a long run Snowflake cannot beat 244 ns/op, serial or parallel: 4096
+// IDs a millisecond is its ceiling, and a result near it measures the cap,
+// not the cost of Next.
 func BenchmarkNextString(b *testing.B) {
 	generators := []struct {
 		name string
