@@ -131,9 +131,12 @@ func (rep Report) WriteTable(w io.Writer) error {
 		exp := ""
 		if r.Expect != nil {
 			exp = strings.Join(r.Expect.Want, "|")
-			if r.Expect.Held {
+			switch {
+			case r.Verdict == Skipped:
+				exp += " (skipped)"
+			case r.Expect.Held:
 				exp += " ✓"
-			} else {
+			default:
 				exp += " ✗"
 			}
 		}

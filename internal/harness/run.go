@@ -220,44 +220,56 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 
 	var sh shared
 	workers := make([]*worker, min(spec.Concurrency, spec.Requests))
-	start := time.Now()
-	var wg sync.WaitGroup
 	for k := range workers {
-		w := &worker{lat: newHist(), wait: newHist(), codes: make(map[string]int)}
-		workers[k] = w
-		wg.Go(func() {
-			timer := time.NewTimer(0)
-			<-timer.C
-			for {
-				i := int(sh.next.Add(1) - 1)
-				if i >= spec.Requests || ctx.Err() != nil {
-					return
-				}
-				due := time.Now()
-				if spec.Rate > 0 {
-					// Open loop: wait for this request's slot, then charge
-					// any lateness to the latency.
-					due = start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
-					if d := time.Until(due); d > 0 {
-						timer.Reset(d)
-						select {
-						case <-ctx.Done():
-							return
-						case <-timer.C:
-						}
-					}
-				} else if spec.Duration > 0 && time.Since(start) > time.Duration(spec.Duration) {
-					return
-				}
-				tail := plain
-				if spec.faulty(i) {
-					tail = faulty
-				}
-				user := spec.UserBase + 1 + int64(i%spec.Buyers)
-				w.send(ctx, c, urls[i%len(urls)], user, tail, due, &sh)
-			}
-		})
+		workers[k] = &worker{lat: newHist(), wait: newHist(), codes: make(map[string]int)}
 	}
+	start := time.Now()
+	// work sends requests, taking their indexes from sh.next, until limit.
+	work := func(w *worker, limit int) {
+		timer := time.NewTimer(0)
+		<-timer.C
+		for {
+			i := int(sh.next.Add(1) - 1)
+			if i >= limit || ctx.Err() != nil {
+				sh.next.Add(-1) // leave the index to the next phase
+				return
+			}
+			due := time.Now()
+			if spec.Rate > 0 {
+				// Open loop: wait for this request's slot, then charge any
+				// lateness to the latency.
+				due = start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
+				if d := time.Until(due); d > 0 {
+					timer.Reset(d)
+					select {
+					case <-ctx.Done():
+						return
+					case <-timer.C:
+					}
+				}
+			} else if spec.Duration > 0 && time.Since(start) > time.Duration(spec.Duration) {
+				return
+			}
+			tail := plain
+			if spec.faulty(i) {
+				tail = faulty
+			}
+			user := spec.UserBase + 1 + int64(i%spec.Buyers)
+			w.send(ctx, c, urls[i%len(urls)], user, tail, due, &sh)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// The faulty requests of a run that limits them go first, one at a
+		// time, so that the fault (a holder that never releases) is in
+		// place before the others arrive, not at a random point among them.
+		if spec.FaultRequests > 0 && spec.hasFaults() {
+			work(workers[0], min(spec.FaultRequests, spec.Requests))
+		}
+		for _, w := range workers {
+			wg.Go(func() { work(w, spec.Requests) })
+		}
+	})
 
 	stopProgress := make(chan struct{})
 	progressDone := make(chan struct{})

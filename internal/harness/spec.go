@@ -96,8 +96,8 @@ type Spec struct {
 	// ClockSkew skews the holder's clock (sent as clock_skew_ms).
 	ClockSkew Duration `json:"clock_skew,omitempty"`
 	// FaultRequests applies the fault options above to the first this many
-	// requests only, so that the rest show how the lock recovers. Default:
-	// 0, every request.
+	// requests only, sent one at a time before all the others, so that the
+	// rest show how the lock recovers. Default: 0, every request.
 	FaultRequests int `json:"fault_requests,omitempty"`
 
 	// AdminToken is sent as a bearer token with the product reset.
