@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,14 +31,14 @@ type notices struct {
 	rdb Subscriber
 
 	mu      sync.Mutex
-	pubsub  *redis.PubSub // nil until the first waiter
-	waiters map[string]map[chan struct{}]struct{}
+	pubsub  *redis.PubSub              // nil until the first waiter
+	waiters map[string][]chan struct{} // per channel, in order of arrival
 	closed  bool
 	done    chan struct{} // closed when the dispatch goroutine has ended
 }
 
 func newNotices(rdb Subscriber) *notices {
-	return &notices{rdb: rdb, waiters: make(map[string]map[chan struct{}]struct{}), done: make(chan struct{})}
+	return &notices{rdb: rdb, waiters: make(map[string][]chan struct{}), done: make(chan struct{})}
 }
 
 // watch registers a waiter for key's release notices and returns the channel
@@ -56,21 +57,20 @@ func (n *notices) watch(ctx context.Context, key string) (wake <-chan struct{}, 
 		go n.dispatch(n.pubsub.Channel())
 	}
 	ch := releasedChannel(key)
-	if n.waiters[ch] == nil {
+	if len(n.waiters[ch]) == 0 {
 		if err := n.pubsub.Subscribe(ctx, ch); err != nil {
 			return nil, func() {}
 		}
-		n.waiters[ch] = make(map[chan struct{}]struct{})
 	}
 	w := make(chan struct{}, 1)
-	n.waiters[ch][w] = struct{}{}
+	n.waiters[ch] = append(n.waiters[ch], w)
 	return w, func() { n.unwatch(ctx, ch, w) }
 }
 
 func (n *notices) unwatch(ctx context.Context, ch string, w chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delete(n.waiters[ch], w)
+	n.waiters[ch] = slices.DeleteFunc(n.waiters[ch], func(c chan struct{}) bool { return c == w })
 	if len(n.waiters[ch]) > 0 {
 		return
 	}
@@ -84,20 +84,32 @@ func (n *notices) unwatch(ctx context.Context, ch string, w chan struct{}) {
 	}
 }
 
-// dispatch wakes every waiter of a channel on each notice. Waking them all
-// lets them race for the lock, which is what waiters without notices do
-// anyway; waking one would need to know that it is still waiting.
+// dispatch wakes one waiter of a channel per notice, the longest waiting
+// that has not been woken yet: one release frees the lock for one holder,
+// and waking every waiter would send a burst of attempts that all but one
+// lose. Nothing is lost if the woken one is beaten to the lock by a waiter
+// on backoff: the winner's release sends the next notice.
 func (n *notices) dispatch(msgs <-chan *redis.Message) {
 	defer close(n.done)
 	for m := range msgs {
 		n.mu.Lock()
-		for w := range n.waiters[m.Channel] {
-			select {
-			case w <- struct{}{}:
-			default: // already woken and not yet back to waiting
+		for _, w := range n.waiters[m.Channel] {
+			if signal(w) {
+				break
 			}
 		}
 		n.mu.Unlock()
+	}
+}
+
+// signal wakes w unless a wake-up is already pending there (it was woken
+// and has not come back to waiting yet), and says whether it did.
+func signal(w chan struct{}) bool {
+	select {
+	case w <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -30,27 +30,35 @@ func numsub(t *testing.T, rdb *redis.Client, channel string) int64 {
 	return m[channel]
 }
 
-func TestReleaseNoticeWakesWaiter(t *testing.T) {
+// TestReleaseNoticeWakesLongestWaiter shows that a release publishes a
+// notice and that the notice wakes one waiter, the one waiting longest.
+func TestReleaseNoticeWakesLongestWaiter(t *testing.T) {
 	b := testBackends(t)
 	l := NewToken(b.Redis)
 	t.Cleanup(func() { l.Close() })
 	key := newKey(t, b.Redis)
 	ch := releasedChannel(key)
 
-	wake, stop := l.notices.watch(t.Context(), key)
-	defer stop()
+	first, stop1 := l.notices.watch(t.Context(), key)
+	defer stop1()
+	second, stop2 := l.notices.watch(t.Context(), key)
+	defer stop2()
 	eventually(t, "subscribed", func() bool { return numsub(t, b.Redis, ch) == 1 })
 
 	lease := acquire(t, l, key, Options{TTL: longTTL})
 	if err := lease.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	// Only the release script's PUBLISH can wake this channel: the watcher
-	// has no backoff of its own.
+	// Only the release script's PUBLISH can wake these channels: watchers
+	// have no backoff of their own.
 	select {
-	case <-wake:
+	case <-first:
 	case <-time.After(patience):
-		t.Fatal("the release published no notice")
+		t.Fatal("the release woke no waiter")
+	}
+	// One notice was sent, and it has been delivered: to the first waiter.
+	if len(second) != 0 {
+		t.Error("one release woke two waiters")
 	}
 }
 

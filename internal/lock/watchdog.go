@@ -69,7 +69,7 @@ type watchdogLease struct {
 // one renewal is slow or fails.
 func (l *watchdogLease) renew(ctx context.Context, ttl time.Duration) {
 	defer close(l.done)
-	tick := time.NewTicker(ttl / 3)
+	tick := time.NewTicker(max(ttl/3, time.Millisecond)) // a ticker needs a positive period
 	defer tick.Stop()
 	renewed := time.Now()
 	for {
@@ -78,7 +78,7 @@ func (l *watchdogLease) renew(ctx context.Context, ttl time.Duration) {
 			return
 		case <-tick.C:
 		}
-		cctx, cancel := context.WithTimeout(ctx, ttl/3)
+		cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Millisecond))
 		n, err := renewScript.Run(cctx, l.rdb, []string{l.key}, l.value, ttl.Milliseconds()).Int()
 		cancel()
 		switch {
