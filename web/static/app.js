@@ -1,0 +1,492 @@
+// The seckill lab page: a product's live stock, a buy form, and load runs
+// compared in charts. Plain JavaScript, no build step; the only library is
+// Chart.js, vendored next to this file.
+"use strict";
+
+(() => {
+  const $ = (sel) => document.querySelector(sel);
+
+  // Polling periods. The product view is two Redis reads; the audit counts
+  // orders in the database, so it is polled at half the rate.
+  const PRODUCT_MS = 500;
+  const RUN_MS = 300;
+
+  const state = {
+    productID: 1,
+    product: null, // the last GET /api/products/:id
+    locks: new Map(), // name → GET /api/locks entry
+    runs: [], // finished runs, oldest first
+    charts: {},
+    running: null, // id of the run being polled
+    labProduct: 9001, // the lab's product; a run's answer says which it is
+    polling: false,
+    tick: 0,
+  };
+  // The browser test and curious teachers read the charts from here.
+  window.seckill = state;
+
+  // api sends one JSON request. It never throws: the answer is
+  // {ok, status, data}, where data is the API's body or, when there is none,
+  // an error body of the API's shape.
+  async function api(method, path, body, admin) {
+    const headers = {};
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const token = $("#token").value.trim();
+    if (admin && token) headers.Authorization = "Bearer " + token;
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (e) {
+      return { ok: false, status: 0, data: { code: "network", error: "the service did not answer: " + e.message } };
+    }
+    let data;
+    try {
+      data = await res.json();
+    } catch {
+      data = { code: "http_" + res.status, error: res.statusText || "no JSON in the answer" };
+    }
+    return { ok: res.ok, status: res.status, data };
+  }
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v;
+      else e.setAttribute(k, v);
+    }
+    for (const c of children) e.append(c instanceof Node ? c : String(c));
+    return e;
+  }
+
+  function badge(verdict, big) {
+    return el("span", { class: "badge " + verdict + (big ? " big-badge" : "") }, verdict || "–");
+  }
+
+  const fmt = (n, digits = 0) =>
+    n === undefined || n === null ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: digits });
+
+  // setStatus writes a status line; source names who wrote it, so that the
+  // poller clears only its own complaints.
+  function setStatus(node, text, isError, source) {
+    node.textContent = text;
+    node.classList.toggle("error", !!isError);
+    node.dataset.source = source || "";
+  }
+
+  // ---- Product panel -------------------------------------------------
+
+  async function pollProduct() {
+    if (state.polling) return; // a slow answer: skip a beat rather than pile up
+    state.polling = true;
+    try {
+      await refreshProduct();
+    } finally {
+      state.polling = false;
+    }
+  }
+
+  async function refreshProduct() {
+    const id = state.productID;
+    const withAudit = state.tick++ % 2 === 0;
+    const [p, a] = await Promise.all([
+      api("GET", "/api/products/" + id),
+      withAudit ? api("GET", "/api/products/" + id + "/audit") : null,
+    ]);
+    if (id !== state.productID) return; // the user switched product meanwhile
+    const status = $("#product-status");
+    if (!p.ok) {
+      state.product = null;
+      if (p.status === 404) {
+        setStatus(status, "Product " + id + " does not exist yet" +
+          (id === state.labProduct ? ": the first lab run creates it." : "."), false, "poll");
+      } else {
+        setStatus(status, p.data.code + ": " + p.data.error, true, "poll");
+      }
+      return;
+    }
+    if (status.dataset.source === "poll") setStatus(status, "");
+    state.product = p.data;
+    renderProduct(p.data);
+    if (a && a.ok) renderAudit(a.data);
+  }
+
+  function renderProduct(p) {
+    $("#stat-stock").textContent = fmt(p.stock);
+    $("#stat-initial").textContent = fmt(p.initial);
+    $("#stat-sold").textContent = fmt(p.sold);
+    $("#total-fill").style.width = pct(p.stock, p.initial) + "%";
+
+    // A shard starts with about initial/shards units; scale every bar to
+    // that so that the bars compare with each other and with the start.
+    const n = p.shards.length || 1;
+    const scale = Math.max(Math.ceil(p.initial / n), ...p.shards.map((s) => s.stock), 1);
+    const list = $("#shards");
+    while (list.children.length > p.shards.length) list.lastElementChild.remove();
+    p.shards.forEach((s, i) => {
+      let li = list.children[i];
+      if (!li) {
+        li = el("li", {}, el("span", { class: "name" }), el("div", { class: "track", "aria-hidden": "true" }, el("div", { class: "fill" })), el("span", { class: "n" }));
+        list.append(li);
+      }
+      li.title = s.key;
+      li.querySelector(".name").textContent = "shard " + i;
+      li.querySelector(".fill").style.width = pct(s.stock, scale) + "%";
+      li.querySelector(".n").textContent = fmt(s.stock);
+    });
+    $("#product-meta").textContent = [
+      "“" + p.name + "”", "lock " + p.lock, "mode " + p.mode, p.shards.length + " shards",
+      "fallback " + (p.fallback ? "on" : "off"), "store " + p.store,
+    ].join(" · ");
+  }
+
+  function renderAudit(a) {
+    const over = $("#stat-oversold");
+    over.textContent = fmt(a.oversold);
+    over.classList.toggle("alarm", a.oversold > 0);
+    const lost = $("#stat-lost");
+    lost.textContent = fmt(a.lost_updates);
+    lost.classList.toggle("alarm", a.lost_updates !== 0);
+    const b = $("#stat-audit");
+    b.className = "badge " + a.verdict;
+    b.textContent = a.verdict;
+    b.title = a.orders + " orders in the database for " + a.initial + " units, " + a.remaining + " left in Redis";
+  }
+
+  const pct = (v, of) => (of > 0 ? Math.max(0, Math.min(100, (100 * v) / of)) : 0);
+
+  function watch(id) {
+    state.productID = id;
+    const sel = $("#product-id");
+    if (Number(sel.value) !== id) sel.value = String(id);
+    $("#shards").replaceChildren();
+    for (const s of ["#stat-stock", "#stat-initial", "#stat-sold", "#stat-oversold", "#stat-lost"]) $(s).textContent = "–";
+    const b = $("#stat-audit");
+    b.className = "badge";
+    b.textContent = "–";
+    $("#total-fill").style.width = "0";
+    $("#product-meta").textContent = "";
+    state.tick = 0;
+    pollProduct();
+  }
+
+  async function resetProduct() {
+    const p = state.product;
+    const status = $("#product-status");
+    if (!p) {
+      setStatus(status, "Nothing to reset: the product is not loaded.", true);
+      return;
+    }
+    const btn = $("#reset");
+    btn.disabled = true;
+    const r = await api("POST", "/api/products", {
+      id: p.id, name: p.name, stock: p.initial, shards: p.shards.length, lock: p.lock, mode: p.mode, fallback: p.fallback,
+    }, true);
+    btn.disabled = false;
+    if (r.ok) {
+      setStatus(status, "Reset: " + fmt(p.initial) + " units laid out again, orders deleted.");
+      state.tick = 0;
+      pollProduct();
+    } else {
+      setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error, true);
+    }
+  }
+
+  // ---- Buy -------------------------------------------------------------
+
+  async function buy(ev) {
+    ev.preventDefault();
+    const out = $("#buy-result");
+    const user = Number($("#user-id").value);
+    if (!Number.isSafeInteger(user) || user < 1) {
+      out.className = "outcome refused";
+      out.textContent = "The user id must be a positive whole number.";
+      return;
+    }
+    const btn = $("#buy");
+    btn.disabled = true;
+    const r = await api("POST", "/api/orders", { user_id: user, product_id: state.productID });
+    btn.disabled = false;
+    if (r.ok) {
+      // The id is a string in the JSON and stays one: it exceeds 2^53.
+      const o = r.data;
+      out.className = "outcome ok";
+      out.replaceChildren(
+        el("div", {}, "Order ", el("code", { class: "order-id", id: "order-id" }, o.id)),
+        el("div", { class: "muted" }, "user " + o.user_id + " · shard " + o.shard + " · lock " + o.lock + " · mode " + o.mode),
+      );
+    } else {
+      out.className = "outcome refused";
+      out.replaceChildren(
+        el("div", {}, "Refused: ", el("code", { id: "buy-code" }, r.data.code), " (HTTP " + r.status + ")"),
+        el("div", {}, r.data.error),
+      );
+    }
+    state.tick = 0;
+    pollProduct();
+  }
+
+  // ---- Locks and the explanation ---------------------------------------
+
+  async function loadLocks() {
+    const r = await api("GET", "/api/locks");
+    const sel = $("#lab-lock");
+    if (!r.ok) {
+      setStatus($("#run-status"), "Could not list the lock strategies: " + r.data.error, true);
+      return;
+    }
+    for (const l of r.data) {
+      state.locks.set(l.name, l);
+      sel.append(el("option", { value: l.name }, l.name));
+    }
+    sel.value = state.locks.has("none") ? "none" : sel.options[0]?.value;
+    explain();
+  }
+
+  // explain shows what the registry says of the chosen strategy; fields the
+  // API does not send yet stay hidden and the summary stands alone.
+  function explain() {
+    const l = state.locks.get($("#lab-lock").value);
+    if (!l) return;
+    $("#explain-name").textContent = l.name;
+    $("#explain-summary").textContent = l.summary || "";
+    const show = (row, ok) => { $(row).hidden = !ok; return ok; };
+    if (show("#explain-fixes-row", !!l.fixes)) $("#explain-fixes").textContent = l.fixes;
+    if (show("#explain-breaks-row", !!l.breaks)) $("#explain-breaks").textContent = l.breaks;
+    const cmds = Array.isArray(l.commands) ? l.commands : null;
+    if (show("#explain-commands-row", cmds !== null)) {
+      $("#explain-commands").replaceChildren(
+        ...(cmds.length ? cmds.map((c) => el("li", {}, el("code", {}, c))) : [el("li", { class: "muted" }, "none: nothing is sent to Redis")]),
+      );
+    }
+    if (show("#explain-test-row", !!l.test)) $("#explain-test").textContent = "go test ./internal/lock -run '" + l.test + "'";
+  }
+
+  // ---- Lab runs ----------------------------------------------------------
+
+  const PRESETS = {
+    oversell: { lock: "none", mode: "rmw", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 2, fault: "none" },
+    token: { lock: "token", mode: "rmw", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 2, fault: "none" },
+    lua: { lock: "none", mode: "lua", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 0, fault: "none" },
+  };
+
+  function applyPreset(name) {
+    const p = PRESETS[name];
+    for (const [k, v] of Object.entries(p)) {
+      const input = $("#run-form").elements[k];
+      if (input) input.value = String(v);
+    }
+    faultChanged();
+    explain();
+  }
+
+  function faultChanged() {
+    $("#fault-requests-field").hidden = $("#lab-fault").value === "none";
+  }
+
+  function readSpec() {
+    const f = $("#run-form").elements;
+    const int = (name) => Number(f[name].value || 0);
+    const spec = {
+      lock: f.lock.value, mode: f.mode.value, shards: int("shards"), stock: int("stock"), buyers: int("buyers"),
+      concurrency: int("concurrency"), hold_ms: int("hold_ms"), fault: f.fault.value,
+    };
+    if (spec.fault !== "none") spec.fault_requests = int("fault_requests");
+    return spec;
+  }
+
+  async function startRun(ev) {
+    ev.preventDefault();
+    const status = $("#run-status");
+    const btn = $("#run");
+    btn.disabled = true;
+    setStatus(status, "Starting…");
+    const r = await api("POST", "/api/runs", readSpec(), true);
+    if (!r.ok) {
+      btn.disabled = false;
+      const why = r.status === 401 ? " Type the admin token at the top." : "";
+      setStatus(status, r.data.code + ": " + r.data.error + why, true);
+      return;
+    }
+    setStatus(status, "Run " + r.data.id + " is going.");
+    $("#run-result").replaceChildren();
+    $("#run-progress").hidden = false;
+    showProgress(r.data.progress);
+    // Watch the lab's product so that its shard bars drain while the run goes.
+    state.labProduct = r.data.product_id;
+    if (state.productID !== r.data.product_id) watch(r.data.product_id);
+    state.running = r.data.id;
+    pollRun(r.data.id);
+  }
+
+  function showProgress(p) {
+    const bar = $("#progress");
+    bar.max = Math.max(p.total, 1);
+    bar.value = p.done;
+    $("#progress-text").textContent = fmt(p.done) + " / " + fmt(p.total) + " requests";
+  }
+
+  async function pollRun(id) {
+    const r = await api("GET", "/api/runs/" + encodeURIComponent(id));
+    if (!r.ok) {
+      finishRun();
+      setStatus($("#run-status"), "Lost track of run " + id + ": " + r.data.error, true);
+      return;
+    }
+    showProgress(r.data.progress);
+    if (r.data.status === "running") {
+      setTimeout(() => pollRun(id), RUN_MS);
+      return;
+    }
+    finishRun();
+    const run = r.data;
+    setStatus($("#run-status"), "Run " + run.id + " " + run.status + ".", run.status === "failed");
+    $("#run-result").replaceChildren(...resultView(run));
+    addRun(run);
+  }
+
+  function finishRun() {
+    state.running = null;
+    $("#run").disabled = false;
+    $("#run-progress").hidden = true;
+  }
+
+  function resultView(run) {
+    const nodes = [];
+    const row = run.result;
+    const s = run.spec;
+    const head = el("div", { class: "result-head" },
+      badge(row ? row.verdict : "FAILED", true),
+      el("span", { class: "what" }, "Run " + run.id + ": " + s.lock + " · " + s.mode + " · " + s.shards + " shards · stock " +
+        fmt(s.stock) + " · " + fmt(s.buyers) + " buyers · concurrency " + s.concurrency + " · hold " + s.hold_ms + " ms" +
+        (s.fault !== "none" ? " · fault " + s.fault : "")));
+    nodes.push(head);
+    if (run.error) nodes.push(el("p", { class: "error-text" }, run.error));
+    if (!row) return nodes;
+    nodes[0].append(el("span", { class: "muted" }, verdictMeaning(row.verdict)));
+    const cells = [
+      ["Sold (audit)", fmt(row.sold) + " / " + fmt(row.stock)],
+      ["Oversold", fmt(row.oversold)],
+      ["Lost updates", fmt(row.lost_updates)],
+      ["Undersold", fmt(row.undersold)],
+      ["201 created", fmt(row.ok)],
+      ["Sold out", fmt(row.sold_out)],
+      ["Errors", fmt(row.errors)],
+      ["Requests/s", fmt(row.rps)],
+      ["p50 ms", fmt(row.p50_ms, 1)],
+      ["p99 ms", fmt(row.p99_ms, 1)],
+      ["max ms", fmt(row.max_ms, 1)],
+      ["Lock wait p99 ms", fmt(row.lock_wait_p99_ms, 1)],
+    ];
+    nodes.push(el("dl", { class: "result-grid", id: "result-grid" },
+      ...cells.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))));
+    const notes = [];
+    notes.push(row.agree ? "The harness's counts and the database's audit agree." : "The harness and the audit disagree:");
+    for (const d of row.disagreements || []) notes.push(d);
+    if (row.error_codes) notes.push("Errors by code: " + Object.entries(row.error_codes).map(([c, n]) => c + " × " + n).join(", "));
+    for (const e of row.error_samples || []) notes.push("e.g. " + e);
+    if (row.note) notes.push(row.note);
+    nodes.push(el("ul", { class: "result-notes" }, ...notes.map((n) => el("li", {}, n))));
+    return nodes;
+  }
+
+  function verdictMeaning(v) {
+    switch (v) {
+      case "SAFE": return "every unit sold at most once, none lost, no error";
+      case "OVERSOLD": return "more orders than stock, or decrements lost";
+      case "UNDERSOLD": return "buyers were told sold out while stock was left";
+      case "ERRORS": return "stock is right, but some requests failed";
+      default: return "";
+    }
+  }
+
+  // ---- Comparison ----------------------------------------------------------
+
+  const COLORS = { rps: "#2563eb", p99: "#7c3aed", oversold: "#dc2626" };
+
+  function makeChart(canvas, label, color) {
+    if (typeof Chart === "undefined") return null;
+    return new Chart(canvas, {
+      type: "bar",
+      data: { labels: [], datasets: [{ label, data: [], backgroundColor: color, borderRadius: 3, maxBarThickness: 36 }] },
+      options: {
+        responsive: true,
+        maintainAspectRatio: false,
+        animation: { duration: 250 },
+        plugins: {
+          legend: { display: false },
+          tooltip: { callbacks: { afterLabel: (c) => state.runs[c.dataIndex]?.result?.verdict || "" } },
+        },
+        scales: {
+          x: { ticks: { autoSkip: true, maxRotation: 0 } },
+          y: { beginAtZero: true, ticks: { precision: 0 } },
+        },
+      },
+    });
+  }
+
+  function addRun(run) {
+    if (!run.result || run.result.verdict === "SKIPPED") return;
+    if (state.runs.some((r) => r.id === run.id)) return;
+    state.runs.push(run);
+    renderComparison();
+  }
+
+  function renderComparison() {
+    const runs = state.runs;
+    $("#charts-empty").hidden = runs.length > 0;
+    const labels = runs.map((r) => ["#" + r.id + " " + r.result.strategy, r.result.mode]);
+    const series = {
+      throughput: runs.map((r) => Math.round(r.result.rps)),
+      p99: runs.map((r) => Number(r.result.p99_ms.toFixed(1))),
+      oversold: runs.map((r) => r.result.oversold),
+    };
+    for (const [name, chart] of Object.entries(state.charts)) {
+      if (!chart) continue;
+      chart.data.labels = labels;
+      chart.data.datasets[0].data = series[name];
+      chart.update();
+      chart.canvas.setAttribute("aria-label", chart.data.datasets[0].label + ": " +
+        runs.map((r, i) => "run " + r.id + " " + r.result.strategy + " " + series[name][i]).join(", "));
+    }
+    $("#runs-body").replaceChildren(...runs.slice().reverse().map((r) => {
+      const x = r.result;
+      return el("tr", {},
+        el("td", {}, r.id), el("td", {}, x.strategy), el("td", {}, x.mode), el("td", { class: "num" }, r.spec.shards),
+        el("td", { class: "num" }, fmt(x.stock)), el("td", { class: "num" }, fmt(x.sold)),
+        el("td", { class: "num" }, fmt(x.oversold)), el("td", { class: "num" }, fmt(x.lost_updates)),
+        el("td", { class: "num" }, fmt(x.rps)), el("td", { class: "num" }, fmt(x.p99_ms, 1)),
+        el("td", {}, badge(x.verdict)));
+    }));
+  }
+
+  async function loadRuns() {
+    const r = await api("GET", "/api/runs");
+    if (!r.ok) return; // a service without the lab: the section stays empty
+    for (const run of r.data) addRun(run);
+  }
+
+  // ---- Start -------------------------------------------------------------
+
+  function start() {
+    state.charts = {
+      throughput: makeChart($("#chart-throughput"), "Throughput (req/s)", COLORS.rps),
+      p99: makeChart($("#chart-p99"), "p99 latency (ms)", COLORS.p99),
+      oversold: makeChart($("#chart-oversold"), "Oversold units", COLORS.oversold),
+    };
+    $("#user-id").value = String(1 + Math.floor(Math.random() * 999_999));
+    $("#product-id").addEventListener("change", (e) => watch(Number(e.target.value)));
+    $("#reset").addEventListener("click", resetProduct);
+    $("#buy-form").addEventListener("submit", buy);
+    $("#run-form").addEventListener("submit", startRun);
+    $("#lab-lock").addEventListener("change", explain);
+    $("#lab-fault").addEventListener("change", faultChanged);
+    for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
+
+    loadLocks();
+    loadRuns();
+    pollProduct();
+    setInterval(() => { if (!document.hidden) pollProduct(); }, PRODUCT_MS);
+  }
+
+  start();
+})();
