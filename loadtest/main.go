@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -134,6 +135,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if len(args) > 1 && args[1] == serveFlag {
 		return serve(ctx, args[2:], getenv, stdin, stdout, stderr)
 	}
+	// The progress bar, the in-process service's log and the children's
+	// stderr copiers all write here, from different goroutines.
+	stderr = &syncWriter{w: stderr}
 	o, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -377,4 +381,16 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -23,14 +23,17 @@ type progressBar struct {
 // lineEvery spaces the progress lines when stderr is not a terminal.
 const lineEvery = 2 * time.Second
 
-func newProgressBar(w io.Writer) *progressBar {
-	tty := false
+func newProgressBar(out io.Writer) *progressBar {
+	w, tty := out, false
+	if sw, ok := w.(*syncWriter); ok {
+		w = sw.w
+	}
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil {
 			tty = fi.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	return &progressBar{w: w, tty: tty}
+	return &progressBar{w: out, tty: tty}
 }
 
 func (b *progressBar) update(label string, p harness.Progress) {

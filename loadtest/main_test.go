@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/harness"
+	"seckill/internal/testenv"
+)
+
+// TestMain lets the test binary be a service instance: -instances re-executes
+// the running binary with -serve, and under go test that binary is this one.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == serveFlag {
+		args := append([]string{"loadtest"}, os.Args[1:]...)
+		if err := run(context.Background(), args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+			os.Stderr.WriteString("loadtest -serve: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// backends returns the environment the command sees: the real Redis when
+// REDIS_ADDR is set (its keys for product are deleted afterwards), a
+// database of the test's own when MYSQL_DSN is set, else nothing (embedded).
+func backends(t *testing.T, product int64, runs int) func(string) string {
+	t.Helper()
+	env := map[string]string{}
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		env["REDIS_ADDR"] = addr
+		t.Cleanup(func() { deleteProductKeys(t, addr, product, runs) })
+	}
+	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
+		env["MYSQL_DSN"] = testenv.Database(t, dsn)
+	}
+	t.Logf("backends: redis %q, mysql set %v", env["REDIS_ADDR"], env["MYSQL_DSN"] != "")
+	return func(k string) string { return env[k] }
+}
+
+// deleteProductKeys removes the service's keys of the products a test used
+// from the shared Redis; product ids are random, so the pattern is theirs.
+func deleteProductKeys(t *testing.T, addr string, product int64, runs int) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	for p := product; p < product+int64(runs); p++ {
+		id := strconv.FormatInt(p, 10)
+		for _, pattern := range []string{"seckill:*{" + id + "_*", "seckill:*:" + id} {
+			iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
+			for iter.Next(ctx) {
+				rdb.Del(ctx, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				t.Logf("cleaning up %s: %v", pattern, err)
+			}
+		}
+	}
+}
+
+// runCommand runs the command with args and returns its JSON report.
+func runCommand(t *testing.T, getenv func(string) string, args ...string) (harness.Report, []byte, error) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), append([]string{"loadtest", "-json", out}, args...), getenv, strings.NewReader(""), &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	b, rerr := os.ReadFile(out)
+	if rerr != nil {
+		t.Fatalf("no JSON report (run: %v): %v", err, rerr)
+	}
+	var rep harness.Report
+	if jerr := json.Unmarshal(b, &rep); jerr != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", jerr, b)
+	}
+	return rep, b, err
+}
+
+func verdicts(rows []harness.Row) []string {
+	var v []string
+	for _, r := range rows {
+		v = append(v, r.Verdict+"/"+strconv.FormatBool(r.Agree))
+	}
+	return v
+}
+
+func TestOversellScenario(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 1)
+	rep, raw, err := runCommand(t, getenv, "-scenario", "oversell", "-product", strconv.FormatInt(product, 10),
+		"-stock", "20", "-buyers", "200", "-concurrency", "40")
+	if err != nil {
+		t.Fatalf("scenario oversell: %v", err)
+	}
+	if got := verdicts(rep.Rows); len(got) != 1 || got[0] != "OVERSOLD/true" {
+		t.Fatalf("verdicts %v, want [OVERSOLD/true]", got)
+	}
+	if r := rep.Rows[0]; r.Oversold == 0 || r.Sold != r.OK || r.Requests != 200 {
+		t.Errorf("row %+v: want units oversold, sold = ok, 200 requests", r)
+	}
+	if rep.Machine.Go == "" || rep.Machine.Redis == "" || rep.Machine.SQL == "" || rep.Machine.Cores == 0 {
+		t.Errorf("machine %+v: want Go, Redis, SQL versions and cores stated", rep.Machine)
+	}
+
+	// The JSON output round-trips: decoded and written again, it is the same.
+	var again bytes.Buffer
+	if err := rep.WriteJSON(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw, again.Bytes()) {
+		t.Errorf("the JSON report does not round-trip:\nwrote %s\nagain %s", raw, again.Bytes())
+	}
+}
+
+func TestCrossProcessScenario(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 2)
+	rep, _, err := runCommand(t, getenv, "-scenario", "cross-process", "-product", strconv.FormatInt(product, 10),
+		"-stock", "30", "-buyers", "300", "-concurrency", "30")
+	if err != nil {
+		t.Fatalf("scenario cross-process: %v", err)
+	}
+	want := []string{"OVERSOLD/true", "SAFE/true"}
+	if got := verdicts(rep.Rows); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("verdicts %v, want %v (local over 3 processes oversells, token does not)", got, want)
+	}
+	for _, r := range rep.Rows {
+		if r.Instances != 3 {
+			t.Errorf("%s ran on %d instances, want 3", r.Label(), r.Instances)
+		}
+	}
+}
+
+func TestExpectSafeFailsOnOversell(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 1)
+	rep, _, err := runCommand(t, getenv, "-lock", "none", "-mode", "rmw", "-hold", "2ms", "-stock", "20",
+		"-buyers", "200", "-concurrency", "40", "-product", strconv.FormatInt(product, 10), "-expect", "safe")
+	if !errors.Is(err, errExpectation) {
+		t.Fatalf("-expect safe on an oversell: err = %v, want errExpectation", err)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Verdict != harness.Oversold {
+		t.Errorf("verdicts %v, want [OVERSOLD]", verdicts(rep.Rows))
+	}
+}
+
+func TestUnknownLockIsReportedNotFatal(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 2)
+	rep, _, err := runCommand(t, getenv, "-lock", "no-such-lock,token", "-stock", "5", "-buyers", "10",
+		"-concurrency", "5", "-product", strconv.FormatInt(product, 10))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if got := verdicts(rep.Rows); strings.Join(got, " ") != "SKIPPED/false SAFE/true" {
+		t.Fatalf("verdicts %v, want the unknown lock SKIPPED and token SAFE", got)
+	}
+	if !strings.Contains(rep.Rows[0].Note, "400") {
+		t.Errorf("note %q: want the service's 400", rep.Rows[0].Note)
+	}
+}
