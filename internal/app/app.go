@@ -121,6 +121,12 @@ func (a *App) RedisAddr() string {
 	return a.Config.RedisAddr
 }
 
+// DB is the service's database handle, for tests and tools that inspect it.
+func (a *App) DB() *gorm.DB { return a.db }
+
+// Redis is the service's Redis client.
+func (a *App) Redis() *redis.Client { return a.rdb }
+
 // Mode says whether the service runs on embedded stand-ins.
 func (a *App) Mode() string {
 	if a.Embedded {
@@ -180,6 +186,9 @@ type Server struct {
 
 // Start opens the App and serves it on cfg.Addr (port 0 picks a free one).
 func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	a, err := Open(ctx, cfg, log, extras)
 	if err != nil {
 		return nil, err

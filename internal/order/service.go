@@ -258,7 +258,13 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 type Fault struct {
 	// Abandon leaves the lock held, as a holder that crashed would.
 	Abandon bool
+	// Lock carries the strategy-level faults: a crash between SETNX and
+	// EXPIRE, a skewed client clock.
+	Lock lock.Fault
 }
+
+// MaxClockSkew bounds the clock skew a request may inject.
+const MaxClockSkew = time.Hour
 
 // Purchase is one buyer's request.
 type Purchase struct {
@@ -287,6 +293,9 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if in.Hold < 0 || in.Hold > MaxHold {
 		return Order{}, rc, fmt.Errorf("%w: hold must be between 0 and %s", ErrInvalid, MaxHold)
 	}
+	if skew := in.Fault.Lock.ClockSkew; skew < -MaxClockSkew || skew > MaxClockSkew {
+		return Order{}, rc, fmt.Errorf("%w: clock skew must be within ±%s", ErrInvalid, MaxClockSkew)
+	}
 	p, err := s.Product(ctx, in.ProductID)
 	if err != nil {
 		return Order{}, rc, err
@@ -313,7 +322,7 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	defer cancel()
 	req := stock.Request{
 		Product: p.stock(), UserID: in.UserID, Mode: mode, Locker: locker,
-		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait},
+		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: in.Fault.Lock},
 		Hold: in.Hold, Abandon: in.Fault.Abandon,
 	}
 	taken, err := s.stock.Take(ctx, req)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 )
@@ -24,6 +25,7 @@ const (
 	codeRateLimited   = "rate_limited"
 	codeLockTimeout   = "lock_timeout"
 	codeLeaseLost     = "lease_lost"
+	codeCrashed       = "holder_crashed"
 	codeUnavailable   = "unavailable"
 )
 
@@ -67,6 +69,8 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, codeLockTimeout
 	case errors.Is(err, stock.ErrLeaseLost):
 		return http.StatusServiceUnavailable, codeLeaseLost
+	case errors.Is(err, lock.ErrCrashed):
+		return http.StatusServiceUnavailable, codeCrashed
 	}
 	return http.StatusServiceUnavailable, codeUnavailable
 }
@@ -92,6 +96,8 @@ func decode(r io.Reader, v any) error {
 		return fmt.Errorf("body larger than %d bytes: %w", maxBody, err)
 	case errors.Is(err, io.EOF):
 		err = errors.New("empty body; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = errors.New("malformed JSON: the body ends inside the object")
 	case errors.As(err, &syntax):
 		err = fmt.Errorf("malformed JSON at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):

@@ -15,7 +15,7 @@ import (
 )
 
 func (s *Server) handleHealth(c *gin.Context) {
-	h, err := s.deps.Health(c)
+	h, err := s.deps.Health(c.Request.Context())
 	if err != nil {
 		s.deps.Log.Warn("health check failed", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": err.Error()})
@@ -90,7 +90,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, codeBadRequest, "id and stock are required")
 		return
 	}
-	p, err := s.deps.Orders.Reset(c, order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock,
+	p, err := s.deps.Orders.Reset(c.Request.Context(), order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock,
 		Shards: req.Shards, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback})
 	if err != nil {
 		s.failErr(c, err)
@@ -107,7 +107,7 @@ func (s *Server) handleProduct(c *gin.Context) {
 }
 
 func (s *Server) respondProduct(c *gin.Context, id int64) {
-	v, _, err := s.deps.Orders.Audit(c, id)
+	v, _, err := s.deps.Orders.Audit(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -120,7 +120,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	_, a, err := s.deps.Orders.Audit(c, id)
+	_, a, err := s.deps.Orders.Audit(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -134,7 +134,10 @@ type orderRequest struct {
 	Lock      string `json:"lock"`
 	Mode      string `json:"mode"`
 	HoldMS    int    `json:"hold_ms"`
-	Abandon   bool   `json:"abandon"`
+	// The lock ladder's faults.
+	Abandon           bool `json:"abandon"`
+	CrashBeforeExpire bool `json:"crash_before_expire"`
+	ClockSkewMS       int  `json:"clock_skew_ms"`
 }
 
 // lockWaitHeader carries the time a purchase spent acquiring locks, so that
@@ -155,10 +158,13 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
 		return
 	}
-	o, rc, err := s.deps.Orders.Buy(c, order.Purchase{
+	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: *req.UserID, ProductID: *req.ProductID, Lock: req.Lock, Mode: req.Mode,
-		Hold:  time.Duration(req.HoldMS) * time.Millisecond,
-		Fault: order.Fault{Abandon: req.Abandon},
+		Hold: time.Duration(req.HoldMS) * time.Millisecond,
+		Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
+			CrashBeforeExpire: req.CrashBeforeExpire,
+			ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
+		}},
 	})
 	c.Header(lockWaitHeader, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
@@ -175,7 +181,7 @@ func (s *Server) handleOrder(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, codeBadRequest, "order id must be a positive integer, sent as a string")
 		return
 	}
-	o, err := s.deps.Orders.Order(c, id)
+	o, err := s.deps.Orders.Order(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return

@@ -66,7 +66,9 @@ func New(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{deps: deps, metrics: newMetrics(deps.Registry)}
 	r := gin.New()
-	r.ContextWithFallback = true // c.Done and c.Value follow the request's context
+	// Handlers pass c.Request.Context(), never c itself, to Redis and SQL:
+	// gin recycles its Context when the handler returns, while database/sql
+	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, codeBadRequest, "method not allowed") })
 	r.Use(s.recover, s.metrics.observe, limitBody)

@@ -1,0 +1,438 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/app"
+	"seckill/internal/order"
+	"seckill/internal/stock"
+	"seckill/internal/testenv"
+)
+
+// env is one service under test, spoken to over real HTTP.
+type env struct {
+	t      *testing.T
+	srv    *app.Server
+	client *http.Client
+}
+
+func start(t *testing.T, cfg app.Config) *env {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := app.Start(t.Context(), cfg, log, app.Extras{})
+	if err != nil {
+		t.Fatalf("starting the service: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutting down: %v", err)
+		}
+	})
+	return &env{t: t, srv: srv, client: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 512},
+	}}
+}
+
+func startDefault(t *testing.T) *env { return start(t, testenv.Config(t)) }
+
+// do sends a request and decodes the JSON answer into out (when not nil).
+func (e *env) do(method, path string, body any, out any) int {
+	e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Errorf("%s %s: %v", method, path, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Errorf("%s %s: reading the body: %v", method, path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			e.t.Errorf("%s %s: decoding %q: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type product map[string]any
+
+// reset creates a product with a fresh id and returns the id.
+func (e *env) reset(p product) int64 {
+	e.t.Helper()
+	id := testenv.ProductID(e.t)
+	p["id"] = id
+	if st := e.do("POST", "/api/products", p, nil); st != http.StatusOK {
+		e.t.Fatalf("resetting product %v: status %d", p, st)
+	}
+	e.t.Cleanup(func() { e.dropKeys(id) })
+	return id
+}
+
+// dropKeys removes a product's keys from a shared Redis.
+func (e *env) dropKeys(id int64) {
+	keys := []string{stock.ShardListKey(id), stock.BuyersKey(id)}
+	for i := range stock.MaxShards {
+		keys = append(keys, stock.StockKey(id, i), stock.StockKey(id, i)+":fence", stock.LockKey(id, i))
+	}
+	e.srv.Redis().Del(context.Background(), keys...)
+}
+
+func (e *env) audit(id int64) order.Audit {
+	e.t.Helper()
+	var a order.Audit
+	if st := e.do("GET", fmt.Sprintf("/api/products/%d/audit", id), nil, &a); st != http.StatusOK {
+		e.t.Fatalf("audit of %d: status %d", id, st)
+	}
+	return a
+}
+
+type apiError struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// outcome is one buyer's answer: the status and, on error, the code.
+type outcome struct {
+	status int
+	code   string
+}
+
+// rush releases one request per buyer at the same instant (they all wait on
+// one channel) and returns each buyer's outcome.
+func (e *env) rush(buyers int, body func(user int) map[string]any) []outcome {
+	e.t.Helper()
+	out := make([]outcome, buyers)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			<-gate
+			var ae apiError
+			out[i].status = e.do("POST", "/api/orders", body(i+1), &ae)
+			out[i].code = ae.Code
+		})
+	}
+	close(gate)
+	wg.Wait()
+	return out
+}
+
+func count(os []outcome, status int, code string) int {
+	n := 0
+	for _, o := range os {
+		if o.status == status && (code == "" || o.code == code) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOversellWithoutLock(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 50, "shards": 5, "lock": "none", "mode": "rmw"})
+	got := e.rush(200, func(u int) map[string]any {
+		return map[string]any{"user_id": u, "product_id": id, "hold_ms": 2}
+	})
+	a := e.audit(id)
+	if a.Oversold <= 0 || a.Verdict != order.VerdictOversold {
+		t.Errorf("audit %+v: want an oversell with no lock", a)
+	}
+	if created := count(got, http.StatusCreated, ""); created != a.Orders {
+		t.Errorf("%d buyers got 201 but the database holds %d orders", created, a.Orders)
+	}
+}
+
+func TestEveryBuyerGetsExactlyTheStock(t *testing.T) {
+	for _, tc := range []struct{ lock, mode string }{
+		{"token", "rmw"},
+		{"local", "rmw"},
+		{"none", "lua"},
+		{"none", "db"},
+	} {
+		t.Run(tc.lock+"/"+tc.mode, func(t *testing.T) {
+			e := startDefault(t)
+			id := e.reset(product{"stock": 50, "shards": 5, "lock": tc.lock, "mode": tc.mode})
+			got := e.rush(200, func(u int) map[string]any {
+				return map[string]any{"user_id": u, "product_id": id, "hold_ms": 2}
+			})
+			a := e.audit(id)
+			want := order.Audit{ProductID: id, Initial: 50, Remaining: 0, Orders: 50, Verdict: order.VerdictOK}
+			if a != want {
+				t.Errorf("audit = %+v, want %+v", a, want)
+			}
+			if n := count(got, http.StatusCreated, ""); n != 50 {
+				t.Errorf("%d buyers got 201, want 50", n)
+			}
+			if n := count(got, http.StatusConflict, "sold_out"); n != 150 {
+				t.Errorf("%d buyers got 409 sold_out, want 150; outcomes: %v", n, got)
+			}
+		})
+	}
+}
+
+func TestShardFallback(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 7, "shards": 5, "lock": "token"})
+	e.rush(100, func(u int) map[string]any { return map[string]any{"user_id": u, "product_id": id} })
+	if a := e.audit(id); a.Orders != 7 || a.Remaining != 0 || a.Verdict != order.VerdictOK {
+		t.Errorf("with fallback: audit %+v, want all 7 sold", a)
+	}
+}
+
+func TestWithoutFallbackSoldOutWhileStockRemains(t *testing.T) {
+	e := startDefault(t)
+	// 7 over 5 shards is 2,2,1,1,1: round robin empties a 1-unit shard while
+	// the 2-unit shards still hold stock.
+	id := e.reset(product{"stock": 7, "shards": 5, "lock": "token", "fallback": false})
+	for u := 1; u <= 7; u++ {
+		var ae apiError
+		st := e.do("POST", "/api/orders", map[string]any{"user_id": u, "product_id": id}, &ae)
+		if st == http.StatusCreated {
+			continue
+		}
+		if st != http.StatusConflict || ae.Code != "sold_out" {
+			t.Fatalf("buyer %d: status %d %+v, want 201 or 409 sold_out", u, st, ae)
+		}
+		if a := e.audit(id); a.Remaining == 0 {
+			t.Fatalf("buyer %d was told sold out and nothing remains: %+v", u, a)
+		} else {
+			t.Logf("buyer %d told sold out while %d units remain: the lesson of fallback", u, a.Remaining)
+		}
+		return
+	}
+	t.Fatal("every buyer was served: round robin without fallback should have hit an empty shard")
+}
+
+func TestSameUserTwice(t *testing.T) {
+	for _, mode := range []string{"rmw", "lua", "db"} {
+		t.Run(mode, func(t *testing.T) {
+			e := startDefault(t)
+			id := e.reset(product{"stock": 10, "mode": mode})
+			buy := map[string]any{"user_id": 42, "product_id": id}
+			var o map[string]any
+			if st := e.do("POST", "/api/orders", buy, &o); st != http.StatusCreated {
+				t.Fatalf("first purchase: status %d", st)
+			}
+			before := e.audit(id)
+			var ae apiError
+			if st := e.do("POST", "/api/orders", buy, &ae); st != http.StatusConflict || ae.Code != "already_bought" {
+				t.Errorf("second purchase: status %d %+v, want 409 already_bought", st, ae)
+			}
+			if after := e.audit(id); after != before {
+				t.Errorf("stock changed by a refused purchase: before %+v, after %+v", before, after)
+			}
+		})
+	}
+}
+
+func TestFailedOrderWriteGivesTheUnitBack(t *testing.T) {
+	for _, mode := range []string{"rmw", "lua", "db"} {
+		t.Run(mode, func(t *testing.T) {
+			e := startDefault(t)
+			id := e.reset(product{"stock": 5, "shards": 1, "mode": mode})
+			db := e.srv.DB()
+			trigger := "CREATE TRIGGER reject_orders BEFORE INSERT ON orders BEGIN SELECT RAISE(ABORT, 'rejected by the test'); END"
+			if db.Dialector.Name() == "mysql" {
+				trigger = "CREATE TRIGGER reject_orders BEFORE INSERT ON orders FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'rejected by the test'"
+			}
+			if err := db.Exec(trigger).Error; err != nil {
+				t.Fatalf("installing the trigger: %v", err)
+			}
+			var ae apiError
+			st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, &ae)
+			if st != http.StatusServiceUnavailable || ae.Code != "unavailable" {
+				t.Errorf("purchase with a failing insert: status %d %+v, want 503 unavailable", st, ae)
+			}
+			want := order.Audit{ProductID: id, Initial: 5, Remaining: 5, Verdict: order.VerdictOK}
+			if a := e.audit(id); a != want {
+				t.Errorf("after the failed write: audit %+v, want %+v (the unit back in its shard)", a, want)
+			}
+			if err := db.Exec("DROP TRIGGER reject_orders").Error; err != nil {
+				t.Fatal(err)
+			}
+			// The buyer was forgotten too: the same user may now buy.
+			if st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, nil); st != http.StatusCreated {
+				t.Errorf("purchase after the database recovered: status %d, want 201", st)
+			}
+		})
+	}
+}
+
+func TestOrderIDTravelsAsString(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 1})
+	var raw map[string]json.RawMessage
+	if st := e.do("POST", "/api/orders", map[string]any{"user_id": 9, "product_id": id}, &raw); st != http.StatusCreated {
+		t.Fatalf("status %d", st)
+	}
+	var oid string
+	if err := json.Unmarshal(raw["id"], &oid); err != nil {
+		t.Fatalf("order id %s is not a JSON string: %v", raw["id"], err)
+	}
+	var got map[string]json.RawMessage
+	if st := e.do("GET", "/api/orders/"+oid, nil, &got); st != http.StatusOK {
+		t.Fatalf("GET /api/orders/%s: status %d", oid, st)
+	}
+	if string(got["id"]) != string(raw["id"]) {
+		t.Errorf("GET returned id %s, POST %s", got["id"], raw["id"])
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.RateLimit = time.Minute
+	e := start(t, cfg)
+	id := e.reset(product{"stock": 10})
+	user := testenv.ProductID(t) // a user id no other test uses
+	buy := map[string]any{"user_id": user, "product_id": id}
+	if st := e.do("POST", "/api/orders", buy, nil); st != http.StatusCreated {
+		t.Fatalf("first request: status %d", st)
+	}
+	var ae apiError
+	if st := e.do("POST", "/api/orders", buy, &ae); st != http.StatusTooManyRequests || ae.Code != "rate_limited" {
+		t.Errorf("second request within the period: status %d %+v, want 429 rate_limited", st, ae)
+	}
+	e.srv.Redis().Del(context.Background(), fmt.Sprintf("seckill:rate:%d", user))
+}
+
+func TestResetReachesEveryInstance(t *testing.T) {
+	cfg := testenv.Config(t)
+	if cfg.MySQLDSN == "" {
+		cfg.SQLitePath = t.TempDir() + "/shared.db"
+	}
+	a := start(t, cfg)
+	cfg.RedisAddr = a.srv.RedisAddr()
+	b := start(t, cfg)
+	id := a.reset(product{"stock": 1, "shards": 1})
+	if st := b.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, nil); st != http.StatusCreated {
+		t.Fatalf("buying the last unit through b: status %d", st)
+	}
+	if st := b.do("POST", "/api/orders", map[string]any{"user_id": 2, "product_id": id}, nil); st != http.StatusConflict {
+		t.Fatalf("b after selling out: status %d, want 409", st)
+	}
+	// b now holds a sold-out flag; a's reset must clear it.
+	if st := a.do("POST", "/api/products", product{"id": id, "stock": 1, "shards": 1}, nil); st != http.StatusOK {
+		t.Fatalf("reset through a: status %d", st)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := b.do("POST", "/api/orders", map[string]any{"user_id": 3, "product_id": id}, nil)
+		if st == http.StatusCreated {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b still refuses (status %d) after a's reset", st)
+		}
+		time.Sleep(10 * time.Millisecond) // poll: the notice crosses Redis pub/sub
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 10})
+	pid := fmt.Sprint(id)
+	for _, tc := range []struct {
+		name, method, path string
+		body               string
+		status             int
+		code, message      string
+	}{
+		{"malformed JSON", "POST", "/api/orders", `{"user_id": 1,`, 400, "bad_request", "malformed JSON"},
+		{"empty body", "POST", "/api/orders", ``, 400, "bad_request", "empty body"},
+		{"missing user", "POST", "/api/orders", `{"product_id": ` + pid + `}`, 400, "bad_request", "user_id and product_id are required"},
+		{"zero user", "POST", "/api/orders", `{"user_id": 0, "product_id": ` + pid + `}`, 400, "bad_request", "positive integers"},
+		{"negative product", "POST", "/api/orders", `{"user_id": 1, "product_id": -3}`, 400, "bad_request", "positive integers"},
+		{"id as string", "POST", "/api/orders", `{"user_id": "1", "product_id": ` + pid + `}`, 400, "bad_request", `"user_id" must be an integer`},
+		{"fractional id", "POST", "/api/orders", `{"user_id": 1.5, "product_id": ` + pid + `}`, 400, "bad_request", `"user_id" must be an integer`},
+		{"unknown field", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold": 5}`, 400, "bad_request", `unknown field "hold"`},
+		{"trailing data", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `} {}`, 400, "bad_request", "after the JSON object"},
+		{"unknown lock", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "lock": "spinlock"}`, 400, "bad_request", `unknown strategy "spinlock"`},
+		{"unknown mode", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "mode": "cas"}`, 400, "bad_request", `unknown mode "cas"`},
+		{"mode from the other store", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "mode": "db"}`, 400, "bad_request", "keeps its stock in redis"},
+		{"negative hold", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold_ms": -1}`, 400, "bad_request", "hold_ms"},
+		{"huge hold", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold_ms": 3600000}`, 400, "bad_request", "hold_ms"},
+		{"no such product", "POST", "/api/orders", `{"user_id": 1, "product_id": 999999999999999}`, 404, "not_found", "product 999999999999999"},
+		{"body too large", "POST", "/api/orders", `{"user_id": 1, "pad": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "too_large", "larger than"},
+		{"product path not a number", "GET", "/api/products/abc", ``, 400, "bad_request", "product id must be a positive integer"},
+		{"product path zero", "GET", "/api/products/0/audit", ``, 400, "bad_request", "product id must be a positive integer"},
+		{"product not found", "GET", "/api/products/999999999999999", ``, 404, "not_found", "product"},
+		{"order path not a number", "GET", "/api/orders/12ab", ``, 400, "bad_request", "order id"},
+		{"order not found", "GET", "/api/orders/12345", ``, 404, "not_found", "order 12345"},
+		{"reset without stock", "POST", "/api/products", `{"id": 5}`, 400, "bad_request", "id and stock are required"},
+		{"reset negative stock", "POST", "/api/products", `{"id": 5, "stock": -1}`, 400, "bad_request", "stock must be between"},
+		{"reset too many shards", "POST", "/api/products", `{"id": 5, "stock": 1, "shards": 65}`, 400, "bad_request", "shards must be between"},
+		{"reset unknown lock", "POST", "/api/products", `{"id": 5, "stock": 1, "lock": "spinlock"}`, 400, "bad_request", "spinlock"},
+		{"unknown route", "GET", "/api/nothing", ``, 404, "not_found", "no such route"},
+		{"wrong method", "DELETE", "/api/orders", ``, 405, "bad_request", "method not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae apiError
+			st := e.do(tc.method, tc.path, tc.body, &ae)
+			if st != tc.status || ae.Code != tc.code || !strings.Contains(ae.Error, tc.message) {
+				t.Errorf("got %d %+v, want %d %s containing %q", st, ae, tc.status, tc.code, tc.message)
+			}
+		})
+	}
+	if a := e.audit(id); a.Orders != 0 || a.Remaining != 10 {
+		t.Errorf("bad requests changed the product: %+v", a)
+	}
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	e := startDefault(t)
+	var h map[string]string
+	if st := e.do("GET", "/healthz", nil, &h); st != http.StatusOK || h["status"] != "ok" {
+		t.Fatalf("healthz: %d %v", st, h)
+	}
+	id := e.reset(product{"stock": 1})
+	var o map[string]any
+	e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, &o)
+	e.do("GET", fmt.Sprintf("/api/orders/%v", o["id"]), nil, nil)
+	resp, err := e.client.Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`seckill_http_requests_total{code="200",method="GET",route="/api/orders/:id"} 1`,
+		`seckill_orders_total{lock="token",mode="rmw"} 1`,
+		`seckill_lock_outcomes_total{lock="token",outcome="obtained"} 1`,
+		`seckill_lock_wait_seconds_count{lock="token"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
