@@ -256,12 +256,13 @@ func TestWatchdogPausedHolderKeepsLock(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	key := newKey(t, b.Redis)
 
-	// The TTL leaves two renewals' slack even on a loaded machine.
-	const ttl = 500 * time.Millisecond
+	// Renewals come every 333ms: a machine would have to stall for two
+	// thirds of a second to let the lock expire between them.
+	const ttl = time.Second
 	a := acquire(t, l, key, Options{TTL: ttl})
-	// A pauses for three TTLs, while B waits for all of them: the
-	// renewals keep A's lock, so B never enters beside A.
-	refused(t, l, key, 3*ttl)
+	// A pauses for two TTLs, while B waits through all of it: the renewals
+	// keep A's lock, so B never enters beside A.
+	refused(t, l, key, 2*ttl)
 	select {
 	case <-Lost(a):
 		t.Fatal("A's lease reported lost while its renewals ran")

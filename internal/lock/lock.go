@@ -91,11 +91,20 @@ type Lease interface {
 // finds that the lock is no longer held (it expired or was taken), so that
 // the holder can stop work it may no longer do safely. Only leases that renew
 // themselves (watchdog) can tell; for every other lease Lost returns nil, a
-// channel that never fires, and after Abandon nobody watches any more. A
-// caller cancels its work with it like this:
+// channel that never fires, and after Abandon nobody watches any more.
+//
+// A holder checks it before each step that needs the lock:
+//
+//	select {
+//	case <-lock.Lost(lease):
+//		return lock.ErrNotHeld
+//	default:
+//	}
+//
+// or cancels the context its work runs under:
 //
 //	ctx, cancel := context.WithCancelCause(ctx)
-//	defer cancel(nil)
+//	defer cancel(nil) // also ends the goroutine below
 //	go func() {
 //		select {
 //		case <-lock.Lost(lease):
