@@ -63,7 +63,12 @@ const (
 
 // Faults are the fault names a run accepts, "none" first; Spec.harness
 // turns each into the order request's fault fields.
-var Faults = []string{"none", "abandon"}
+var Faults = []string{"none", "abandon", "crash-before-expire", "clock-skew"}
+
+// ClockSkew is how far ahead the clock-skew fault sets the faulty requests'
+// clocks: past any lock TTL the service would be given, so that a skewed
+// client judges every live lock expired.
+const ClockSkew = time.Minute
 
 // Modes are the stock modes a run accepts.
 var Modes = harness.Modes
@@ -121,12 +126,21 @@ func (s Spec) check() (Spec, error) {
 
 // harness turns a checked Spec into the harness's, aimed at target.
 func (s Spec) harness(target string, product, users int64, timeout time.Duration) harness.Spec {
-	return harness.Spec{
+	h := harness.Spec{
 		Targets: []string{target}, ProductID: product,
 		Stock: s.Stock, Shards: s.Shards,
 		Buyers: s.Buyers, UserBase: users, Requests: s.Requests, Concurrency: s.Concurrency,
 		Timeout: harness.Duration(timeout),
 		Lock:    s.Lock, Mode: s.Mode, Hold: harness.Duration(time.Duration(s.HoldMS) * time.Millisecond),
-		Abandon: s.Fault == "abandon", FaultRequests: s.FaultRequests,
+		FaultRequests: s.FaultRequests,
 	}
+	switch s.Fault {
+	case "abandon":
+		h.Abandon = true
+	case "crash-before-expire":
+		h.CrashBeforeExpire = true
+	case "clock-skew":
+		h.ClockSkew = harness.Duration(ClockSkew)
+	}
+	return h
 }
