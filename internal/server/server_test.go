@@ -436,3 +436,41 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestPausedHolder pauses every holder past its lease inside the critical
+// section, as a long GC pause would. Locks whose lease simply expires
+// oversell; the watchdog keeps renewing the lease, and fencing refuses the
+// stale holder's write.
+func TestPausedHolder(t *testing.T) {
+	for _, tc := range []struct {
+		lock     string
+		oversell bool
+	}{
+		{"setnx-px", true},
+		{"token", true},
+		{"watchdog", false},
+		{"fenced", false},
+	} {
+		t.Run(tc.lock, func(t *testing.T) {
+			cfg := testenv.Config(t)
+			cfg.LockTTL = 100 * time.Millisecond
+			cfg.LockWait = 20 * time.Second
+			e := start(t, cfg)
+			id := e.reset(product{"stock": 3, "shards": 1, "lock": tc.lock})
+			got := e.rush(8, func(u int) map[string]any {
+				return map[string]any{"user_id": u, "product_id": id, "hold_ms": 300}
+			})
+			a := e.audit(id)
+			t.Logf("audit %+v; 201s: %d, lease_lost: %d", a, count(got, http.StatusCreated, ""), count(got, http.StatusServiceUnavailable, "lease_lost"))
+			if oversold := a.Verdict == order.VerdictOversold; oversold != tc.oversell {
+				t.Errorf("verdict %s, want oversold=%v", a.Verdict, tc.oversell)
+			}
+			if !tc.oversell && (a.Verdict != order.VerdictOK || a.Orders+a.Remaining != a.Initial) {
+				t.Errorf("audit %+v: want every unit either sold or in stock", a)
+			}
+			if created := count(got, http.StatusCreated, ""); created != a.Orders {
+				t.Errorf("%d buyers got 201 but the database holds %d orders", created, a.Orders)
+			}
+		})
+	}
+}

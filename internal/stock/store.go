@@ -277,9 +277,26 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 			}
 		}()
 	}
-	n, err := s.rdb.Get(ctx, key).Int()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	// A fenced lease reads through the fence too: the read records the
+	// token, so a holder whose lease expired cannot write after it.
+	t.Token = lease.Token()
+	var raw string
+	if t.Token > 0 {
+		raw, err = lock.FencedGet(ctx, s.rdb, key, t.Token)
+	} else {
+		raw, err = s.rdb.Get(ctx, key).Result()
+	}
+	switch {
+	case errors.Is(err, lock.ErrStaleToken):
+		return false, fmt.Errorf("%w: shard %d of product %d, token %d", ErrLeaseLost, t.Shard, r.Product.ID, t.Token)
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("reading %s: %w", key, err)
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil {
+		return false, fmt.Errorf("stock key %s holds %q: %w", key, raw, err)
 	}
 	if n <= 0 {
 		return false, nil
@@ -287,7 +304,6 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if err := pause(ctx, r.Hold); err != nil {
 		return false, err
 	}
-	t.Token = lease.Token()
 	if t.Token > 0 {
 		err = lock.FencedSet(ctx, s.rdb, key, n-1, t.Token)
 		if errors.Is(err, lock.ErrStaleToken) {
