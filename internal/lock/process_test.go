@@ -65,6 +65,11 @@ func TestCrossProcess(t *testing.T) {
 			// their critical sections contend from the first.
 			for range procs {
 				if err := b.Redis.BLPop(t.Context(), patience, ready).Err(); err != nil {
+					for i, cmd := range cmds {
+						_ = cmd.Process.Kill()
+						_ = cmd.Wait() // the output is complete only after Wait
+						t.Logf("helper process %d:\n%s", i, outs[i])
+					}
 					t.Fatalf("waiting for the helper processes: %v", err)
 				}
 			}
