@@ -32,11 +32,9 @@ func main() {
 // in-flight orders finish, then Redis and the database are closed.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, fs, err := app.ParseConfig(args[0], args[1:], getenv)
-	fs.SetOutput(stderr)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-		}
+		fs.SetOutput(stderr)
+		fs.Usage()
 		return err
 	}
 	var level slog.Level

@@ -6,6 +6,7 @@ package app
 
 import (
 	"flag"
+	"io"
 	"fmt"
 	"strings"
 	"time"
@@ -85,11 +86,15 @@ func EnvNames() []string {
 }
 
 // ParseConfig reads args (without the program name) and the environment
-// through getenv. Environment values become the flags' defaults, so -h shows
-// them and an explicit flag overrides them.
+// through getenv; an explicit flag overrides its environment twin. It prints
+// nothing: on error (flag.ErrHelp for -h) set the flag set's output and call
+// its Usage.
 func ParseConfig(name string, args []string, getenv func(string) string) (Config, *flag.FlagSet, error) {
 	var c Config
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Parse prints nothing: the error comes back, and the caller, which owns
+	// the output, shows fs.Usage where it wants.
+	fs.SetOutput(io.Discard)
 	for _, s := range c.settings() {
 		def := s.def
 		help := s.help + " [$" + s.env + "]"
