@@ -143,7 +143,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
 			r.Strategy, r.Mode, r.Instances, r.Requests, r.OK, r.SoldOut, r.AlreadyBought, r.Errors,
 			r.Sold, r.Oversold, r.LostUpdates, r.Undersold, r.RPS, r.P50MS, r.P90MS, r.P99MS, r.MaxMS,
-			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, yesNo(r.Agree), exp)
+			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, agreement(r), exp)
 	}
 	tw.Flush()
 	for _, r := range rep.Rows {
@@ -166,8 +166,11 @@ func (rep Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
-func yesNo(b bool) string {
-	if b {
+func agreement(r Row) string {
+	switch {
+	case r.Verdict == Skipped:
+		return "—"
+	case r.Agree:
 		return "yes"
 	}
 	return "NO"

@@ -19,6 +19,7 @@ import (
 
 // Row is the outcome of one run. Its JSON names are read by the web page.
 type Row struct {
+	ProductID   int64  `json:"product_id"`
 	Strategy    string `json:"strategy"`
 	Mode        string `json:"mode"`
 	Instances   int    `json:"instances"`
@@ -163,7 +164,7 @@ func NewClient(concurrency int) *http.Client {
 
 func newRow(s Spec) Row {
 	return Row{
-		Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
+		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
 		Shards: s.Shards, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
 	}
 }
