@@ -63,18 +63,16 @@ func fenceKey(key string) string { return key + ":fence" }
 func (f *Fenced) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
 	value := uuid.NewString()
 	keys := []string{key, fenceKey(key)}
-	ttl := max(opt.ttl().Milliseconds(), 1)
+	// Boxed once, not on every attempt.
+	args := []any{value, max(opt.ttl().Milliseconds(), 1)}
 	var token int64
 	err := f.notices.retry(ctx, key, opt.Wait, func() (bool, error) {
 		var err error
-		token, err = fencedAcquireScript.Run(ctx, f.rdb, keys, value, ttl).Int64()
-		switch {
-		case errors.Is(err, redis.Nil):
-			return false, nil
-		case err != nil:
+		token, err = fencedAcquireScript.Run(ctx, f.rdb, keys, args...).Int64()
+		if err != nil {
 			return false, fmt.Errorf("lock %s: fenced acquire: %w", key, err)
 		}
-		return true, nil
+		return token > 0, nil
 	})
 	if err != nil {
 		return nil, err

@@ -30,8 +30,9 @@ import (
 // holder itself needs, or the holder starves behind the waiters until their
 // Wait runs out. And the lock is only as available as the one database.
 //
-// Round trips: one to acquire (waiting is server-side), one to release; two
-// each without interpolateParams=true in the DSN (prepare, execute).
+// Round trips: one to acquire a free lock, two to wait for a held one
+// (waiting is server-side), one to release; twice that without
+// interpolateParams=true in the DSN (prepare, then execute).
 type MySQL struct {
 	db *sql.DB
 }
@@ -69,34 +70,77 @@ func mysqlLockName(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Acquire takes a connection and waits on it, server-side, for up to
-// opt.Wait (cut short by ctx's deadline); zero fails fast.
+// Acquire takes a connection and tries GET_LOCK(name, 0); if the lock is
+// held and opt.Wait is positive, it waits on the same connection,
+// server-side, for up to opt.Wait (cut short by ctx's deadline).
+//
+// A waiting GET_LOCK is not cut off by closing its connection, which is what
+// the driver does when ctx ends: the server would go on waiting and could
+// grant the lock to the abandoned session, which then holds it, with nobody
+// in the critical section, until the server notices the session is gone.
+// So the wait runs under a context that ctx does not cancel, and when ctx
+// ends Acquire stops it the server's way, KILL QUERY from another
+// connection, using the session id the first attempt fetched.
+//
+// Round trips: one when the lock is free or Wait is zero, two when it waits
+// (plus the KILL QUERY if ctx ends first).
 func (m *MySQL) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	wait := max(opt.Wait, 0)
-	if deadline, ok := ctx.Deadline(); ok {
-		wait = max(min(wait, time.Until(deadline)), 0)
-	}
 	conn, err := m.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: taking a connection: %w", key, err)
 	}
 	name := mysqlLockName(key)
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, wait.Seconds()).Scan(&got); err != nil {
-		// A GET_LOCK cut off by ctx may still be granted to this session
-		// after the driver gave up on it; closing the session frees it.
+	var (
+		session int64
+		got     sql.NullInt64
+	)
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), GET_LOCK(?, 0)", name).Scan(&session, &got); err != nil {
 		discardConn(conn)
 		return nil, fmt.Errorf("lock %s: GET_LOCK: %w", key, err)
 	}
+	wait := max(opt.Wait, 0)
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = max(min(wait, time.Until(deadline)), 0)
+	}
+	if got.Valid && got.Int64 == 0 && wait > 0 {
+		got, err = m.wait(ctx, conn, session, name, wait)
+		if err != nil {
+			discardConn(conn)
+			return nil, fmt.Errorf("lock %s: GET_LOCK waiting: %w", key, err)
+		}
+	}
 	switch {
+	case got.Valid && got.Int64 == 1:
+		return &mysqlLease{conn: conn, key: key, name: name}, nil
+	case ctx.Err() != nil: // the wait was killed, or timed out at ctx's deadline
+		_ = conn.Close()
+		return nil, context.Cause(ctx)
 	case !got.Valid: // NULL: an error such as the session being killed
 		discardConn(conn)
 		return nil, fmt.Errorf("lock %s: GET_LOCK returned NULL", key)
-	case got.Int64 != 1:
-		_ = conn.Close()
-		return nil, ErrNotObtained
 	}
-	return &mysqlLease{conn: conn, key: key, name: name}, nil
+	_ = conn.Close()
+	return nil, ErrNotObtained
+}
+
+// wait runs GET_LOCK(name, wait) on conn, session, and kills it if ctx ends
+// first. It returns when the GET_LOCK and any KILL QUERY have returned.
+func (m *MySQL) wait(ctx context.Context, conn *sql.Conn, session int64, name string, wait time.Duration) (sql.NullInt64, error) {
+	killed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		// Best effort: if the kill fails, the wait still ends at its timeout.
+		_, _ = m.db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("KILL QUERY %d", session))
+	})
+	var got sql.NullInt64
+	err := conn.QueryRowContext(context.WithoutCancel(ctx), "SELECT GET_LOCK(?, ?)", name, wait.Seconds()).Scan(&got)
+	if !stop() {
+		<-killed
+		if err != nil && ctx.Err() != nil {
+			err = nil // "query execution was interrupted": our own kill
+		}
+	}
+	return got, err
 }
 
 // discardConn closes conn's session instead of returning it to the pool, so that

@@ -75,19 +75,30 @@ type nodeReply struct {
 func (r nodeReply) taken() bool { return r.err == nil && !r.ok }
 
 // Acquire sets key to one fresh random value on a majority of the nodes.
-// It returns an error (not ErrNotObtained) when too few nodes answered for
-// anyone to win: that is an outage, not contention.
+// A round in which too few nodes answered for anyone to win is retried like
+// a lost one (a node may only be slow); if the last round was such a round,
+// Acquire returns that outage, naming the silent nodes, not ErrNotObtained.
 func (r *Redlock) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	l := &RedlockLease{r: r, key: key, value: uuid.NewString(), replies: make([]nodeReply, len(r.nodes))}
+	l := &RedlockLease{r: r, key: key, keys: []string{key}, value: uuid.NewString(), replies: make([]nodeReply, len(r.nodes))}
 	ttl := opt.ttl()
-	if err := retry(ctx, opt.Wait, nil, func() (bool, error) { return r.attempt(ctx, l, ttl) }); err != nil {
+	var outage error
+	err := retry(ctx, opt.Wait, nil, func() (bool, error) {
+		var ok bool
+		ok, outage = r.attempt(ctx, l, ttl)
+		return ok, nil
+	})
+	if errors.Is(err, ErrNotObtained) && outage != nil {
+		err = outage
+	}
+	if err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// attempt is one round of the algorithm.
-func (r *Redlock) attempt(ctx context.Context, l *RedlockLease, ttl time.Duration) (bool, error) {
+// attempt is one round of the algorithm. It reports whether it obtained
+// the lock and, if not, whether too few nodes answered for anyone to win.
+func (r *Redlock) attempt(ctx context.Context, l *RedlockLease, ttl time.Duration) (ok bool, outage error) {
 	drift := ttl/100 + 2*time.Millisecond
 	start := time.Now()
 	r.each(ctx, nil, func(ctx context.Context, i int) {
@@ -134,7 +145,7 @@ func (r *Redlock) attempt(ctx context.Context, l *RedlockLease, ttl time.Duratio
 // It leaves in l.replies whether each node deleted it.
 func (r *Redlock) unlock(ctx context.Context, l *RedlockLease) {
 	r.each(ctx, func(i int) bool { return !l.replies[i].taken() }, func(ctx context.Context, i int) {
-		n, err := releaseScript.Run(ctx, r.nodes[i], []string{l.key}, l.value).Int()
+		n, err := releaseScript.Run(ctx, r.nodes[i], l.keys, l.value).Int()
 		l.replies[i] = nodeReply{err: err, ok: n == 1}
 	})
 }
@@ -168,12 +179,14 @@ func (r *Redlock) each(ctx context.Context, want func(int) bool, fn func(context
 
 // RedlockLease is a lock held on a majority of the Redlock nodes.
 type RedlockLease struct {
-	r          *Redlock
-	key, value string
-	replies    []nodeReply
-	validity   time.Duration
-	until      time.Time
-	released   atomic.Bool
+	r        *Redlock
+	key      string
+	keys     []string // {key}, for the release script
+	value    any      // the owner's random string, boxed once, not per node per round
+	replies  []nodeReply
+	validity time.Duration
+	until    time.Time
+	released atomic.Bool
 }
 
 var _ Lease = (*RedlockLease)(nil)

@@ -61,6 +61,10 @@ func TestRedlockQuorum(t *testing.T) {
 		t.Fatalf("with 2 of 5 nodes up: got %v, want an outage error", err)
 	}
 	t.Logf("with 2 of 5 nodes up: %v", err)
+	// Waiting retries, but an outage is still reported as one at the end.
+	if _, err := r.Acquire(ctx, key, Options{Wait: 100 * time.Millisecond}); err == nil || errors.Is(err, ErrNotObtained) {
+		t.Fatalf("with 2 of 5 nodes up, waiting: got %v, want an outage error", err)
+	}
 
 	nodes[0].Restart(t)
 	if err := acquireRelease(); err != nil {
