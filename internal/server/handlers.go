@@ -24,17 +24,10 @@ func (s *Server) handleHealth(c *gin.Context) {
 	c.JSON(http.StatusOK, h)
 }
 
-type lockInfo struct {
-	Name    string `json:"name"`
-	Summary string `json:"summary"`
-}
-
+// handleLocks serves the lock table itself: the page explains a strategy
+// with the same text docs/LOCKS.md is generated from.
 func (s *Server) handleLocks(c *gin.Context) {
-	var out []lockInfo
-	for _, st := range lock.Strategies() {
-		out = append(out, lockInfo{Name: st.Name, Summary: st.Summary})
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, lock.Strategies())
 }
 
 type productRequest struct {

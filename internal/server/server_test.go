@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -472,5 +473,28 @@ func TestPausedHolder(t *testing.T) {
 				t.Errorf("%d buyers got 201 but the database holds %d orders", created, a.Orders)
 			}
 		})
+	}
+}
+
+func TestLocksListTheLadder(t *testing.T) {
+	e := startDefault(t)
+	var got []struct {
+		Name, Fixes, Breaks string
+		Commands            []string
+	}
+	if st := e.do("GET", "/api/locks", nil, &got); st != http.StatusOK {
+		t.Fatalf("status %d", st)
+	}
+	want := []string{"none", "local", "setnx", "setnx-expire", "getset", "lua-setnx", "setnx-px",
+		"token", "reentrant", "watchdog", "redlock", "fenced", "mysql"}
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name)
+		if s.Breaks == "" || len(s.Commands) == 0 {
+			t.Errorf("%s: the explanation lacks what it breaks or the commands it sends", s.Name)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("ladder %v, want %v", names, want)
 	}
 }
