@@ -42,21 +42,22 @@ var errExpectation = errors.New("expectation not met")
 
 // options are the command line.
 type options struct {
-	spec      harness.Spec // the workload, Targets and Lock/Mode aside
-	locks     string
-	modes     string
-	targets   string
-	instances int
-	lockTTL   time.Duration
-	lockWait  time.Duration
-	scenario  string
-	expect    string
-	jsonOut   string
-	csvOut    string
-	htmlOut   string
-	selftest  bool
-	selfDur   time.Duration
-	set       map[string]bool // flags given explicitly
+	spec       harness.Spec // the workload, Targets and Lock/Mode aside
+	locks      string
+	modes      string
+	targets    string
+	instances  int
+	lockTTL    time.Duration
+	lockWait   time.Duration
+	scenario   string
+	expect     string
+	jsonOut    string
+	csvOut     string
+	htmlOut    string
+	selftest   bool
+	selfDur    time.Duration
+	selfRounds int
+	set        map[string]bool // flags given explicitly
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -100,7 +101,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.csvOut, "csv", "", `write the report as CSV to this file ("-" for stdout)`)
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
-	fs.DurationVar(&o.selfDur, "selftest-duration", 5*time.Second, "length of each -selftest measurement")
+	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest measurement")
+	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating harness and wrk rounds of -selftest; the medians are compared")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, err
 	}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -318,5 +322,32 @@ func TestReportCSVAndTable(t *testing.T) {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
+	}
+}
+
+// The workers' own connections must follow HTTP/1.1 as net/http would: a
+// chunked answer, and an answer that closes the connection, followed by a
+// fresh dial.
+func TestConnSpeaksHTTP11(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch n.Add(1) % 3 {
+		case 0:
+			w.Header().Set("Connection", "close")
+		case 1:
+			w.WriteHeader(http.StatusCreated)
+			w.(http.Flusher).Flush() // no Content-Length: chunked
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"1"}`)
+	}))
+	t.Cleanup(srv.Close)
+	row, err := Drive(t.Context(), Spec{Targets: []string{srv.URL}, Requests: 300, Concurrency: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.OK != 300 || row.Errors != 0 {
+		t.Errorf("ok %d, errors %d (%v): want 300 created, no error", row.OK, row.Errors, row.ErrorSamples)
 	}
 }

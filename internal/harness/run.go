@@ -185,6 +185,12 @@ const maxSamples = 5
 // worker owns its counters and histograms, so the hot path shares nothing
 // but the request index and the progress counters; they are merged after.
 type worker struct {
+	// conns are the worker's connections, one per target, when every
+	// target is plain http; otherwise requests go through client.
+	conns     []*conn
+	client    *http.Client
+	urls      []string
+	buf, body []byte // reused request buffers of the conns path
 	lat, wait *hdrhistogram.Histogram
 	ok        int
 	soldOut   int
@@ -222,8 +228,24 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	var sh shared
 	workers := make([]*worker, min(spec.Concurrency, spec.Requests))
 	for k := range workers {
-		workers[k] = &worker{lat: newHist(), wait: newHist(), codes: make(map[string]int)}
+		w := &worker{client: c, urls: urls, lat: newHist(), wait: newHist(), codes: make(map[string]int)}
+		for _, t := range spec.Targets {
+			cn, err := newConn(t, "/api/orders")
+			if err != nil { // https: net/http speaks it
+				w.conns = nil
+				break
+			}
+			w.conns = append(w.conns, cn)
+		}
+		workers[k] = w
 	}
+	defer func() {
+		for _, w := range workers {
+			for _, cn := range w.conns {
+				cn.close()
+			}
+		}
+	}()
 	start := time.Now()
 	// work sends requests, taking their indexes from sh.next, until limit.
 	work := func(w *worker, limit int) {
@@ -256,7 +278,7 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 				tail = faulty
 			}
 			user := spec.UserBase + 1 + int64(i%spec.Buyers)
-			w.send(ctx, c, urls[i%len(urls)], user, tail, due, &sh)
+			w.send(ctx, i%len(urls), user, tail, due, &sh)
 		}
 	}
 	var wg sync.WaitGroup
@@ -374,26 +396,35 @@ func bodyTails(s Spec) (plain, faulty []byte, err error) {
 	return plain[1:], faulty[1:], nil // drop the '{'
 }
 
-// errorPeek bounds what is read of an error answer to find its code.
-const errorPeek = 4 << 10
-
-func (w *worker) send(ctx context.Context, c *http.Client, url string, user int64, tail []byte, due time.Time, sh *shared) {
-	// A fresh body per request: the transport may still read it after Do
-	// returns when the server answers early.
-	body := make([]byte, 0, len(`{"user_id":,`)+20+len(tail))
+// roundTrip posts `{"user_id":N,` + tail to the target.
+func (w *worker) roundTrip(ctx context.Context, target int, user int64, tail []byte) (*http.Response, error) {
+	body := w.body[:0]
+	if w.conns == nil {
+		// A fresh body per request: the transport may still read it after
+		// Do returns when the server answers early.
+		body = make([]byte, 0, len(`{"user_id":,`)+20+len(tail))
+	}
 	body = append(body, `{"user_id":`...)
 	body = strconv.AppendInt(body, user, 10)
 	body = append(body, ',')
 	body = append(body, tail...)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if w.conns != nil {
+		w.body = body
+		return w.conns[target].do(ctx, &w.buf, body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.urls[target], bytes.NewReader(body))
 	if err != nil {
-		w.fail("transport", err.Error())
-		sh.errors.Add(1)
-		sh.done.Add(1)
-		return
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
+	return w.client.Do(req)
+}
+
+// errorPeek bounds what is read of an error answer to find its code.
+const errorPeek = 4 << 10
+
+func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, due time.Time, sh *shared) {
+	resp, err := w.roundTrip(ctx, target, user, tail)
 	if err != nil {
 		if ctx.Err() != nil {
 			w.fail("timeout", "cancelled in flight: "+context.Cause(ctx).Error())
