@@ -236,6 +236,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		modes = harness.Modes
 	}
 	var runErr error
+runs:
 	for _, l := range locks {
 		for _, m := range modes {
 			s := o.spec
@@ -243,19 +244,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			s.ProductID = o.spec.ProductID + int64(len(rep.Rows))
 			row, err := harness.Run(ctx, s, func(p harness.Progress) { bar.update(l+"/"+m, p) })
 			bar.finish()
+			if row.Strategy != "" { // the run got as far as a row
+				rep.Rows = append(rep.Rows, row)
+			}
 			if err != nil && !errors.Is(err, harness.ErrRejected) {
 				runErr = fmt.Errorf("run %s/%s: %w", l, m, err)
-				if row.Strategy == "" {
-					break
-				}
+				break runs
 			}
-			rep.Rows = append(rep.Rows, row)
-			if runErr != nil {
-				break
-			}
-		}
-		if runErr != nil {
-			break
 		}
 	}
 	if werr := o.write(rep, stdout); werr != nil {
