@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,6 +29,7 @@ type App struct {
 	rdb      *redis.Client
 	nodes    []*redis.Client
 	db       *gorm.DB
+	lockSQL  *sql.DB // the mysql lock's own pool, on MySQL only
 	embedded *embeddedRedis
 	redisVer string
 	sqlVer   string
@@ -65,7 +67,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		return nil, err
 	}
 	for _, addr := range cfg.RedisAddrs {
-		n, err := openRedis(ctx, addr)
+		n, err := openNode(ctx, addr)
 		if err != nil {
 			return nil, fmt.Errorf("redlock node: %w", err)
 		}
@@ -75,11 +77,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		return nil, err
 	}
 	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
+	if cfg.MySQLDSN != "" {
+		if a.lockSQL, err = openLockSQL(withParseTime(cfg.MySQLDSN)); err != nil {
+			return nil, err
+		}
+	}
 	if err = order.Migrate(ctx, a.db); err != nil {
 		return nil, err
 	}
 	a.Orders, err = order.NewService(a.db, a.rdb, order.Options{
-		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Nodes: a.nodes, Log: log,
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Nodes: a.nodes, LockSQL: a.lockSQL, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -163,6 +170,9 @@ func (a *App) Close() error {
 	}
 	if a.rdb != nil {
 		errs = append(errs, a.rdb.Close())
+	}
+	if a.lockSQL != nil {
+		errs = append(errs, a.lockSQL.Close())
 	}
 	if a.db != nil {
 		if sqlDB, err := a.db.DB(); err == nil {

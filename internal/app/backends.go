@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ func (e *embeddedRedis) Close() {
 }
 
 func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
-	rdb := redis.NewClient(&redis.Options{
+	return pingRedis(ctx, redis.NewClient(&redis.Options{
 		Addr: addr,
 		// A flash sale is many short commands from many goroutines at once;
 		// the default pool (10 per CPU) would make buyers queue for a
@@ -72,7 +73,25 @@ func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
 		DialTimeout:  2 * time.Second,
 		ReadTimeout:  2 * time.Second,
 		WriteTimeout: 2 * time.Second,
-	})
+	}))
+}
+
+// openNode connects to a redlock node. Redlock waits only a few tens of
+// milliseconds for each node, so a dead node must fail at once rather than
+// be dialled again and again.
+func openNode(ctx context.Context, addr string) (*redis.Client, error) {
+	return pingRedis(ctx, redis.NewClient(&redis.Options{
+		Addr:          addr,
+		PoolSize:      256,
+		DialTimeout:   500 * time.Millisecond,
+		DialerRetries: 1,
+		ReadTimeout:   time.Second,
+		WriteTimeout:  time.Second,
+	}))
+}
+
+func pingRedis(ctx context.Context, rdb *redis.Client) (*redis.Client, error) {
+	addr := rdb.Options().Addr
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("connecting to Redis at %s: %w", addr, err)
@@ -108,14 +127,35 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 		// database exists only on its connection anyway.
 		sqlDB.SetMaxOpenConns(1)
 	} else {
-		sqlDB.SetMaxOpenConns(64)
-		sqlDB.SetMaxIdleConns(64)
+		sqlDB.SetMaxOpenConns(ordersConns)
+		sqlDB.SetMaxIdleConns(ordersConns)
 		sqlDB.SetConnMaxLifetime(30 * time.Minute)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("connecting to the database: %w", err)
 	}
+	return db, nil
+}
+
+// Connection budgets on MySQL. The two pools together stay well under the
+// server's default max_connections (151), leaving room for other clients.
+const (
+	ordersConns = 48
+	lockConns   = 48
+)
+
+// openLockSQL opens the mysql lock strategy's own pool (see
+// order.Options.LockSQL). Each waiting purchase holds one of its
+// connections; when all are taken, the next waiter queues for a connection
+// as it would for the lock.
+func openLockSQL(dsn string) (*sql.DB, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock pool: %w", err)
+	}
+	db.SetMaxOpenConns(lockConns)
+	db.SetMaxIdleConns(lockConns)
 	return db, nil
 }
 

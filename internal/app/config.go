@@ -6,8 +6,8 @@ package app
 
 import (
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -85,7 +86,15 @@ func mysqlLockName(key string) string {
 // Round trips: one when the lock is free or Wait is zero, two when it waits
 // (plus the KILL QUERY if ctx ends first).
 func (m *MySQL) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	conn, err := m.db.Conn(ctx)
+	// Every waiter holds a connection, so a bounded pool may be full of them:
+	// waiting for a connection is waiting for the lock, bounded by the same
+	// Wait (plus a moment, so that fail-fast still gets its one attempt).
+	cctx, cancel := context.WithTimeout(ctx, max(opt.Wait, 0)+100*time.Millisecond)
+	conn, err := m.db.Conn(cctx)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, ErrNotObtained
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: taking a connection: %w", key, err)
 	}

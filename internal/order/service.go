@@ -3,6 +3,7 @@ package order
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,11 @@ type Options struct {
 	RateLimit time.Duration
 	// Nodes are the independent Redis nodes for redlock. Default: none.
 	Nodes []*redis.Client
+	// LockSQL is the connection pool of the mysql lock strategy. A waiter
+	// blocks in GET_LOCK on a connection of its own, so sharing the orders'
+	// bounded pool would let waiters starve the holder's order insert.
+	// Default: the orders' pool.
+	LockSQL *sql.DB
 	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
 	Log *slog.Logger
 }
@@ -95,7 +101,7 @@ func NewService(db *gorm.DB, rdb *redis.Client, opt Options) (*Service, error) {
 		ids:   idgen.NewRedis(rdb, "order"),
 		opt:   opt,
 		backends: lock.Backends{
-			Redis: rdb, Nodes: opt.Nodes, SQL: sqlDB, SQLDialect: db.Dialector.Name(),
+			Redis: rdb, Nodes: opt.Nodes, SQL: cmp.Or(opt.LockSQL, sqlDB), SQLDialect: db.Dialector.Name(),
 		},
 		lockers: make(map[string]lock.Locker),
 		done:    make(chan struct{}),

@@ -180,8 +180,12 @@ func TestEveryBuyerGetsExactlyTheStock(t *testing.T) {
 		{"local", "rmw"},
 		{"none", "lua"},
 		{"none", "db"},
+		{"mysql", "rmw"},
 	} {
 		t.Run(tc.lock+"/"+tc.mode, func(t *testing.T) {
+			if tc.lock == "mysql" {
+				testenv.RequireReal(t)
+			}
 			e := startDefault(t)
 			id := e.reset(product{"stock": 50, "shards": 5, "lock": tc.lock, "mode": tc.mode})
 			got := e.rush(200, func(u int) map[string]any {
