@@ -6,13 +6,18 @@
 (() => {
   const $ = (sel) => document.querySelector(sel);
 
-  // Polling periods. The product view is two Redis reads; the audit counts
-  // orders in the database, so it is polled at half the rate.
+  // Polling periods. The product and its audit are read together, so that
+  // the numbers shown side by side are of the same moment.
   const PRODUCT_MS = 500;
   const RUN_MS = 300;
 
+  // The page watches product 1, the demo, unless the link names another:
+  // /?product=42.
+  const linked = Number(new URLSearchParams(location.search).get("product"));
+  const homeProduct = Number.isSafeInteger(linked) && linked > 0 ? linked : 1;
+
   const state = {
-    productID: 1,
+    productID: homeProduct,
     product: null, // the last GET /api/products/:id
     locks: new Map(), // name → GET /api/locks entry
     runs: [], // finished runs, oldest first
@@ -20,7 +25,6 @@
     running: null, // id of the run being polled
     labProduct: 9001, // the lab's product; a run's answer says which it is
     polling: false,
-    tick: 0,
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -87,10 +91,9 @@
 
   async function refreshProduct() {
     const id = state.productID;
-    const withAudit = state.tick++ % 2 === 0;
     const [p, a] = await Promise.all([
       api("GET", "/api/products/" + id),
-      withAudit ? api("GET", "/api/products/" + id + "/audit") : null,
+      api("GET", "/api/products/" + id + "/audit"),
     ]);
     if (id !== state.productID) return; // the user switched product meanwhile
     const status = $("#product-status");
@@ -107,7 +110,7 @@
     if (status.dataset.source === "poll") setStatus(status, "");
     state.product = p.data;
     renderProduct(p.data);
-    if (a && a.ok) renderAudit(a.data);
+    if (a.ok) renderAudit(a.data);
   }
 
   function renderProduct(p) {
@@ -154,10 +157,18 @@
 
   const pct = (v, of) => (of > 0 ? Math.max(0, Math.min(100, (100 * v) / of)) : 0);
 
+  // productOptions offers the home product and the lab's.
+  function productOptions() {
+    const sel = $("#product-id");
+    const opts = [[homeProduct, homeProduct === 1 ? "demo" : "from the link"], [state.labProduct, "lab runs"]];
+    if (state.productID !== homeProduct && state.productID !== state.labProduct) opts.push([state.productID, ""]);
+    sel.replaceChildren(...opts.map(([id, what]) => el("option", { value: String(id) }, id + (what ? " · " + what : ""))));
+    sel.value = String(state.productID);
+  }
+
   function watch(id) {
     state.productID = id;
-    const sel = $("#product-id");
-    if (Number(sel.value) !== id) sel.value = String(id);
+    productOptions();
     $("#shards").replaceChildren();
     for (const s of ["#stat-stock", "#stat-initial", "#stat-sold", "#stat-oversold", "#stat-lost"]) $(s).textContent = "–";
     const b = $("#stat-audit");
@@ -165,7 +176,7 @@
     b.textContent = "–";
     $("#total-fill").style.width = "0";
     $("#product-meta").textContent = "";
-    state.tick = 0;
+    setStatus($("#product-status"), "");
     pollProduct();
   }
 
@@ -184,7 +195,6 @@
     btn.disabled = false;
     if (r.ok) {
       setStatus(status, "Reset: " + fmt(p.initial) + " units laid out again, orders deleted.");
-      state.tick = 0;
       pollProduct();
     } else {
       setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error, true);
@@ -221,7 +231,6 @@
         el("div", {}, r.data.error),
       );
     }
-    state.tick = 0;
     pollProduct();
   }
 
@@ -313,6 +322,7 @@
     showProgress(r.data.progress);
     // Watch the lab's product so that its shard bars drain while the run goes.
     state.labProduct = r.data.product_id;
+    $("#lab-product").textContent = String(state.labProduct);
     if (state.productID !== r.data.product_id) watch(r.data.product_id);
     state.running = r.data.id;
     pollRun(r.data.id);
@@ -338,6 +348,7 @@
       return;
     }
     finishRun();
+    pollProduct(); // the run's final stock, now rather than at the next beat
     const run = r.data;
     setStatus($("#run-status"), "Run " + run.id + " " + run.status + ".", run.status === "failed");
     $("#run-result").replaceChildren(...resultView(run));
@@ -402,6 +413,7 @@
   // ---- Comparison ----------------------------------------------------------
 
   const COLORS = { rps: "#2563eb", p99: "#7c3aed", oversold: "#dc2626" };
+  const reduceMotion = matchMedia("(prefers-reduced-motion: reduce)").matches;
 
   function makeChart(canvas, label, color) {
     if (typeof Chart === "undefined") return null;
@@ -411,7 +423,7 @@
       options: {
         responsive: true,
         maintainAspectRatio: false,
-        animation: { duration: 250 },
+        animation: reduceMotion ? false : { duration: 250 },
         plugins: {
           legend: { display: false },
           tooltip: { callbacks: { afterLabel: (c) => state.runs[c.dataIndex]?.result?.verdict || "" } },
@@ -463,6 +475,11 @@
     const r = await api("GET", "/api/runs");
     if (!r.ok) return; // a service without the lab: the section stays empty
     for (const run of r.data) addRun(run);
+    if (r.data.length) {
+      state.labProduct = r.data[r.data.length - 1].product_id;
+      $("#lab-product").textContent = String(state.labProduct);
+      productOptions();
+    }
   }
 
   // ---- Start -------------------------------------------------------------
@@ -482,6 +499,7 @@
     $("#lab-fault").addEventListener("change", faultChanged);
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
 
+    productOptions();
     loadLocks();
     loadRuns();
     pollProduct();

@@ -1,0 +1,391 @@
+package web_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/app"
+	"seckill/internal/lab"
+	"seckill/web"
+)
+
+const token = "e2e-admin-token"
+
+// TestPage drives the page in a headless Chromium: a purchase shows its
+// order id, the oversell scenario shows OVERSOLD, the token lock shows SAFE,
+// the comparison charts hold both runs, and the console stays clean at
+// desktop width and at 375 px.
+func TestPage(t *testing.T) {
+	browser := findChromium(t)
+	product, labProduct := 7_000_000+rand.Int64N(1_000_000), 8_000_000+rand.Int64N(1_000_000)
+	srv, l := startService(t, product, labProduct)
+	resetProduct(t, srv.URL, product)
+
+	ctx := newBrowser(t, browser)
+	var (
+		mu       sync.Mutex
+		problems []string
+	)
+	console := chromedp.Console(ctx) // subscribes now, before the page loads
+	go func() {
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			// The browser logs every 4xx answer; the API's refusals are the
+			// page's business (it shows them), a missing file is not.
+			if m.Source == "network" && strings.Contains(m.URL, "/api/") && strings.Contains(m.Text, "status of 4") {
+				continue
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() || m.Type == chromedp.ConsoleWarning {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
+				mu.Unlock()
+			}
+		}
+	}()
+
+	do(t, ctx, "open the page",
+		chromedp.EmulateViewport(1280, 900),
+		// Still charts and bars: the screenshots show the data, not a frame of an animation.
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}},
+			})
+			return err
+		}),
+		chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(product, 10)),
+		chromedp.WaitReady(chromedp.CSS("#lab-lock option")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+	)
+	waitFor[string](t, ctx, "the product's stock", `document.querySelector("#stat-stock").textContent === "100" && "ok"`)
+	if n := run[int](t, ctx, `document.querySelectorAll("#shards li").length`); n != 5 {
+		t.Errorf("the page shows %d shard bars, want 5", n)
+	}
+	if unlabelled := run[int](t, ctx, `[...document.querySelectorAll("input, select")].filter(e => e.labels.length === 0).length`); unlabelled != 0 {
+		t.Errorf("%d form controls have no label", unlabelled)
+	}
+
+	// Buy once: the id on the page is the string the API sent, digit for digit.
+	do(t, ctx, "buy", chromedp.Click(chromedp.ID("buy")))
+	orderID := waitFor[string](t, ctx, "the order id", `document.querySelector("#order-id")?.textContent`)
+	if !regexp.MustCompile(`^[0-9]{16,20}$`).MatchString(orderID) {
+		t.Fatalf("order id on the page: %q, want the decimal id", orderID)
+	}
+	var o struct{ ID string }
+	if code := getJSON(t, srv.URL+"/api/orders/"+orderID, &o); code != http.StatusOK || o.ID != orderID {
+		t.Errorf("GET /api/orders/%s: %d %+v: the page's id is not the order's", orderID, code, o)
+	}
+	waitFor[string](t, ctx, "the sale in the stock", `document.querySelector("#stat-stock").textContent === "99" && "ok"`)
+
+	// Buy again as the same user, from the keyboard: refused, with the API's code.
+	do(t, ctx, "buy again", chromedp.Focus(chromedp.ID("user-id")), chromedp.KeyEvent("\r"))
+	if code := waitFor[string](t, ctx, "the refusal", `document.querySelector("#buy-code")?.textContent`); code != "already_bought" {
+		t.Errorf("second purchase: %q, want already_bought", code)
+	}
+
+	// Reset with the typed admin token: the stock is whole again.
+	do(t, ctx, "reset", chromedp.Click(chromedp.ID("reset")))
+	waitFor[string](t, ctx, "the reset stock",
+		`document.querySelector("#stat-stock").textContent === "100" && document.querySelector("#stat-sold").textContent === "0" && "ok"`)
+
+	// The oversell scenario, then the same with the token lock.
+	for _, tc := range []struct{ lock, want string }{{"none", "OVERSOLD"}, {"token", "SAFE"}} {
+		fill := fmt.Sprintf(`(() => {
+			const f = document.querySelector("#run-form").elements;
+			const set = (name, v) => { f[name].value = v; f[name].dispatchEvent(new Event("change")); };
+			set("lock", %q); set("mode", "rmw"); set("shards", "5"); set("stock", "50");
+			set("buyers", "300"); set("concurrency", "64"); set("hold_ms", "2"); set("fault", "none");
+			return true;
+		})()`, tc.lock)
+		run[bool](t, ctx, fill)
+		if name := run[string](t, ctx, `document.querySelector("#explain-name").textContent`); name != tc.lock {
+			t.Errorf("the explanation is of %q, want %q", name, tc.lock)
+		}
+		before := run[int](t, ctx, `window.seckill.runs.length`)
+		do(t, ctx, "run "+tc.lock, chromedp.Click(chromedp.ID("run")))
+		waitFor[bool](t, ctx, tc.lock+" run to finish", fmt.Sprintf(`window.seckill.runs.length > %d`, before))
+		verdict := run[string](t, ctx, `document.querySelector("#run-result .badge").textContent`)
+		if verdict != tc.want {
+			t.Errorf("lock %s: the page shows %q, want %s; result: %s", tc.lock, verdict, tc.want,
+				run[string](t, ctx, `document.querySelector("#run-result").innerText`))
+		}
+	}
+
+	// The comparison charts hold both runs, read from Chart.js itself.
+	type series struct {
+		Labels   [][]string `json:"labels"`
+		Oversold []float64  `json:"oversold"`
+		RPS      []float64  `json:"rps"`
+	}
+	s := run[series](t, ctx, `(() => {
+		const c = window.seckill.charts;
+		return {labels: c.throughput.data.labels, oversold: c.oversold.data.datasets[0].data, rps: c.throughput.data.datasets[0].data};
+	})()`)
+	if len(s.Labels) != 2 || len(s.Oversold) != 2 || len(s.RPS) != 2 {
+		t.Fatalf("charts: %+v, want two runs", s)
+	}
+	if !strings.Contains(strings.Join(s.Labels[0], " "), "none") || !strings.Contains(strings.Join(s.Labels[1], " "), "token") {
+		t.Errorf("chart labels %v, want the none run then the token run", s.Labels)
+	}
+	if s.Oversold[0] <= 0 || s.Oversold[1] != 0 || s.RPS[0] <= 0 || s.RPS[1] <= 0 {
+		t.Errorf("chart data: oversold %v, throughput %v", s.Oversold, s.RPS)
+	}
+	if rows := run[int](t, ctx, `document.querySelectorAll("#runs-body tr").length`); rows != 2 {
+		t.Errorf("the runs table has %d rows, want 2", rows)
+	}
+
+	// The product panel follows the lab's product: it shows the token run's end.
+	waitFor[bool](t, ctx, "the lab product's final stock",
+		`document.querySelector("#stat-sold").textContent === "50" && document.querySelector("#product-meta").textContent.includes("lock token")`)
+	desktop := screenshot(t, ctx, "desktop")
+	do(t, ctx, "narrow the page", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	if over := run[int](t, ctx, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
+		t.Errorf("at 375 px the page is %d px wider than the screen", over)
+	}
+	mobile := screenshot(t, ctx, "375")
+	if out := os.Getenv("SCREENSHOT_OUT"); out != "" {
+		ext := filepath.Ext(out)
+		for path, b := range map[string][]byte{out: desktop, strings.TrimSuffix(out, ext) + "-375" + ext: mobile} {
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Error(err)
+			}
+			t.Logf("screenshot: %s", path)
+		}
+	}
+
+	// A reload keeps the runs: GET /api/runs feeds the charts.
+	do(t, ctx, "reload", chromedp.Reload())
+	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 2`)
+
+	// Stop the run machinery before reading the console: nothing more comes.
+	l.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("console: %s", p)
+	}
+}
+
+// findChromium returns the browser to drive, or skips.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium: set CHROMIUM or install Debian's chromium package")
+	return ""
+}
+
+// newBrowser starts a headless Chromium with the flags this machine's closed
+// network needs, in a fresh profile.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startService starts the service in-process with the page and the lab, on
+// the embedded backends, or on REDIS_ADDR and a database of its own on
+// MYSQL_DSN when they are set.
+func startService(t *testing.T, product, labProduct int64) (*app.Server, *lab.Lab) {
+	t.Helper()
+	env := map[string]string{"REDIS_ADDR": os.Getenv("REDIS_ADDR")}
+	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
+		env["MYSQL_DSN"] = ownDatabase(t, dsn)
+	}
+	cfg, _, err := app.ParseConfig("seckill", []string{"-addr", "127.0.0.1:0", "-rate-limit", "0", "-demo-stock", "0", "-admin-token", token},
+		func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RedisAddr != "" {
+		t.Cleanup(func() { deleteProductKeys(t, cfg.RedisAddr, product, labProduct) })
+	}
+	l := lab.New(lab.Options{ProductID: labProduct})
+	srv, err := app.Start(t.Context(), cfg, nil, app.Extras{Web: web.FS(), Runs: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutting the service down: %v", err)
+		}
+	})
+	return srv, l
+}
+
+// ownDatabase creates a database for this test on the server of dsn and
+// returns a DSN naming it; it is dropped when the test ends.
+func ownDatabase(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("MYSQL_DSN: %v", err)
+	}
+	name := fmt.Sprintf("seckill_web_%d", rand.Uint32())
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE `"+name+"`"); err != nil {
+		t.Fatalf("creating the test database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), "DROP DATABASE `"+name+"`"); err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+		}
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// deleteProductKeys removes the keys of the test's products from a shared
+// Redis: the per-shard keys hold "{id_", the others end in ":id".
+func deleteProductKeys(t *testing.T, addr string, ids ...int64) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	var patterns []string
+	for _, id := range ids {
+		s := strconv.FormatInt(id, 10)
+		patterns = append(patterns, "seckill:*{"+s+"_*", "seckill:*:"+s)
+	}
+	for _, pattern := range patterns {
+		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("cleaning Redis: %v", err)
+		}
+	}
+}
+
+// resetProduct creates the product the page watches, so that the test never
+// touches demo product 1.
+func resetProduct(t *testing.T, base string, id int64) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%d,"name":"e2e phone","stock":100,"shards":5,"lock":"token","mode":"rmw"}`, id)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/api/products", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("creating product %d: %d %s", id, resp.StatusCode, b)
+	}
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("GET %s: decoding %s: %v", url, b, err)
+	}
+	return resp.StatusCode
+}
+
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// run evaluates a JavaScript expression in the page.
+func run[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript expression until it is truthy and returns it.
+func waitFor[T any](t *testing.T, ctx context.Context, what, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(90*time.Second)))
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return v
+}
+
+// screenshot takes a full-page PNG into the test's temporary directory.
+func screenshot(t *testing.T, ctx context.Context, name string) []byte {
+	t.Helper()
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(t.TempDir(), "page-"+name+".png")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	return b
+}
