@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -189,6 +190,13 @@ func TestComposeLab(t *testing.T) {
 		}
 		if addr := s.Environment["HTTP_ADDR"]; addr == nil || !strings.HasSuffix(*addr, ":"+port) {
 			t.Errorf("nginx proxies to %s:%s, but it listens on %v", name, port, addr)
+		}
+		// The harness's scenarios send the same buyers again seconds later;
+		// a per-user rate limit answers them 429 and the run ends in ERRORS.
+		if rl := s.Environment["RATE_LIMIT"]; rl == nil {
+			t.Errorf("upstream %s keeps the default rate limit; set RATE_LIMIT to 0 for the harness", name)
+		} else if d, err := time.ParseDuration(*rl); err != nil || d != 0 {
+			t.Errorf("upstream %s has RATE_LIMIT=%q; the harness needs 0", name, *rl)
 		}
 		if _, ok := p.Services["nginx"].DependsOn[name]; !ok {
 			t.Errorf("nginx does not depend on its upstream %s, so it may start without it", name)
