@@ -263,8 +263,10 @@
     if (show("#explain-breaks-row", !!l.breaks)) $("#explain-breaks").textContent = l.breaks;
     const cmds = Array.isArray(l.commands) ? l.commands : null;
     if (show("#explain-commands-row", cmds !== null)) {
-      $("#explain-commands").replaceChildren(
-        ...(cmds.length ? cmds.map((c) => el("li", {}, el("code", {}, c))) : [el("li", { class: "muted" }, "none: nothing is sent to Redis")]),
+      const ol = $("#explain-commands");
+      ol.classList.toggle("empty", cmds.length === 0);
+      ol.replaceChildren(
+        ...(cmds.length ? cmds.map((c) => el("li", {}, el("code", {}, c))) : [el("li", { class: "muted" }, "None: nothing is sent to Redis.")]),
       );
     }
     if (show("#explain-test-row", !!l.test)) $("#explain-test").textContent = "go test ./internal/lock -run '" + l.test + "'";
@@ -446,6 +448,8 @@
   function renderComparison() {
     const runs = state.runs;
     $("#charts-empty").hidden = runs.length > 0;
+    $("#charts").hidden = runs.length === 0;
+    $("#runs-table-wrap").hidden = runs.length === 0;
     const labels = runs.map((r) => ["#" + r.id + " " + r.result.strategy, r.result.mode]);
     const series = {
       throughput: runs.map((r) => Math.round(r.result.rps)),
