@@ -26,6 +26,11 @@ var (
 	giveBackScript = redis.NewScript(giveBackLua)
 )
 
+// TakeScript is the lua mode's script: KEYS stock key and buyer set, ARGV
+// the user id; it answers 1 taken, 0 empty, -1 already bought. Exported so
+// that the load harness can measure a bare EVALSHA of it as a ceiling.
+func TakeScript() *redis.Script { return takeScript }
+
 // Shard is one shard's stock in SQL, for the db mode.
 type Shard struct {
 	ProductID int64 `gorm:"primaryKey;autoIncrement:false"`
