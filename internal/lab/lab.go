@@ -141,7 +141,7 @@ func (l *Lab) Close() error {
 	return nil
 }
 
-// Errors codes of the API (docs/API.md).
+// Error codes of the API (docs/API.md).
 const (
 	codeBadRequest = "bad_request"
 	codeNotFound   = "not_found"
