@@ -1,0 +1,214 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/glebarez/sqlite"
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// newStore returns a store on miniredis and an in-memory SQLite: what is
+// tested here is the store's own logic, not the servers'.
+func newStore(t *testing.T) (*stock.Store, *redis.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	db, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	sqlDB.SetMaxOpenConns(1) // one in-memory database, on one connection
+	t.Cleanup(func() { sqlDB.Close() })
+	if err := stock.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	return stock.NewStore(rdb, db), rdb
+}
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		total, n int
+		want     []int
+	}{
+		{7, 5, []int{2, 2, 1, 1, 1}},
+		{10, 5, []int{2, 2, 2, 2, 2}},
+		{3, 5, []int{1, 1, 1, 0, 0}},
+		{0, 2, []int{0, 0}},
+		{9, 1, []int{9}},
+	} {
+		if diff := cmp.Diff(tc.want, stock.Split(tc.total, tc.n)); diff != "" {
+			t.Errorf("Split(%d, %d) (-want +got):\n%s", tc.total, tc.n, diff)
+		}
+	}
+}
+
+func TestStockAndLockKeysShareAHashTag(t *testing.T) {
+	if s, l := stock.StockKey(42, 3), stock.LockKey(42, 3); s != "seckill:stock:{42_3}" || l != "seckill:lock:{42_3}" {
+		t.Errorf("keys %s and %s: want the hash tag {42_3} in both", s, l)
+	}
+}
+
+func TestTakeEveryUnitThenSoldOut(t *testing.T) {
+	for _, mode := range stock.Modes() {
+		t.Run(string(mode), func(t *testing.T) {
+			s, _ := newStore(t)
+			ctx := t.Context()
+			p := stock.Product{ID: 1, Shards: 5, Where: mode.Store(), Fallback: true}
+			if err := s.Layout(ctx, p, 7); err != nil {
+				t.Fatal(err)
+			}
+			req := func(user int64) stock.Request {
+				return stock.Request{Product: p, UserID: user, Mode: mode, Locker: lock.NewLocal()}
+			}
+			var last stock.Taken
+			for u := int64(1); u <= 7; u++ {
+				tk, err := s.Take(ctx, req(u))
+				if err != nil {
+					t.Fatalf("buyer %d: %v", u, err)
+				}
+				last = tk
+			}
+			if _, err := s.Take(ctx, req(8)); !errors.Is(err, stock.ErrSoldOut) {
+				t.Fatalf("eighth buyer: %v, want ErrSoldOut", err)
+			}
+			if !s.SoldOut(p.ID) {
+				t.Error("the sold-out flag is not set after every shard was found empty")
+			}
+			levels, err := s.Levels(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]int{0, 0, 0, 0, 0}, levels); diff != "" {
+				t.Errorf("levels after selling out (-want +got):\n%s", diff)
+			}
+
+			// A unit given back is in its shard again and can be sold.
+			if err := s.GiveBack(ctx, req(7), last); err != nil {
+				t.Fatal(err)
+			}
+			if s.SoldOut(p.ID) {
+				t.Error("the sold-out flag survived a unit given back")
+			}
+			if levels, _ = s.Levels(ctx, p); levels[last.Shard] != 1 {
+				t.Errorf("levels %v: want the unit back on shard %d", levels, last.Shard)
+			}
+			if _, err := s.Take(ctx, req(7)); err != nil {
+				t.Errorf("buying the unit given back: %v", err)
+			}
+		})
+	}
+}
+
+func TestWithoutFallbackOnlyThePickedShard(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	p := stock.Product{ID: 1, Shards: 2, Where: stock.InRedis}
+	if err := s.Layout(ctx, p, 1); err != nil { // shard 0 holds the only unit
+		t.Fatal(err)
+	}
+	var soldOut int
+	for u := int64(1); u <= 2; u++ {
+		_, err := s.Take(ctx, stock.Request{Product: p, UserID: u, Mode: stock.Lua})
+		if errors.Is(err, stock.ErrSoldOut) {
+			soldOut++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if soldOut != 1 || s.SoldOut(p.ID) {
+		t.Errorf("%d buyers told sold out, flag %v: want one refusal from the empty shard and no flag", soldOut, s.SoldOut(p.ID))
+	}
+}
+
+func TestLuaRefusesASecondPurchase(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
+	if err := s.Layout(ctx, p, 5); err != nil {
+		t.Fatal(err)
+	}
+	req := stock.Request{Product: p, UserID: 9, Mode: stock.Lua}
+	tk, err := s.Take(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(ctx, req); !errors.Is(err, stock.ErrAlreadyBought) {
+		t.Fatalf("second purchase: %v, want ErrAlreadyBought", err)
+	}
+	if err := s.GiveBack(ctx, req, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(ctx, req); err != nil {
+		t.Errorf("after the give-back forgot the buyer: %v", err)
+	}
+}
+
+func TestModeMustMatchTheStore(t *testing.T) {
+	s, _ := newStore(t)
+	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
+	if err := s.Layout(t.Context(), p, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(t.Context(), stock.Request{Product: p, UserID: 1, Mode: stock.DB}); !errors.Is(err, stock.ErrWrongStore) {
+		t.Errorf("db mode on a Redis product: %v, want ErrWrongStore", err)
+	}
+}
+
+func TestHeldLockTimesOut(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
+	if err := s.Layout(ctx, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	locker := lock.NewLocal()
+	lease, err := locker.Acquire(ctx, stock.LockKey(1, 0), lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	_, err = s.Take(ctx, stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: locker})
+	if !errors.Is(err, stock.ErrLockTimeout) {
+		t.Errorf("taking under a held lock with no wait: %v, want ErrLockTimeout", err)
+	}
+}
+
+func TestLayoutReplacesTheOldShards(t *testing.T) {
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	if err := s.Layout(ctx, stock.Product{ID: 1, Shards: 5, Where: stock.InRedis}, 10); err != nil {
+		t.Fatal(err)
+	}
+	p := stock.Product{ID: 1, Shards: 2, Where: stock.InRedis}
+	if err := s.Layout(ctx, p, 3); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := s.Levels(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{2, 1}, levels); diff != "" {
+		t.Errorf("levels (-want +got):\n%s", diff)
+	}
+	if n, _ := rdb.Exists(ctx, stock.StockKey(1, 4)).Result(); n != 0 {
+		t.Error("a shard of the old layout is still in Redis")
+	}
+	// Moving the product to SQL leaves nothing to sell in Redis.
+	if err := s.Layout(ctx, stock.Product{ID: 1, Shards: 2, Where: stock.InSQL}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if levels, _ = s.Levels(ctx, p); levels[0]+levels[1] != 0 {
+		t.Errorf("Redis still holds %v after the product moved to SQL", levels)
+	}
+}
