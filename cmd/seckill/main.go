@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"seckill/internal/app"
 )
@@ -31,6 +33,9 @@ func main() {
 // run starts the service and serves until ctx ends, then shuts down:
 // in-flight orders finish, then Redis and the database are closed.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == "-healthcheck" {
+		return healthcheck(ctx, args[2:])
+	}
 	cfg, fs, err := app.ParseConfig(args[0], args[1:], getenv)
 	if err != nil {
 		fs.SetOutput(stderr)
@@ -44,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	log.Info("starting", "config", cfg.String())
 
-	srv, err := app.Start(ctx, cfg, log, extras())
+	srv, err := app.Start(ctx, cfg, log, extras(cfg, log))
 	if err != nil {
 		return err
 	}
@@ -73,4 +78,33 @@ func describeSQL(cfg app.Config) string {
 		return "SQLite at " + cfg.SQLitePath
 	}
 	return "SQLite in memory"
+}
+
+// healthcheck is the container's health probe: the image is distroless, with
+// no curl or wget to ask /healthz, so the server binary asks it itself.
+// `seckill -healthcheck [URL]` exits 0 when the URL answers 200.
+func healthcheck(ctx context.Context, args []string) error {
+	url := "http://127.0.0.1:8080/healthz"
+	switch len(args) {
+	case 0:
+	case 1:
+		url = args[0]
+	default:
+		return fmt.Errorf("usage: seckill -healthcheck [URL]")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", url, resp.Status)
+	}
+	return nil
 }

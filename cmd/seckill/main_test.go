@@ -8,35 +8,80 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestRun starts the service as main would, on the embedded default, waits
-// for /healthz, buys from the demo product, then shuts it down.
-func TestRun(t *testing.T) {
+// started is a service run as main runs it.
+type started struct {
+	url    string
+	cancel context.CancelFunc
+	errc   chan error
+	log    *lockedBuffer // what run wrote to stderr
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startRun(t *testing.T) *started {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	t.Cleanup(cancel)
 	out, outW := io.Pipe()
-	errc := make(chan error, 1)
+	s := &started{cancel: cancel, errc: make(chan error, 1), log: new(lockedBuffer)}
 	env := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn", "RATE_LIMIT": "0"}
 	go func() {
-		errc <- run(ctx, []string{"seckill"}, func(k string) string { return env[k] }, outW, io.Discard)
+		s.errc <- run(ctx, []string{"seckill"}, func(k string) string { return env[k] }, outW, s.log)
 		outW.Close()
 	}()
-
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading the start-up line: %v (run: %v)", err, <-errc)
+		t.Fatalf("reading the start-up line: %v (run: %v)", err, <-s.errc)
 	}
 	go io.Copy(io.Discard, out)
 	url, _, ok := strings.Cut(strings.TrimPrefix(line, "seckill serving "), "/ ")
 	if !ok || !strings.Contains(line, "embedded") {
 		t.Fatalf("start-up line %q: want the URL and the embedded mode", line)
 	}
+	s.url = url
 	waitHealthy(t, url)
+	return s
+}
 
-	resp, err := http.Post(url+"/api/orders", "application/json", strings.NewReader(`{"user_id":1,"product_id":1}`))
+// stop cancels run's context and expects it to return nil within limit.
+func (s *started) stop(t *testing.T, limit time.Duration) {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.errc:
+		if err != nil {
+			t.Errorf("run returned %v after shutdown, want nil", err)
+		}
+	case <-time.After(limit):
+		t.Fatalf("run did not return within %s of its context's end", limit)
+	}
+}
+
+// TestRun starts the service as main would, on the embedded default, waits
+// for /healthz, buys from the demo product, then shuts it down.
+func TestRun(t *testing.T) {
+	s := startRun(t)
+	resp, err := http.Post(s.url+"/api/orders", "application/json", strings.NewReader(`{"user_id":1,"product_id":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,15 +89,33 @@ func TestRun(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("buying from the demo product: status %d, want 201", resp.StatusCode)
 	}
+	if err := run(t.Context(), []string{"seckill", "-healthcheck", s.url + "/healthz"}, nil, io.Discard, io.Discard); err != nil {
+		t.Errorf("-healthcheck of a serving instance: %v", err)
+	}
+	s.stop(t, 15*time.Second)
+	if err := run(t.Context(), []string{"seckill", "-healthcheck", s.url + "/healthz"}, nil, io.Discard, io.Discard); err == nil {
+		t.Error("-healthcheck of a stopped instance succeeded")
+	}
+}
 
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("run returned %v after shutdown, want nil", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not return after its context was cancelled")
+// TestShutdownCancelsALabRun: a lab run is a long job sending requests to
+// this very server; shutdown must cancel it rather than wait it out.
+func TestShutdownCancelsALabRun(t *testing.T) {
+	s := startRun(t)
+	// Serialized 50 ms holds: this run alone would take minutes.
+	body := `{"lock":"token","mode":"rmw","shards":1,"stock":5000,"buyers":5000,"requests":5000,"concurrency":4,"hold_ms":50}`
+	resp, err := http.Post(s.url+"/api/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("starting a lab run: status %d, want 202", resp.StatusCode)
+	}
+	s.stop(t, 20*time.Second)
+	// Cancelled by the shutdown, not cut off by the closing server.
+	if log := s.log.String(); !strings.Contains(log, "shutting down") || !strings.Contains(log, "lab run failed") {
+		t.Errorf("the lab run did not end by cancellation; log:\n%s", log)
 	}
 }
 

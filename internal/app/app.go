@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -189,6 +190,7 @@ func (a *App) Close() error {
 type Server struct {
 	*App
 	URL  string
+	runs server.Runs
 	http *http.Server
 	done chan struct{} // closed when Serve returns
 	err  error         // what Serve returned
@@ -209,8 +211,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
 	s := &Server{
-		App: a,
-		URL: "http://" + ln.Addr().String(),
+		App:  a,
+		runs: extras.Runs,
+		URL:  "http://" + ln.Addr().String(),
 		http: &http.Server{
 			Handler:           a.Handler,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -231,7 +234,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 // Shutdown stops accepting requests, lets in-flight ones finish until ctx
 // ends, then closes the service and its backends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.http.Shutdown(ctx)
+	// A lab run is a long job sending requests through this very server:
+	// cancel it first, or Shutdown would wait for it.
+	var errs []error
+	if c, ok := s.runs.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	err := errors.Join(append(errs, s.http.Shutdown(ctx))...)
 	<-s.done
 	if !errors.Is(s.err, http.ErrServerClosed) {
 		err = errors.Join(err, s.err)

@@ -25,6 +25,7 @@ type Config struct {
 	LockWait        time.Duration // -lock-wait / LOCK_WAIT
 	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
+	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
 }
@@ -71,6 +72,7 @@ func (c *Config) settings() []setting {
 			fs.IntVar(&c.DemoStock, name, 100, help)
 		}, "100"},
 		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
+		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
 	}
