@@ -54,7 +54,9 @@ type options struct {
 	jsonOut    string
 	csvOut     string
 	htmlOut    string
+	repeat     int
 	selftest   bool
+	ceiling    bool
 	selfDur    time.Duration
 	selfRounds int
 	set        map[string]bool // flags given explicitly
@@ -100,9 +102,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.jsonOut, "json", "", `write the report as JSON to this file ("-" for stdout)`)
 	fs.StringVar(&o.csvOut, "csv", "", `write the report as CSV to this file ("-" for stdout)`)
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
+	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
-	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest measurement")
-	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating harness and wrk rounds of -selftest; the medians are compared")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua mode through the service against a bare Gin handler doing one EVALSHA of its script")
+	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
+	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, err
 	}
@@ -121,6 +125,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.instances < 1 {
 		return o, fmt.Errorf("-instances must be at least 1")
+	}
+	if o.repeat < 1 {
+		return o, fmt.Errorf("-repeat must be at least 1")
 	}
 	return o, nil
 }
@@ -146,6 +153,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if o.selftest {
 		return selfTest(ctx, o, stdout, stderr)
+	}
+	if o.ceiling {
+		return luaCeiling(ctx, o, getenv, stdout, stderr)
 	}
 
 	var sc *harness.Scenario
@@ -210,6 +220,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			Override:  func(s *harness.Spec) { o.override(s) },
 			Progress:  func(s harness.Spec, p harness.Progress) { bar.update(s.Lock+"/"+s.Mode, p) },
 			Done:      func(harness.Row) { bar.finish() },
+			Repeat:    o.repeat,
 		})
 		rep.Rows, rep.Summary = rows, summary
 		for _, r := range rows {
@@ -237,21 +248,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	var runErr error
 runs:
-	for _, l := range locks {
-		for _, m := range modes {
-			s := o.spec
-			s.Targets, s.Lock, s.Mode = targets, l, m
-			s.ProductID = o.spec.ProductID + int64(len(rep.Rows))
-			row, err := harness.Run(ctx, s, func(p harness.Progress) { bar.update(l+"/"+m, p) })
-			bar.finish()
-			if row.Strategy != "" { // the run got as far as a row
-				rep.Rows = append(rep.Rows, row)
-			}
-			if err != nil && !errors.Is(err, harness.ErrRejected) {
-				runErr = fmt.Errorf("run %s/%s: %w", l, m, err)
-				break runs
+	for range o.repeat {
+		for _, l := range locks {
+			for _, m := range modes {
+				s := o.spec
+				s.Targets, s.Lock, s.Mode = targets, l, m
+				s.ProductID = o.spec.ProductID + int64(len(rep.Rows))
+				row, err := harness.Run(ctx, s, func(p harness.Progress) { bar.update(l+"/"+m, p) })
+				bar.finish()
+				if row.Strategy != "" { // the run got as far as a row
+					rep.Rows = append(rep.Rows, row)
+				}
+				if err != nil && !errors.Is(err, harness.ErrRejected) {
+					runErr = fmt.Errorf("run %s/%s: %w", l, m, err)
+					break runs
+				}
 			}
 		}
+	}
+	if o.repeat > 1 {
+		rep.Summary = harness.VerdictCounts(rep.Rows)
 	}
 	if werr := o.write(rep, stdout); werr != nil {
 		return errors.Join(runErr, werr)
@@ -274,6 +290,7 @@ func (o options) override(s *harness.Spec) {
 		"duration":    func() { s.Duration = o.spec.Duration },
 		"timeout":     func() { s.Timeout = o.spec.Timeout },
 		"hold":        func() { s.Hold = o.spec.Hold },
+		"no-fallback": func() { s.Fallback = o.spec.Fallback },
 	} {
 		if o.set[name] {
 			apply()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,5 +168,63 @@ func TestUnknownLockIsReportedNotFatal(t *testing.T) {
 	}
 	if !strings.Contains(rep.Rows[0].Note, "400") {
 		t.Errorf("note %q: want the service's 400", rep.Rows[0].Note)
+	}
+}
+
+// Without fallback, 7 buyers over 5 shards of 2,2,1,1,1 put two buyers on a
+// shard of 1: one is told sold out while a unit waits elsewhere. Repeated,
+// every run says so, and the summary counts it.
+func TestNoFallbackScenarioRepeated(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 6)
+	rep, _, err := runCommand(t, getenv, "-scenario", "no-fallback", "-repeat", "2", "-product", strconv.FormatInt(product, 10))
+	if err != nil {
+		t.Fatalf("scenario no-fallback: %v", err)
+	}
+	want := []string{"UNDERSOLD/true", "SAFE/true", "SAFE/true", "UNDERSOLD/true", "SAFE/true", "SAFE/true"}
+	if got := verdicts(rep.Rows); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("verdicts %v, want %v", got, want)
+	}
+	if r := rep.Rows[0]; r.Undersold == 0 || r.SoldOut == 0 || r.Sold+r.Undersold != 7 {
+		t.Errorf("row %+v: want buyers told sold out and the units they missed counted as undersold", r)
+	}
+	for _, line := range []string{
+		"token/rmw 5sh no-fallback: 4 runs: SAFE 2, UNDERSOLD 2; oversold units 0; expectation held 4/4",
+		"token/rmw 5sh: 2 runs: SAFE 2; oversold units 0; expectation held 2/2",
+	} {
+		if !slices.Contains(rep.Summary, line) {
+			t.Errorf("summary %q lacks %q", rep.Summary, line)
+		}
+	}
+}
+
+// -no-fallback applies to a scenario's runs too: the run that expects
+// fallback to save the sale then undersells, and the expectation fails.
+func TestNoFallbackFlagOverridesScenario(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 3)
+	rep, _, err := runCommand(t, getenv, "-scenario", "no-fallback", "-no-fallback", "-product", strconv.FormatInt(product, 10))
+	if !errors.Is(err, errExpectation) {
+		t.Fatalf("err = %v, want errExpectation", err)
+	}
+	if got := verdicts(rep.Rows); len(got) != 3 || got[1] != "UNDERSOLD/true" {
+		t.Errorf("verdicts %v: want the second run, fallback forced off, UNDERSOLD", got)
+	}
+}
+
+func TestLuaCeilingReportsTheRatios(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 4)
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"loadtest", "-ceiling", "-selftest-rounds", "1", "-selftest-duration", "300ms",
+		"-concurrency", "8", "-product", strconv.FormatInt(product, 10)}, getenv, strings.NewReader(""), &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("-ceiling: %v", err)
+	}
+	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "the 70% target", "+INCR+INSERT"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
 	}
 }

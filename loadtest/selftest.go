@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"time"
 
@@ -107,10 +106,10 @@ func selfTest(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "round %d wrk:     %.0f req/s (wrk -t %d -c %d)\n", round, rps, min(runtime.NumCPU(), conc), conc)
 	}
 	if wrk == "" {
-		fmt.Fprintf(stdout, "harness median: %.0f req/s\n", median(ours))
+		fmt.Fprintf(stdout, "harness median: %.0f req/s\n", harness.Median(ours))
 		return nil
 	}
-	h, w := median(ours), median(theirs)
+	h, w := harness.Median(ours), harness.Median(theirs)
 	verdict := "meets the 80% target"
 	if h < 0.8*w {
 		verdict = "BELOW the 80% target"
@@ -133,13 +132,4 @@ func runWrk(ctx context.Context, wrk, script, url string, conc int, d time.Durat
 		return 0, errors.New("wrk printed no Requests/sec:\n" + string(out))
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -351,3 +351,75 @@ func TestConnSpeaksHTTP11(t *testing.T) {
 		t.Errorf("ok %d, errors %d (%v): want 300 created, no error", row.OK, row.Errors, row.ErrorSamples)
 	}
 }
+
+func TestRunScenarioRepeats(t *testing.T) {
+	srv := newFakeService(t)
+	sc := Scenario{Name: "twice", Steps: []Step{{
+		Spec:     Spec{Mode: "rmw", Stock: 10, Buyers: 60, Concurrency: 20, Hold: Duration(2 * time.Millisecond)},
+		AllLocks: true,
+		Expect: func(lock string) []string {
+			if lock == "none" {
+				return []string{Oversold}
+			}
+			return []string{Safe}
+		},
+	}}}
+	rows, summary, held, err := RunScenario(t.Context(), sc, ScenarioRun{Targets: []string{srv.URL}, ProductID: 500, Repeat: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held {
+		t.Errorf("expectations not held: %v", summary)
+	}
+	var got []string
+	products := make(map[int64]bool)
+	for _, r := range rows {
+		got = append(got, r.Strategy+" "+r.Verdict)
+		products[r.ProductID] = true
+	}
+	want := []string{"none OVERSOLD", "token SAFE", "none OVERSOLD", "token SAFE", "none OVERSOLD", "token SAFE"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	if len(products) != len(rows) {
+		t.Errorf("%d rows on %d products: want a fresh product per run", len(rows), len(products))
+	}
+	if len(summary) != 2 || !strings.HasPrefix(summary[0], "none/rmw hold 2ms: 3 runs: OVERSOLD 3; oversold units ") ||
+		!strings.HasSuffix(summary[0], "; expectation held 3/3") ||
+		summary[1] != "token/rmw hold 2ms: 3 runs: SAFE 3; oversold units 0; expectation held 3/3" {
+		t.Errorf("summary %q: want the verdicts of each strategy counted over the 3 runs", summary)
+	}
+}
+
+func TestVerdictCounts(t *testing.T) {
+	no := false
+	rows := []Row{
+		{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Undersold, Expect: &Expectation{Held: true}},
+		{Strategy: "none", Mode: "rmw", Verdict: Oversold, Oversold: 4},
+		{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Safe, Expect: &Expectation{}},
+		{Strategy: "none", Mode: "rmw", Verdict: Oversold, Oversold: 3},
+		{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Skipped, Expect: &Expectation{}},
+	}
+	want := []string{
+		"token/rmw 5sh no-fallback: 3 runs: SAFE 1, UNDERSOLD 1, SKIPPED 1; oversold units 0; expectation held 1/2",
+		"none/rmw: 2 runs: OVERSOLD 2; oversold units 7",
+	}
+	if diff := cmp.Diff(want, VerdictCounts(rows)); diff != "" {
+		t.Errorf("VerdictCounts (-want +got):\n%s", diff)
+	}
+}
+
+func TestShardingRatiosPerHold(t *testing.T) {
+	rows := []Row{
+		{Shards: 1, RPS: 1000, Verdict: Safe}, {Shards: 5, RPS: 1500, Verdict: Safe},
+		{Shards: 1, HoldMS: 1, RPS: 500, Verdict: Safe}, {Shards: 5, HoldMS: 1, RPS: 2000, Verdict: Safe},
+		{Shards: 1, RPS: 1200, Verdict: Safe}, {Shards: 5, RPS: 1800, Verdict: Safe},
+		{Shards: 1, RPS: 800, Verdict: Safe}, {Shards: 5, RPS: 1000, Verdict: Safe},
+	}
+	got := shardingRatios(rows)
+	if len(got) != 2 ||
+		!strings.HasPrefix(got[0], "hold 0ms: 5 shards / 1 shard = 1.50× (median 1500 vs 1000 req/s over 3 run(s) each) — CPU-bound") ||
+		!strings.HasPrefix(got[1], "hold 1ms: 5 shards / 1 shard = 4.00× (median 2000 vs 500 req/s over 1 run(s) each) — lock-bound") {
+		t.Errorf("ratios %q: want the median ratio at each hold, labelled", got)
+	}
+}

@@ -25,7 +25,7 @@ type Report struct {
 }
 
 // Label names a row in tables and charts: strategy/mode, then what else
-// tells rows of one report apart.
+// tells rows of one report apart: instances, shards, hold, fallback off.
 func (r Row) Label() string {
 	s := r.Strategy + "/" + r.Mode
 	if r.Instances > 1 {
@@ -33,6 +33,12 @@ func (r Row) Label() string {
 	}
 	if r.Shards > 0 {
 		s += " " + strconv.Itoa(r.Shards) + "sh"
+	}
+	if r.HoldMS > 0 {
+		s += " hold " + strconv.FormatInt(r.HoldMS, 10) + "ms"
+	}
+	if r.Fallback != nil && !*r.Fallback {
+		s += " no-fallback"
 	}
 	return s
 }
@@ -64,7 +70,7 @@ func (rep Report) WriteJSON(w io.Writer) error {
 
 // csvHeader is the CSV columns: the Row's JSON names.
 var csvHeader = []string{
-	"strategy", "mode", "instances", "stock", "shards", "concurrency", "hold_ms",
+	"strategy", "mode", "instances", "stock", "shards", "fallback", "concurrency", "hold_ms",
 	"requests", "ok", "sold_out", "already_bought", "errors", "sold", "oversold",
 	"lost_updates", "undersold", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
 	"lock_wait_p99_ms", "elapsed_s", "verdict", "harness_verdict", "audit_verdict",
@@ -74,7 +80,7 @@ var csvHeader = []string{
 // WriteCSV writes one line per row after a header of JSON field names; the
 // machine goes into leading comment lines.
 func (rep Report) WriteCSV(w io.Writer) error {
-	for _, line := range rep.machineLines() {
+	for _, line := range rep.MachineLines() {
 		if _, err := fmt.Fprintf(w, "# %s\n", line); err != nil {
 			return fmt.Errorf("writing the CSV report: %w", err)
 		}
@@ -88,8 +94,12 @@ func (rep Report) WriteCSV(w io.Writer) error {
 		if r.Expect != nil {
 			want, held = strings.Join(r.Expect.Want, "|"), strconv.FormatBool(r.Expect.Held)
 		}
+		fallback := "" // the service's default
+		if r.Fallback != nil {
+			fallback = strconv.FormatBool(*r.Fallback)
+		}
 		_ = cw.Write([]string{
-			r.Strategy, r.Mode, itoa(r.Instances), itoa(r.Stock), itoa(r.Shards), itoa(r.Concurrency),
+			r.Strategy, r.Mode, itoa(r.Instances), itoa(r.Stock), itoa(r.Shards), fallback, itoa(r.Concurrency),
 			strconv.FormatInt(r.HoldMS, 10), itoa(r.Requests), itoa(r.OK), itoa(r.SoldOut),
 			itoa(r.AlreadyBought), itoa(r.Errors), itoa(r.Sold), itoa(r.Oversold),
 			itoa(r.LostUpdates), itoa(r.Undersold), f(r.RPS), f(r.P50MS), f(r.P90MS), f(r.P99MS),
@@ -104,7 +114,9 @@ func (rep Report) WriteCSV(w io.Writer) error {
 	return nil
 }
 
-func (rep Report) machineLines() []string {
+// MachineLines are the lines that head every report: title and time, the
+// machine and commit, the service and its backends.
+func (rep Report) MachineLines() []string {
 	m := rep.Machine
 	lines := []string{
 		fmt.Sprintf("%s — %s", rep.Title, rep.Started.Format(time.RFC3339)),
@@ -121,12 +133,12 @@ func (rep Report) machineLines() []string {
 // line per row, then the disagreements, error samples and summary.
 func (rep Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	for _, line := range rep.machineLines() {
+	for _, line := range rep.MachineLines() {
 		b.WriteString(line + "\n")
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tmode\tinst\treqs\tok\tsold out\tbought\terrors\tsold\toversold\tlost upd\tundersold\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tlock p99\tverdict\taudit\tagree\texpected\t")
+	fmt.Fprintln(tw, "run\treqs\tok\tsold out\tbought\terrors\tsold\toversold\tlost upd\tundersold\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tlock p99\tverdict\taudit\tagree\texpected\t")
 	for _, r := range rep.Rows {
 		exp := ""
 		if r.Expect != nil {
@@ -140,8 +152,8 @@ func (rep Report) WriteTable(w io.Writer) error {
 				exp += " ✗"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
-			r.Strategy, r.Mode, r.Instances, r.Requests, r.OK, r.SoldOut, r.AlreadyBought, r.Errors,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
+			r.Label(), r.Requests, r.OK, r.SoldOut, r.AlreadyBought, r.Errors,
 			r.Sold, r.Oversold, r.LostUpdates, r.Undersold, r.RPS, r.P50MS, r.P90MS, r.P99MS, r.MaxMS,
 			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, agreement(r), exp)
 	}
@@ -220,7 +232,7 @@ func (rep Report) WriteHTML(w io.Writer) error {
 		Lines   []string
 		Charts  []Chart
 		ChartJS template.JS
-	}{rep, rep.machineLines(), rep.Charts(), template.JS(chartJS)}
+	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartJS)}
 	if err := reportTmpl.Execute(w, data); err != nil {
 		return fmt.Errorf("writing the HTML report: %w", err)
 	}

@@ -19,14 +19,16 @@ import (
 
 // Row is the outcome of one run. Its JSON names are read by the web page.
 type Row struct {
-	ProductID   int64  `json:"product_id"`
-	Strategy    string `json:"strategy"`
-	Mode        string `json:"mode"`
-	Instances   int    `json:"instances"`
-	Stock       int    `json:"stock"`
-	Shards      int    `json:"shards,omitempty"` // 0: the service's default
-	Concurrency int    `json:"concurrency"`
-	HoldMS      int64  `json:"hold_ms,omitempty"`
+	ProductID int64  `json:"product_id"`
+	Strategy  string `json:"strategy"`
+	Mode      string `json:"mode"`
+	Instances int    `json:"instances"`
+	Stock     int    `json:"stock"`
+	Shards    int    `json:"shards,omitempty"` // 0: the service's default
+	// Fallback is the product's fallback setting; nil: the service's default.
+	Fallback    *bool `json:"fallback,omitempty"`
+	Concurrency int   `json:"concurrency"`
+	HoldMS      int64 `json:"hold_ms,omitempty"`
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.
@@ -165,7 +167,7 @@ func NewClient(concurrency int) *http.Client {
 func newRow(s Spec) Row {
 	return Row{
 		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
-		Shards: s.Shards, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
+		Shards: s.Shards, Fallback: s.Fallback, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -60,19 +62,13 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
-		Name:    "sharding",
-		Summary: "The token lock on one shard against five: both safe, five shards take five locks in parallel.",
-		Steps: []Step{
-			{Spec: Spec{Lock: "token", Mode: "rmw", Stock: 500, Buyers: 2000, Concurrency: 100, Shards: 1, Hold: Duration(time.Millisecond)}, Expect: always(Safe)},
-			{Spec: Spec{Lock: "token", Mode: "rmw", Stock: 500, Buyers: 2000, Concurrency: 100, Shards: 5, Hold: Duration(time.Millisecond)}, Expect: always(Safe)},
-		},
-		Summarize: func(rows []Row) []string {
-			if len(rows) != 2 || rows[0].RPS == 0 {
-				return nil
-			}
-			return []string{fmt.Sprintf("throughput ratio 5 shards / 1 shard: %.2f× (%.0f vs %.0f req/s)",
-				rows[1].RPS/rows[0].RPS, rows[1].RPS, rows[0].RPS)}
-		},
+		Name: "sharding",
+		Summary: "The token lock on one shard against five, read-modify-write, 100 buyers at once and a unit for each, " +
+			"at hold 0 and at hold 1ms. At hold 0 the critical section is a few Redis round trips and the service's " +
+			"CPU is the bottleneck: five locks help only as far as spare cores allow (little on 2 cores). With 1ms held " +
+			"inside, the one lock is the bottleneck and five shards serve five buyers at a time.",
+		Steps:     shardingSteps(0, Duration(time.Millisecond)),
+		Summarize: shardingRatios,
 	},
 	{
 		Name:    "strategies",
@@ -99,6 +95,19 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
+		Name: "no-fallback",
+		Summary: "Stock 7 over 5 shards (2,2,1,1,1), the token lock. Each process sends its buyers to the shards in turn " +
+			"(a counter per product), so 7 buyers put two on a shard that holds 1. Without fallback the second is told " +
+			"sold out while a unit waits on another shard: UNDERSOLD. With fallback it tries the other shards: SAFE. " +
+			"With 100 buyers every shard gets 20 and is drained, so the end state is SAFE even without fallback; the " +
+			"buyers refused early lost to later ones, which no end-state audit can show.",
+		Steps: []Step{
+			{Spec: noFallbackSpec(7, false), Expect: always(Undersold)},
+			{Spec: noFallbackSpec(7, true), Expect: always(Safe)},
+			{Spec: noFallbackSpec(100, false), Expect: always(Safe)},
+		},
+	},
+	{
 		Name: "pause",
 		Summary: "The holder pauses past its 200ms lease (hold 300ms): a lease without renewal lets the next buyer in, " +
 			"and both write; a watchdog renews it, a fencing token refuses the stale write.",
@@ -120,6 +129,117 @@ var Scenarios = []Scenario{
 			{Spec: crashSpec("token"), Expect: always(Safe)},
 		},
 	},
+}
+
+// shardingSteps are the sharding scenario's runs: one shard then five, at
+// each hold. Stock covers every buyer, so that every request takes the lock:
+// a sold-out product answers from a flag without touching Redis, which would
+// measure that flag rather than the lock.
+func shardingSteps(holds ...Duration) []Step {
+	var steps []Step
+	for _, h := range holds {
+		for _, n := range []int{1, 5} {
+			steps = append(steps, Step{
+				Spec:   Spec{Lock: "token", Mode: "rmw", Stock: 2000, Buyers: 2000, Concurrency: 100, Shards: n, Hold: h},
+				Expect: always(Safe),
+			})
+		}
+	}
+	return steps
+}
+
+// shardingRatios gives, per hold, the median throughput of five shards over
+// that of one, across every repeat of the scenario.
+func shardingRatios(rows []Row) []string {
+	var holds []int64
+	rps := make(map[[2]int64][]float64) // by hold and shards
+	for _, r := range rows {
+		if r.Verdict == Skipped || r.RPS == 0 {
+			continue
+		}
+		if !slices.Contains(holds, r.HoldMS) {
+			holds = append(holds, r.HoldMS)
+		}
+		k := [2]int64{r.HoldMS, int64(r.Shards)}
+		rps[k] = append(rps[k], r.RPS)
+	}
+	var lines []string
+	for _, h := range holds {
+		one, five := rps[[2]int64{h, 1}], rps[[2]int64{h, 5}]
+		if len(one) == 0 || len(five) == 0 {
+			continue
+		}
+		bound := "CPU-bound: the critical section is a few round trips, the service's cores are the limit"
+		if h > 0 {
+			bound = "lock-bound: the hold inside the critical section makes the one lock the limit"
+		}
+		lines = append(lines, fmt.Sprintf("hold %dms: 5 shards / 1 shard = %.2f× (median %.0f vs %.0f req/s over %d run(s) each) — %s",
+			h, Median(five)/Median(one), Median(five), Median(one), min(len(one), len(five)), bound))
+	}
+	return lines
+}
+
+// noFallbackSpec is a run of the no-fallback scenario: 7 units over 5 shards.
+func noFallbackSpec(buyers int, fallback bool) Spec {
+	return Spec{Lock: "token", Mode: "rmw", Stock: 7, Shards: 5, Buyers: buyers, Concurrency: buyers, Fallback: new(fallback)}
+}
+
+// Median is the middle value of v (the upper one of an even count), 0 when
+// v is empty.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// VerdictCounts summarizes repeated runs: per row label, in the order the
+// labels first appear, how many runs reached each verdict, the units
+// oversold over all of them and, when the runs had expectations, how many
+// held.
+func VerdictCounts(rows []Row) []string {
+	type count struct {
+		runs, oversold, expected, held int
+		verdicts                       map[string]int
+	}
+	var labels []string
+	counts := make(map[string]*count)
+	for _, r := range rows {
+		l := r.Label()
+		c := counts[l]
+		if c == nil {
+			c = &count{verdicts: make(map[string]int)}
+			counts[l] = c
+			labels = append(labels, l)
+		}
+		c.runs++
+		c.oversold += r.Oversold
+		c.verdicts[r.Verdict]++
+		if r.Expect != nil && r.Verdict != Skipped {
+			c.expected++
+			if r.Expect.Held {
+				c.held++
+			}
+		}
+	}
+	var lines []string
+	for _, l := range labels {
+		c := counts[l]
+		var vs []string
+		for _, v := range []string{Safe, Oversold, Undersold, Errors, Skipped} {
+			if n := c.verdicts[v]; n > 0 {
+				vs = append(vs, fmt.Sprintf("%s %d", v, n))
+			}
+		}
+		line := fmt.Sprintf("%s: %d runs: %s; oversold units %d", l, c.runs, strings.Join(vs, ", "), c.oversold)
+		if c.expected > 0 {
+			line += fmt.Sprintf("; expectation held %d/%d", c.held, c.expected)
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func pauseSteps(expect map[string][]string, locks ...string) []Step {
@@ -166,6 +286,9 @@ type ScenarioRun struct {
 	Progress func(Spec, Progress)
 	// Done, when not nil, receives each row as it completes.
 	Done func(Row)
+	// Repeat runs the whole scenario this many times, each run on a product
+	// of its own, and adds VerdictCounts to the summary. Default: 1.
+	Repeat int
 }
 
 // Expand returns the scenario's runs: its steps with AllLocks expanded over
@@ -214,11 +337,14 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 	}
 	base := max(r.ProductID, 1)
 	specs, expects := sc.Expand(locks)
+	repeat := max(r.Repeat, 1)
 	var rows []Row
 	allHeld := true
-	for k, s := range specs {
+	for n := range repeat * len(specs) {
+		k := n % len(specs)
+		s := specs[k]
 		s.Targets = r.Targets
-		s.ProductID = base + int64(k)
+		s.ProductID = base + int64(n)
 		if r.Override != nil {
 			r.Override(&s)
 		}
@@ -228,7 +354,7 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 		}
 		row, err := Run(ctx, s, progress)
 		if err != nil && !errors.Is(err, ErrRejected) {
-			return rows, nil, false, fmt.Errorf("scenario %s, run %d (%s/%s): %w", sc.Name, k+1, s.Lock, s.Mode, err)
+			return rows, nil, false, fmt.Errorf("scenario %s, run %d (%s/%s): %w", sc.Name, n+1, s.Lock, s.Mode, err)
 		}
 		if !row.Check(expects[k]...) && row.Verdict != Skipped {
 			allHeld = false
@@ -241,6 +367,9 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 	var summary []string
 	if sc.Summarize != nil {
 		summary = sc.Summarize(rows)
+	}
+	if repeat > 1 {
+		summary = append(summary, VerdictCounts(rows)...)
 	}
 	return rows, summary, allHeld, nil
 }

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"seckill/internal/harness"
+	"seckill/internal/idgen"
+	"seckill/internal/order"
+	"seckill/internal/stock"
+)
+
+// ceilingTarget is what the lua mode through HTTP should reach: this share
+// of the requests per second of a bare Gin handler doing one EVALSHA of the
+// same script, on the same machine, in the same run.
+const ceilingTarget = 0.70
+
+// bareLevel is how much of a purchase a bare handler does, each level
+// adding one step to the one before: the script, then the order id, then
+// the order row.
+type bareLevel int
+
+const (
+	evalOnly   bareLevel = iota // one EVALSHA of the lua mode's script
+	evalIncr                    // and one INCR, the round trip of drawing an order id
+	evalInsert                  // and one INSERT of the order into SQL
+)
+
+// bareLevels name the levels and give their routes' prefixes.
+var bareLevels = []struct {
+	name, prefix string
+}{
+	evalOnly:   {"bare EVALSHA", ""},
+	evalIncr:   {"bare EVALSHA+INCR", "/incr"},
+	evalInsert: {"bare +INCR+INSERT", "/insert"},
+}
+
+// bareOrder is the bare handlers' request: the fields the service reads.
+type bareOrder struct {
+	UserID    int64 `json:"user_id"`
+	ProductID int64 `json:"product_id"`
+}
+
+// bareHandler is Gin with no middleware: POST {prefix}/api/orders binds the
+// body and runs its level's steps on shard 0 of the product. Nothing else:
+// no product lookup, no lock, no fallback, no metrics. The order ids are
+// product<<20 + an INCR of idKey, apart from any id the service draws.
+func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	take := func(c *gin.Context, level bareLevel) {
+		var in bareOrder
+		if err := c.ShouldBindJSON(&in); err != nil {
+			c.JSON(http.StatusBadRequest, gin.H{"code": "bad_request", "error": err.Error()})
+			return
+		}
+		ctx := c.Request.Context()
+		keys := []string{stock.StockKey(in.ProductID, 0), stock.BuyersKey(in.ProductID)}
+		n, err := stock.TakeScript().Run(ctx, rdb, keys, in.UserID).Int()
+		o := order.Order{ProductID: in.ProductID, UserID: in.UserID, Lock: "none", Mode: string(stock.Lua)}
+		if err == nil && n == 1 && level >= evalIncr {
+			var seq int64
+			seq, err = rdb.Incr(ctx, idKey).Result()
+			o.ID = idgen.ID(in.ProductID<<20 + seq)
+		}
+		if err == nil && n == 1 && level >= evalInsert {
+			err = db.WithContext(ctx).Create(&o).Error
+		}
+		switch {
+		case err != nil:
+			c.JSON(http.StatusInternalServerError, gin.H{"code": "internal", "error": err.Error()})
+		case n == 1:
+			c.JSON(http.StatusCreated, o)
+		case n == 0:
+			c.JSON(http.StatusConflict, gin.H{"code": "sold_out", "error": "sold out"})
+		default:
+			c.JSON(http.StatusConflict, gin.H{"code": "already_bought", "error": "already bought"})
+		}
+	}
+	for level, l := range bareLevels {
+		r.POST(l.prefix+"/api/orders", func(c *gin.Context) { take(c, bareLevel(level)) })
+	}
+	return r
+}
+
+// serveLoopback serves h on a free loopback port until stop is called.
+func serveLoopback(h http.Handler) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listening for the bare handler: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln) // returns ErrServerClosed on Close
+	}()
+	return "http://" + ln.Addr().String(), func() { srv.Close(); <-done }, nil
+}
+
+// ceilingSide is one of the compared paths and its rounds' throughputs.
+type ceilingSide struct {
+	name string
+	rps  []float64
+}
+
+// luaCeiling compares the lua mode through the service with bare Gin
+// handlers doing only part of its work, on the same Redis and database, at
+// the same concurrency, in alternating rounds so that a machine shared with
+// other work loads every side alike; it reports the ratios of the medians.
+// Each round buys a fresh product whose stock outlasts the round, with
+// distinct buyers, so that every request takes a unit (the script's longest
+// path).
+func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	if err != nil {
+		return err
+	}
+	c, err := startCluster(ctx, 1, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := c.stop(); serr != nil {
+			fmt.Fprintln(stderr, "loadtest: stopping the service:", serr)
+		}
+	}()
+	// The service's own clients: the same pools on every side.
+	rdb, db := c.first.Redis(), c.first.DB()
+	product := o.spec.ProductID
+	if product == 0 {
+		product = 1_000_000 + rand.Int64N(1_000_000_000)
+	}
+	idKey := fmt.Sprintf("seckill:ceiling:id:%d", product)
+	var bareKeys []string
+	var bareProducts []int64
+	defer func() { // runs before c.stop: the clients are still open
+		cctx := context.WithoutCancel(ctx)
+		if err := rdb.Del(cctx, append(bareKeys, idKey)...).Err(); err != nil {
+			fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' keys:", err)
+		}
+		if len(bareProducts) > 0 {
+			if err := db.WithContext(cctx).Where("product_id IN ?", bareProducts).Delete(&order.Order{}).Error; err != nil {
+				fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' orders:", err)
+			}
+		}
+	}()
+	bare, stop, err := serveLoopback(bareHandler(rdb, db, idKey))
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	client := harness.NewClient(1)
+	defer client.CloseIdleConnections()
+	rep := harness.Report{
+		Title:   "seckill lua ceiling",
+		Started: time.Now().UTC(),
+		Machine: harness.DetectMachine(ctx, client, c.URLs),
+	}
+	for _, l := range rep.MachineLines() {
+		fmt.Fprintln(stdout, l)
+	}
+	conc := o.spec.Concurrency
+	fmt.Fprintf(stdout, "lua ceiling: %d connections, %d rounds of %s, %d CPUs; service %s, bare Gin handlers %s\n",
+		conc, o.selfRounds, o.selfDur, runtime.NumCPU(), c.URLs[0], bare)
+
+	sides := []ceilingSide{{name: "service lua"}}
+	for _, l := range bareLevels {
+		sides = append(sides, ceilingSide{name: l.name})
+	}
+	load := harness.Spec{
+		Stock: order.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none", Mode: "lua",
+		Duration: harness.Duration(o.selfDur), Timeout: harness.Duration(o.selfDur + time.Minute),
+	}
+	for round := range o.selfRounds {
+		for i := range sides {
+			s := load
+			s.ProductID = product + int64(round*len(sides)+i)
+			var row harness.Row
+			if i == 0 { // reset, drive, audit: the service's whole purchase
+				s.Targets = c.URLs
+				row, err = harness.Run(ctx, s, nil)
+			} else {
+				keys := []string{stock.StockKey(s.ProductID, 0), stock.BuyersKey(s.ProductID)}
+				bareKeys = append(bareKeys, keys...)
+				bareProducts = append(bareProducts, s.ProductID)
+				if err = rdb.Set(ctx, keys[0], s.Stock, 0).Err(); err != nil {
+					return fmt.Errorf("stocking the bare handlers' product: %w", err)
+				}
+				s.Targets = []string{bare + bareLevels[i-1].prefix}
+				row, err = harness.Drive(ctx, s, nil)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round+1, sides[i].name, err)
+			}
+			if row.OK != row.Requests {
+				return fmt.Errorf("round %d, %s: %d of %d requests did not take a unit (%v): the comparison needs every one to",
+					round+1, sides[i].name, row.Requests-row.OK, row.Requests, row.ErrorSamples)
+			}
+			sides[i].rps = append(sides[i].rps, row.RPS)
+			verdict := ""
+			if row.Verdict != "" {
+				verdict = ", verdict " + row.Verdict
+			}
+			fmt.Fprintf(stdout, "round %d %-19s %6.0f req/s (%d requests, p50 %.2fms, p99 %.2fms%s)\n",
+				round+1, sides[i].name+":", row.RPS, row.Requests, row.P50MS, row.P99MS, verdict)
+		}
+	}
+	lua := harness.Median(sides[0].rps)
+	fmt.Fprintf(stdout, "medians over %d rounds:\n", o.selfRounds)
+	for i, sd := range sides {
+		m := harness.Median(sd.rps)
+		if i == 0 {
+			fmt.Fprintf(stdout, "  %-19s %6.0f req/s\n", sd.name, m)
+			continue
+		}
+		if m == 0 {
+			return errors.New("a bare handler served nothing")
+		}
+		line := fmt.Sprintf("  %-19s %6.0f req/s; service lua / this = %.0f%%", sd.name, m, 100*lua/m)
+		if bareLevel(i-1) == evalOnly {
+			target := "meets"
+			if lua < ceilingTarget*m {
+				target = "BELOW"
+			}
+			line += fmt.Sprintf(" — %s the %.0f%% target", target, 100*ceilingTarget)
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	fmt.Fprintf(stdout, "note: the service's lua purchase also reads the product (cached in the process), draws an order id "+
+		"(one EVALSHA of a script around INCR) and inserts the order into SQL (%s), behind its recovery, metrics and "+
+		"body-limit middleware; bare EVALSHA does none of that, +INCR adds the id's round trip, +INSERT the order row.\n",
+		rep.Machine.SQL)
+	return nil
+}
