@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,11 +19,10 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
 	"seckill/internal/lab"
+	"seckill/internal/testenv"
 	"seckill/web"
 )
 
@@ -230,80 +228,12 @@ func newBrowser(t *testing.T, path string) context.Context {
 // MYSQL_DSN when they are set.
 func startService(t *testing.T, product, labProduct int64) (*app.Server, *lab.Lab) {
 	t.Helper()
-	env := map[string]string{"REDIS_ADDR": os.Getenv("REDIS_ADDR")}
-	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
-		env["MYSQL_DSN"] = ownDatabase(t, dsn)
-	}
-	cfg, _, err := app.ParseConfig("seckill", []string{"-addr", "127.0.0.1:0", "-rate-limit", "0", "-demo-stock", "0", "-admin-token", token},
-		func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.RedisAddr != "" {
-		t.Cleanup(func() { deleteProductKeys(t, cfg.RedisAddr, product, labProduct) })
-	}
+	cfg := testenv.Config(t)
+	cfg.RateLimit, cfg.DemoStock, cfg.AdminToken = 0, 0, token
 	l := lab.New(lab.Options{ProductID: labProduct})
-	srv, err := app.Start(t.Context(), cfg, nil, app.Extras{Web: web.FS(), Runs: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutting the service down: %v", err)
-		}
-	})
+	srv := testenv.Start(t, cfg, app.Extras{Web: web.FS(), Runs: l})
+	t.Cleanup(func() { testenv.DropProductKeys(t, srv.RedisAddr(), product, labProduct) })
 	return srv, l
-}
-
-// ownDatabase creates a database for this test on the server of dsn and
-// returns a DSN naming it; it is dropped when the test ends.
-func ownDatabase(t *testing.T, dsn string) string {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("MYSQL_DSN: %v", err)
-	}
-	name := fmt.Sprintf("seckill_web_%d", rand.Uint32())
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE `"+name+"`"); err != nil {
-		t.Fatalf("creating the test database: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := db.ExecContext(context.Background(), "DROP DATABASE `"+name+"`"); err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-		}
-	})
-	cfg.DBName = name
-	return cfg.FormatDSN()
-}
-
-// deleteProductKeys removes the keys of the test's products from a shared
-// Redis: the per-shard keys hold "{id_", the others end in ":id".
-func deleteProductKeys(t *testing.T, addr string, ids ...int64) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	ctx := context.Background()
-	var patterns []string
-	for _, id := range ids {
-		s := strconv.FormatInt(id, 10)
-		patterns = append(patterns, "seckill:*{"+s+"_*", "seckill:*:"+s)
-	}
-	for _, pattern := range patterns {
-		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("cleaning Redis: %v", err)
-		}
-	}
 }
 
 // resetProduct creates the product the page watches, so that the test never

@@ -1,13 +1,12 @@
 package lab
 
 import (
-	"context"
 	"net/http"
 	"testing"
-	"time"
 
 	"seckill/internal/app"
 	"seckill/internal/harness"
+	"seckill/internal/testenv"
 )
 
 // TestRunsAgainstTheService runs the real harness through the real service
@@ -17,24 +16,14 @@ func TestRunsAgainstTheService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the service and sends a few hundred orders")
 	}
+	// The embedded backends: the lab sells product 9001, which a test on a
+	// shared real Redis must not touch.
 	cfg, _, err := app.ParseConfig("seckill", []string{"-addr", "127.0.0.1:0", "-rate-limit", "0", "-demo-stock", "0"},
-		func(string) string { return "" }) // embedded backends: this test must not share a real server's keys
+		func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := New(Options{})
-	srv, err := app.Start(t.Context(), cfg, nil, app.Extras{Runs: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	srv := testenv.Start(t, cfg, app.Extras{Runs: New(Options{})})
 
 	for _, tc := range []struct{ lock, want string }{
 		{"none", harness.Oversold},

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/order"
-	"seckill/internal/stock"
 	"seckill/internal/testenv"
 )
 
@@ -29,19 +27,7 @@ type env struct {
 
 func start(t *testing.T, cfg app.Config) *env {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := app.Start(t.Context(), cfg, log, app.Extras{})
-	if err != nil {
-		t.Fatalf("starting the service: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutting down: %v", err)
-		}
-	})
-	return &env{t: t, srv: srv, client: &http.Client{
+	return &env{t: t, srv: testenv.Start(t, cfg, app.Extras{}), client: &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 512},
 	}}
@@ -96,17 +82,8 @@ func (e *env) reset(p product) int64 {
 	if st := e.do("POST", "/api/products", p, nil); st != http.StatusOK {
 		e.t.Fatalf("resetting product %v: status %d", p, st)
 	}
-	e.t.Cleanup(func() { e.dropKeys(id) })
+	e.t.Cleanup(func() { testenv.DropProductKeys(e.t, e.srv.RedisAddr(), id) })
 	return id
-}
-
-// dropKeys removes a product's keys from a shared Redis.
-func (e *env) dropKeys(id int64) {
-	keys := []string{stock.ShardListKey(id), stock.BuyersKey(id)}
-	for i := range stock.MaxShards {
-		keys = append(keys, stock.StockKey(id, i), stock.StockKey(id, i)+":fence", stock.LockKey(id, i))
-	}
-	e.srv.Redis().Del(context.Background(), keys...)
 }
 
 func (e *env) audit(id int64) order.Audit {

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
 	"regexp"
@@ -18,8 +19,10 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
+	"seckill/internal/stock"
 )
 
 // Config returns a service configuration for a test: loopback on a free
@@ -113,4 +116,50 @@ func ProductID(t testing.TB) int64 {
 		t.Fatal(err)
 	}
 	return 1_000_000 + n.Int64()
+}
+
+// Start starts the service with cfg and extras, and shuts it down when the
+// test ends (Shutdown also closes a lab that extras carry).
+func Start(t testing.TB, cfg app.Config, extras app.Extras) *app.Server {
+	t.Helper()
+	// The service's log goes to the test's output: shown on failure or -v.
+	level := slog.LevelWarn
+	if cfg.LogLevel != "" {
+		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+			t.Fatalf("log level %q: %v", cfg.LogLevel, err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
+	srv, err := app.Start(context.Background(), cfg, log, extras)
+	if err != nil {
+		t.Fatalf("starting the service: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutting the service down: %v", err)
+		}
+	})
+	return srv
+}
+
+// DropProductKeys deletes the Redis keys of the products from the Redis at
+// addr, so that tests sharing a real Redis leave nothing behind: stock,
+// locks, fences, shard lists and buyer sets of every possible shard.
+func DropProductKeys(t testing.TB, addr string, ids ...int64) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	var keys []string
+	for _, id := range ids {
+		keys = append(keys, stock.ShardListKey(id), stock.BuyersKey(id))
+		for i := range stock.MaxShards {
+			s, l := stock.StockKey(id, i), stock.LockKey(id, i)
+			keys = append(keys, s, s+":fence", l, l+":fence")
+		}
+	}
+	if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
+		t.Errorf("deleting the keys of products %v: %v", ids, err)
+	}
 }
