@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -48,6 +49,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	log.Info("starting", "config", cfg.String())
+	if cfg.AdminToken == "" && !loopback(cfg.Addr) {
+		log.Warn("listening beyond loopback without ADMIN_TOKEN: anyone who reaches " + cfg.Addr +
+			" can reset products and start load runs")
+	}
 
 	srv, err := app.Start(ctx, cfg, log, extras(cfg, log))
 	if err != nil {
@@ -107,4 +112,17 @@ func healthcheck(ctx context.Context, args []string) error {
 		return fmt.Errorf("healthcheck: %s answered %s", url, resp.Status)
 	}
 	return nil
+}
+
+// loopback reports whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
