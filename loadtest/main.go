@@ -224,7 +224,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		})
 		rep.Rows, rep.Summary = rows, summary
 		for _, r := range rows {
-			rep.Summary = append(rep.Summary, expectationLine(r))
+			// Repeated, the summary counts what held; only what did not
+			// gets a line of its own.
+			if o.repeat == 1 || (r.Expect != nil && !r.Expect.Held && r.Verdict != harness.Skipped) {
+				rep.Summary = append(rep.Summary, expectationLine(r))
+			}
 		}
 		if werr := o.write(rep, stdout); werr != nil {
 			return errors.Join(err, werr)

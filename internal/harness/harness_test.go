@@ -418,7 +418,7 @@ func TestShardingRatiosPerHold(t *testing.T) {
 	}
 	got := shardingRatios(rows)
 	if len(got) != 2 ||
-		!strings.HasPrefix(got[0], "hold 0ms: 5 shards / 1 shard = 1.50× (median 1500 vs 1000 req/s over 3 run(s) each) — CPU-bound") ||
+		!strings.HasPrefix(got[0], "hold 0ms: 5 shards / 1 shard = 1.50× (median 1500 vs 1000 req/s over 3 run(s) each) — not lock-bound") ||
 		!strings.HasPrefix(got[1], "hold 1ms: 5 shards / 1 shard = 4.00× (median 2000 vs 500 req/s over 1 run(s) each) — lock-bound") {
 		t.Errorf("ratios %q: want the median ratio at each hold, labelled", got)
 	}

@@ -64,9 +64,10 @@ var Scenarios = []Scenario{
 	{
 		Name: "sharding",
 		Summary: "The token lock on one shard against five, read-modify-write, 100 buyers at once and a unit for each, " +
-			"at hold 0 and at hold 1ms. At hold 0 the critical section is a few Redis round trips and the service's " +
-			"CPU is the bottleneck: five locks help only as far as spare cores allow (little on 2 cores). With 1ms held " +
-			"inside, the one lock is the bottleneck and five shards serve five buyers at a time.",
+			"at hold 0 and at hold 1ms. At hold 0 the lock is held for a few Redis round trips, and the rest of each " +
+			"purchase (HTTP, JSON, the order insert, all outside the lock) on the machine's cores is the limit: five " +
+			"locks help only as far as that leaves room (little on 2 cores). With 1ms held inside, the one lock is the " +
+			"limit, a buyer at a time, and five shards serve five at a time.",
 		Steps:     shardingSteps(0, Duration(time.Millisecond)),
 		Summarize: shardingRatios,
 	},
@@ -169,7 +170,7 @@ func shardingRatios(rows []Row) []string {
 		if len(one) == 0 || len(five) == 0 {
 			continue
 		}
-		bound := "CPU-bound: the critical section is a few round trips, the service's cores are the limit"
+		bound := "not lock-bound: the lock is held for a few round trips; the work outside it and the cores are the limit"
 		if h > 0 {
 			bound = "lock-bound: the hold inside the critical section makes the one lock the limit"
 		}
