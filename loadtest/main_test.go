@@ -188,8 +188,16 @@ func TestNoFallbackScenarioRepeated(t *testing.T) {
 	if r := rep.Rows[0]; r.Undersold == 0 || r.SoldOut == 0 || r.Sold+r.Undersold != 7 {
 		t.Errorf("row %+v: want buyers told sold out and the units they missed counted as undersold", r)
 	}
+	// One at a time, 100 buyers drain every shard, but the 7th, 8th and 9th
+	// find theirs empty before the 10th takes the last unit elsewhere.
+	if r := rep.Rows[2]; r.SoldOutEarly != 3 || r.Undersold != 0 {
+		t.Errorf("row %+v: want 3 buyers told sold out early and nothing left unsold", r)
+	}
+	if r := rep.Rows[1]; r.SoldOutEarly != 0 {
+		t.Errorf("with fallback, %d buyers told sold out early: want none", r.SoldOutEarly)
+	}
 	for _, line := range []string{
-		"token/rmw 5sh no-fallback: 4 runs: SAFE 2, UNDERSOLD 2; oversold units 0; expectation held 4/4",
+		"token/rmw 5sh no-fallback: 4 runs: SAFE 2, UNDERSOLD 2; oversold units 0; told sold out early 6; expectation held 4/4",
 		"token/rmw 5sh: 2 runs: SAFE 2; oversold units 0; expectation held 2/2",
 	} {
 		if !slices.Contains(rep.Summary, line) {

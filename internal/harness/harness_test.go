@@ -423,3 +423,37 @@ func TestShardingRatiosPerHold(t *testing.T) {
 		t.Errorf("ratios %q: want the median ratio at each hold, labelled", got)
 	}
 }
+
+// A "sold out" answered before a later sale's request was sent is counted as
+// early; one answered after the last sale is not.
+func TestSoldOutEarly(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		answers []int // by request, in order
+		want    int
+	}{
+		{"refused, then a later buyer served", []int{http.StatusCreated, http.StatusConflict, http.StatusConflict, http.StatusCreated}, 2},
+		{"refused only after the last sale", []int{http.StatusCreated, http.StatusCreated, http.StatusConflict}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if status := tt.answers[n.Add(1)-1]; status == http.StatusConflict {
+					fail(w, status, "sold_out")
+					return
+				}
+				writeJSON(w, http.StatusCreated, map[string]string{"id": "1"})
+			}))
+			t.Cleanup(srv.Close)
+			// One worker: each request is sent after the previous answer.
+			row, err := Drive(t.Context(), Spec{Targets: []string{srv.URL}, Requests: len(tt.answers), Concurrency: 1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.SoldOutEarly != tt.want {
+				t.Errorf("sold out early %d, want %d (row %+v)", row.SoldOutEarly, tt.want, row)
+			}
+		})
+	}
+}

@@ -72,7 +72,7 @@ func (rep Report) WriteJSON(w io.Writer) error {
 var csvHeader = []string{
 	"strategy", "mode", "instances", "stock", "shards", "fallback", "concurrency", "hold_ms",
 	"requests", "ok", "sold_out", "already_bought", "errors", "sold", "oversold",
-	"lost_updates", "undersold", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+	"lost_updates", "undersold", "sold_out_early", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
 	"lock_wait_p99_ms", "elapsed_s", "verdict", "harness_verdict", "audit_verdict",
 	"agree", "expected", "held", "error_samples",
 }
@@ -102,7 +102,7 @@ func (rep Report) WriteCSV(w io.Writer) error {
 			r.Strategy, r.Mode, itoa(r.Instances), itoa(r.Stock), itoa(r.Shards), fallback, itoa(r.Concurrency),
 			strconv.FormatInt(r.HoldMS, 10), itoa(r.Requests), itoa(r.OK), itoa(r.SoldOut),
 			itoa(r.AlreadyBought), itoa(r.Errors), itoa(r.Sold), itoa(r.Oversold),
-			itoa(r.LostUpdates), itoa(r.Undersold), f(r.RPS), f(r.P50MS), f(r.P90MS), f(r.P99MS),
+			itoa(r.LostUpdates), itoa(r.Undersold), itoa(r.SoldOutEarly), f(r.RPS), f(r.P50MS), f(r.P90MS), f(r.P99MS),
 			f(r.MaxMS), f(r.LockWaitP99MS), f(r.ElapsedS), r.Verdict, r.HarnessVerdict,
 			r.AuditVerdict, strconv.FormatBool(r.Agree), want, held, strings.Join(r.ErrorSamples, " | "),
 		})
@@ -138,7 +138,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\treqs\tok\tsold out\tbought\terrors\tsold\toversold\tlost upd\tundersold\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tlock p99\tverdict\taudit\tagree\texpected\t")
+	fmt.Fprintln(tw, "run\treqs\tok\tsold out\tbought\terrors\tsold\toversold\tlost upd\tundersold\tearly\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tlock p99\tverdict\taudit\tagree\texpected\t")
 	for _, r := range rep.Rows {
 		exp := ""
 		if r.Expect != nil {
@@ -152,9 +152,9 @@ func (rep Report) WriteTable(w io.Writer) error {
 				exp += " ✗"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
 			r.Label(), r.Requests, r.OK, r.SoldOut, r.AlreadyBought, r.Errors,
-			r.Sold, r.Oversold, r.LostUpdates, r.Undersold, r.RPS, r.P50MS, r.P90MS, r.P99MS, r.MaxMS,
+			r.Sold, r.Oversold, r.LostUpdates, r.Undersold, r.SoldOutEarly, r.RPS, r.P50MS, r.P90MS, r.P99MS, r.MaxMS,
 			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, agreement(r), exp)
 	}
 	tw.Flush()

@@ -44,6 +44,12 @@ type Row struct {
 	LostUpdates int `json:"lost_updates"`
 	// Undersold is the units left unsold while buyers were told "sold out".
 	Undersold int `json:"undersold"`
+	// SoldOutEarly is the "sold out" answers received before the request of
+	// a later sale was sent: those buyers were refused while a unit was
+	// still there (stock only goes down, unless a unit is given back after
+	// an error or a lost update writes it back). An end-state audit cannot
+	// see them; a closed loop with few workers can.
+	SoldOutEarly int `json:"sold_out_early,omitempty"`
 
 	RPS           float64 `json:"rps"`
 	P50MS         float64 `json:"p50_ms"`
@@ -198,6 +204,10 @@ type worker struct {
 	soldOut   int
 	already   int
 	errs      int
+	// lastSale is when the request of the worker's latest 201 was sent;
+	// soldOutAt when each "sold out" answer arrived.
+	lastSale  time.Time
+	soldOutAt []time.Time
 	codes     map[string]int
 	samples   []string
 }
@@ -329,6 +339,7 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	}
 
 	lat, wait := newHist(), newHist()
+	var lastSale time.Time
 	row.ErrorCodes = make(map[string]int)
 	for _, w := range workers {
 		lat.Merge(w.lat)
@@ -337,6 +348,9 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 		row.SoldOut += w.soldOut
 		row.AlreadyBought += w.already
 		row.Errors += w.errs
+		if w.lastSale.After(lastSale) {
+			lastSale = w.lastSale
+		}
 		for code, n := range w.codes {
 			row.ErrorCodes[code] += n
 		}
@@ -348,6 +362,13 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	}
 	if len(row.ErrorCodes) == 0 {
 		row.ErrorCodes = nil
+	}
+	for _, w := range workers {
+		for _, at := range w.soldOutAt {
+			if at.Before(lastSale) {
+				row.SoldOutEarly++
+			}
+		}
 	}
 	row.Requests = row.OK + row.SoldOut + row.AlreadyBought + row.Errors
 	row.ElapsedS = elapsed.Seconds()
@@ -426,6 +447,7 @@ func (w *worker) roundTrip(ctx context.Context, target int, user int64, tail []b
 const errorPeek = 4 << 10
 
 func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, due time.Time, sh *shared) {
+	sent := time.Now()
 	resp, err := w.roundTrip(ctx, target, user, tail)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -452,6 +474,7 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 		switch {
 		case resp.StatusCode == http.StatusConflict && e.Code == "sold_out":
 			w.soldOut++
+			w.soldOutAt = append(w.soldOutAt, time.Now())
 			sh.soldOut.Add(1)
 		case resp.StatusCode == http.StatusConflict && e.Code == "already_bought":
 			w.already++
@@ -472,6 +495,7 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 			sh.errors.Add(1)
 		} else {
 			w.ok++
+			w.lastSale = sent
 			sh.ok.Add(1)
 		}
 	}

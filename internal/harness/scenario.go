@@ -100,12 +100,12 @@ var Scenarios = []Scenario{
 		Summary: "Stock 7 over 5 shards (2,2,1,1,1), the token lock. Each process sends its buyers to the shards in turn " +
 			"(a counter per product), so 7 buyers put two on a shard that holds 1. Without fallback the second is told " +
 			"sold out while a unit waits on another shard: UNDERSOLD. With fallback it tries the other shards: SAFE. " +
-			"With 100 buyers every shard gets 20 and is drained, so the end state is SAFE even without fallback; the " +
-			"buyers refused early lost to later ones, which no end-state audit can show.",
+			"With 100 buyers every shard gets 20 and is drained, so the end state is SAFE even without fallback: " +
+			"sent one at a time, the table's \"early\" column counts the buyers told sold out before a later buyer got a unit.",
 		Steps: []Step{
-			{Spec: noFallbackSpec(7, false), Expect: always(Undersold)},
-			{Spec: noFallbackSpec(7, true), Expect: always(Safe)},
-			{Spec: noFallbackSpec(100, false), Expect: always(Safe)},
+			{Spec: noFallbackSpec(7, 7, false), Expect: always(Undersold)},
+			{Spec: noFallbackSpec(7, 7, true), Expect: always(Safe)},
+			{Spec: noFallbackSpec(100, 1, false), Expect: always(Safe)},
 		},
 	},
 	{
@@ -181,8 +181,8 @@ func shardingRatios(rows []Row) []string {
 }
 
 // noFallbackSpec is a run of the no-fallback scenario: 7 units over 5 shards.
-func noFallbackSpec(buyers int, fallback bool) Spec {
-	return Spec{Lock: "token", Mode: "rmw", Stock: 7, Shards: 5, Buyers: buyers, Concurrency: buyers, Fallback: new(fallback)}
+func noFallbackSpec(buyers, concurrency int, fallback bool) Spec {
+	return Spec{Lock: "token", Mode: "rmw", Stock: 7, Shards: 5, Buyers: buyers, Concurrency: concurrency, Fallback: new(fallback)}
 }
 
 // Median is the middle value of v (the upper one of an even count), 0 when
@@ -202,8 +202,8 @@ func Median(v []float64) float64 {
 // held.
 func VerdictCounts(rows []Row) []string {
 	type count struct {
-		runs, oversold, expected, held int
-		verdicts                       map[string]int
+		runs, oversold, early, expected, held int
+		verdicts                              map[string]int
 	}
 	var labels []string
 	counts := make(map[string]*count)
@@ -217,6 +217,7 @@ func VerdictCounts(rows []Row) []string {
 		}
 		c.runs++
 		c.oversold += r.Oversold
+		c.early += r.SoldOutEarly
 		c.verdicts[r.Verdict]++
 		if r.Expect != nil && r.Verdict != Skipped {
 			c.expected++
@@ -235,6 +236,9 @@ func VerdictCounts(rows []Row) []string {
 			}
 		}
 		line := fmt.Sprintf("%s: %d runs: %s; oversold units %d", l, c.runs, strings.Join(vs, ", "), c.oversold)
+		if c.early > 0 {
+			line += fmt.Sprintf("; told sold out early %d", c.early)
+		}
 		if c.expected > 0 {
 			line += fmt.Sprintf("; expectation held %d/%d", c.held, c.expected)
 		}
