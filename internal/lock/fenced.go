@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,10 +57,10 @@ func (f *Fenced) Close() error { return f.notices.Close() }
 // seen by a data key, is kept. It shares key's hash tag.
 func fenceKey(key string) string { return key + ":fence" }
 
-// Acquire sets key to a fresh UUID if the key is absent and draws the next
-// token.
+// Acquire sets key to a fresh random token if the key is absent and draws
+// the next fencing token.
 func (f *Fenced) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	value := uuid.NewString()
+	value := newToken()
 	keys := []string{key, fenceKey(key)}
 	// Boxed once, not on every attempt.
 	args := []any{value, max(opt.ttl().Milliseconds(), 1)}
@@ -77,7 +76,7 @@ func (f *Fenced) Acquire(ctx context.Context, key string, opt Options) (Lease, e
 	if err != nil {
 		return nil, err
 	}
-	return &fencedLease{tokenLease: tokenLease{rdb: f.rdb, key: key, value: value}, token: uint64(token)}, nil
+	return &fencedLease{tokenLease: tokenLease{rdb: f.rdb, notices: f.notices, key: key, value: value}, token: uint64(token)}, nil
 }
 
 // fencedLease is released like a token lease; it adds the token.

@@ -38,7 +38,7 @@ func NewGetSet(rdb redis.Cmdable) *GetSet { return &GetSet{rdb: rdb} }
 func (g *GetSet) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
 	ttl := opt.ttl()
 	now := func() time.Time { return time.Now().Add(opt.Fault.ClockSkew) }
-	err := retry(ctx, opt.Wait, nil, func() (bool, error) {
+	err := retry(ctx, opt.Wait, func() (bool, error) {
 		stamp := now().Add(ttl).UnixMilli()
 		ok, err := g.rdb.SetNX(ctx, key, stamp, 0).Result()
 		if err != nil {

@@ -146,9 +146,9 @@ func ownerFrom(ctx context.Context) (string, bool) {
 }
 
 // retry calls try until it obtains the lock, fails, or wait runs out. It
-// spins with jittered exponential backoff so that waiters do not retry in
-// lockstep; wake, when not nil, ends a backoff early (a release notice).
-func retry(ctx context.Context, wait time.Duration, wake <-chan struct{}, try func() (bool, error)) error {
+// spins with jittered exponential backoff, from minBackoff doubling to
+// maxBackoff, so that waiters do not retry in lockstep.
+func retry(ctx context.Context, wait time.Duration, try func() (bool, error)) error {
 	ok, err := try()
 	if err != nil || ok {
 		return err
@@ -156,31 +156,40 @@ func retry(ctx context.Context, wait time.Duration, wake <-chan struct{}, try fu
 	if wait <= 0 {
 		return ErrNotObtained
 	}
-	deadline := time.Now().Add(wait)
-	backoff := time.Millisecond
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	return spin(ctx, time.Now().Add(wait), minBackoff, nil, try)
+}
+
+// spin sleeps, then calls try, until try obtains the lock or fails, or the
+// deadline passes. Each sleep is the backoff, jittered, and ends early when
+// wake fires; the backoff doubles after each attempt up to maxBackoff.
+func spin(ctx context.Context, deadline time.Time, backoff time.Duration, wake <-chan struct{}, try func() (bool, error)) error {
+	var timer *time.Timer
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return ErrNotObtained
 		}
-		// Full jitter: sleep uniformly in [backoff/2, backoff).
-		d := backoff/2 + rand.N(backoff/2+1)
-		timer.Reset(min(d, left))
+		d := min(jitter(backoff), left)
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-wake:
-			if !timer.Stop() {
-				<-timer.C
-			}
+			timer.Stop()
 		case <-timer.C:
 		}
 		if ok, err := try(); err != nil || ok {
 			return err
 		}
-		backoff = min(backoff*2, 64*time.Millisecond)
+		backoff = min(backoff*2, maxBackoff)
 	}
 }
+
+// jitter returns a sleep uniformly in [d/2, d]: full jitter would let some
+// waiters poll again almost at once.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }

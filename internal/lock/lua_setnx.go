@@ -32,7 +32,7 @@ func NewLuaSetNX(rdb redis.Cmdable) *LuaSetNX { return &LuaSetNX{rdb: rdb} }
 // Acquire sets key with a TTL if it is absent.
 func (s *LuaSetNX) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
 	ttl := opt.ttl().Milliseconds()
-	err := retry(ctx, opt.Wait, nil, func() (bool, error) {
+	err := retry(ctx, opt.Wait, func() (bool, error) {
 		n, err := setnxExpireScript.Run(ctx, s.rdb, []string{key}, ttl).Int()
 		if err != nil {
 			return false, fmt.Errorf("lock %s: SETNX+PEXPIRE script: %w", key, err)

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // DefaultNodeTimeout bounds one round of requests to the Redlock nodes when
@@ -79,10 +77,10 @@ func (r nodeReply) taken() bool { return r.err == nil && !r.ok }
 // a lost one (a node may only be slow); if the last round was such a round,
 // Acquire returns that outage, naming the silent nodes, not ErrNotObtained.
 func (r *Redlock) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	l := &RedlockLease{r: r, key: key, keys: []string{key}, value: uuid.NewString(), replies: make([]nodeReply, len(r.nodes))}
+	l := &RedlockLease{r: r, key: key, keys: []string{key}, value: newToken(), replies: make([]nodeReply, len(r.nodes))}
 	ttl := opt.ttl()
 	var outage error
-	err := retry(ctx, opt.Wait, nil, func() (bool, error) {
+	err := retry(ctx, opt.Wait, func() (bool, error) {
 		var ok bool
 		ok, outage = r.attempt(ctx, l, ttl)
 		return ok, nil

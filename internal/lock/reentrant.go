@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,7 +49,7 @@ func NewReentrant(rdb RedisClient) *Reentrant {
 func (r *Reentrant) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
 	owner, ok := ownerFrom(ctx)
 	if !ok {
-		owner = uuid.NewString()
+		owner = newToken()
 	}
 	ttl := opt.ttl().Milliseconds()
 	err := r.notices.retry(ctx, key, opt.Wait, func() (bool, error) {
@@ -63,7 +62,7 @@ func (r *Reentrant) Acquire(ctx context.Context, key string, opt Options) (Lease
 	if err != nil {
 		return nil, err
 	}
-	return &reentrantLease{rdb: r.rdb, key: key, owner: owner, ttl: ttl}, nil
+	return &reentrantLease{rdb: r.rdb, notices: r.notices, key: key, owner: owner, ttl: ttl}, nil
 }
 
 // Close ends the subscription that wakes waiters, and waits for its
@@ -75,6 +74,7 @@ func (r *Reentrant) Close() error { return r.notices.Close() }
 // take off a hold that belongs to an enclosing lease of the same owner.
 type reentrantLease struct {
 	rdb        RedisClient
+	notices    *notices // the Locker's, to wake its next waiter at once
 	key, owner string
 	ttl        int64
 	released   atomic.Bool
@@ -84,7 +84,10 @@ func (l *reentrantLease) Release(ctx context.Context) error {
 	if l.released.Swap(true) {
 		return ErrNotHeld
 	}
+	l.notices.releasing(l.key, l.owner)
 	holds, err := reentrantReleaseScript.Run(ctx, l.rdb, []string{l.key}, l.owner, l.ttl, releasedChannel(l.key)).Int()
+	// The last hold frees the lock; after an error it may be free.
+	l.notices.released(l.key, l.owner, err != nil || holds == 0)
 	if err != nil {
 		l.released.Store(false) // the hold may still be there: let the caller retry
 		return fmt.Errorf("lock %s: reentrant release: %w", l.key, err)

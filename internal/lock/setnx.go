@@ -36,7 +36,7 @@ func (s *SetNX) Acquire(ctx context.Context, key string, opt Options) (Lease, er
 // SET NX PX otherwise, retrying for up to wait: the acquisition of every
 // strategy whose value is the same for all holders.
 func setnx(ctx context.Context, rdb redis.Cmdable, key string, ttl, wait time.Duration) error {
-	return retry(ctx, wait, nil, func() (bool, error) {
+	return retry(ctx, wait, func() (bool, error) {
 		ok, err := rdb.SetNX(ctx, key, 1, ttl).Result()
 		if err != nil {
 			return false, fmt.Errorf("lock %s: SET NX: %w", key, err)

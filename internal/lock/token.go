@@ -2,11 +2,11 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -43,13 +43,13 @@ var _ Locker = (*Token)(nil)
 // NewToken returns a token lock on rdb. Close it to end its subscription.
 func NewToken(rdb RedisClient) *Token { return &Token{rdb: rdb, notices: newNotices(rdb)} }
 
-// Acquire sets key to a fresh UUID if the key is absent.
+// Acquire sets key to a fresh random token if the key is absent.
 func (t *Token) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
 	return t.acquire(ctx, key, opt)
 }
 
 func (t *Token) acquire(ctx context.Context, key string, opt Options) (*tokenLease, error) {
-	value := uuid.NewString()
+	value := newToken()
 	ttl := opt.ttl()
 	err := t.notices.retry(ctx, key, opt.Wait, func() (bool, error) {
 		ok, err := t.rdb.SetNX(ctx, key, value, ttl).Result()
@@ -61,8 +61,13 @@ func (t *Token) acquire(ctx context.Context, key string, opt Options) (*tokenLea
 	if err != nil {
 		return nil, err
 	}
-	return &tokenLease{rdb: t.rdb, key: key, value: value}, nil
+	return &tokenLease{rdb: t.rdb, notices: t.notices, key: key, value: value}, nil
 }
+
+// newToken returns a random owner value: 128 bits from crypto/rand, as
+// base32 text (rand.Text), which costs one allocation where a UUID string
+// costs two.
+func newToken() string { return rand.Text() }
 
 // Close ends the subscription that wakes waiters, and waits for its
 // goroutine. Acquire still works afterwards, without the wake-ups.
@@ -70,11 +75,16 @@ func (t *Token) Close() error { return t.notices.Close() }
 
 type tokenLease struct {
 	rdb        RedisClient
+	notices    *notices // the Locker's, to wake its next waiter at once
 	key, value string
 }
 
 func (l *tokenLease) Release(ctx context.Context) error {
+	l.notices.releasing(l.key, l.value)
 	n, err := releaseScript.Run(ctx, l.rdb, []string{l.key}, l.value, releasedChannel(l.key)).Int()
+	// After an error the lock may be free: a waiter woken for nothing
+	// costs one attempt, one left asleep a poll.
+	l.notices.released(l.key, l.value, err != nil || n == 1)
 	if err != nil {
 		return fmt.Errorf("lock %s: release: %w", l.key, err)
 	}
