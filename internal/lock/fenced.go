@@ -60,7 +60,7 @@ func fenceKey(key string) string { return key + ":fence" }
 // Acquire sets key to a fresh random token if the key is absent and draws
 // the next fencing token.
 func (f *Fenced) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	value := newToken()
+	var value any = newToken()
 	keys := []string{key, fenceKey(key)}
 	// Boxed once, not on every attempt.
 	args := []any{value, max(opt.ttl().Milliseconds(), 1)}

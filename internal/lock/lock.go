@@ -156,28 +156,25 @@ func retry(ctx context.Context, wait time.Duration, try func() (bool, error)) er
 	if wait <= 0 {
 		return ErrNotObtained
 	}
-	return spin(ctx, time.Now().Add(wait), minBackoff, nil, try)
+	timer := newStoppedTimer()
+	defer timer.Stop()
+	return spin(ctx, time.Now().Add(wait), minBackoff, nil, timer, try)
 }
 
-// spin sleeps, then calls try, until try obtains the lock or fails, or the
-// deadline passes. Each sleep is the backoff, jittered, and ends early when
-// wake fires; the backoff doubles after each attempt up to maxBackoff.
-func spin(ctx context.Context, deadline time.Time, backoff time.Duration, wake <-chan struct{}, try func() (bool, error)) error {
-	var timer *time.Timer
+// spin sleeps on timer, then calls try, until try obtains the lock or
+// fails, or the deadline passes. Each sleep is the backoff, jittered, and
+// ends early when wake fires; the backoff doubles after each attempt up to
+// maxBackoff. It leaves timer stopped or fired.
+func spin(ctx context.Context, deadline time.Time, backoff time.Duration, wake <-chan struct{}, timer *time.Timer, try func() (bool, error)) error {
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return ErrNotObtained
 		}
-		d := min(jitter(backoff), left)
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
+		timer.Reset(min(jitter(backoff), left))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return context.Cause(ctx)
 		case <-wake:
 			timer.Stop()
@@ -188,6 +185,14 @@ func spin(ctx context.Context, deadline time.Time, backoff time.Duration, wake <
 		}
 		backoff = min(backoff*2, maxBackoff)
 	}
+}
+
+// newStoppedTimer returns a timer for spin. Since Go 1.23 a stopped timer
+// delivers no stale tick, so spin may Reset it without draining.
+func newStoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // jitter returns a sleep uniformly in [d/2, d]: full jitter would let some

@@ -26,6 +26,10 @@ func keyOf(channel string) string { return strings.TrimSuffix(channel, releasedS
 
 const releasedSuffix = ":released"
 
+// releasedSuffixArg is releasedSuffix boxed once, for the release scripts,
+// which append it to the key.
+var releasedSuffixArg any = releasedSuffix
+
 // notices wakes a Locker's waiters when a lock they wait for is released,
 // instead of leaving them to their backoff. One PubSub connection serves
 // every waiter of the Locker: the first waiter on a key subscribes to its
@@ -89,10 +93,16 @@ type queue struct {
 // the key has waiters.
 const maxEchoes = 8
 
-// waiter is one Acquire waiting on a key.
+// waiter is one Acquire waiting on a key. Waiters are pooled: an Acquire
+// that waits would otherwise allocate the channel and the timer each time.
 type waiter struct {
-	wake chan struct{} // buffered (1): try now
+	wake  chan struct{} // buffered (1): try now
+	timer *time.Timer   // its backoff
 }
+
+var waiterPool = sync.Pool{New: func() any {
+	return &waiter{wake: make(chan struct{}, 1), timer: newStoppedTimer()}
+}}
 
 func newNotices(rdb Subscriber) *notices {
 	return &notices{rdb: rdb, queues: make(map[string]*queue), done: make(chan struct{})}
@@ -135,25 +145,19 @@ func (n *notices) join(ctx context.Context, key string) *waiter {
 		n.queues[key] = q
 		n.waited.Add(1)
 	}
-	w := &waiter{wake: make(chan struct{}, 1)}
+	w := waiterPool.Get().(*waiter)
 	q.waiters = append(q.waiters, w)
 	return w
 }
 
 // leave takes w off key's queue, passing on a wake-up it did not use, and
-// unsubscribes when nobody waits any more. Leaving twice is leaving once.
+// unsubscribes when nobody waits any more. w must not be used afterwards.
 func (n *notices) leave(ctx context.Context, key string, w *waiter) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	defer recycle(w)
 	q := n.queues[key]
-	i := -1
-	if q != nil {
-		i = slices.Index(q.waiters, w)
-	}
-	if i < 0 {
-		return
-	}
-	q.waiters = slices.Delete(q.waiters, i, i+1)
+	q.waiters = slices.DeleteFunc(q.waiters, func(x *waiter) bool { return x == w })
 	if q.woken == w {
 		// It was woken and left before its attempt ended (its context
 		// ended, or the attempt failed): the release it was woken for must
@@ -174,6 +178,17 @@ func (n *notices) leave(ctx context.Context, key string, w *waiter) {
 		// cut the command short.
 		_ = n.pubsub.Unsubscribe(context.WithoutCancel(ctx), releasedChannel(key))
 	}
+}
+
+// recycle returns w to the pool, without a wake-up or a running timer.
+// n.mu must be held: no wake-up can be sent to w after it has left.
+func recycle(w *waiter) {
+	select {
+	case <-w.wake:
+	default:
+	}
+	w.timer.Stop()
+	waiterPool.Put(w)
 }
 
 // tried ends w's attempt. A woken waiter that failed is woken again at once
@@ -311,10 +326,10 @@ func (n *notices) retry(ctx context.Context, key string, wait time.Duration, try
 	}
 	w := n.join(ctx, key)
 	if w == nil {
-		return spin(ctx, deadline, minBackoff, nil, try)
+		return retry(ctx, time.Until(deadline), try)
 	}
 	defer n.leave(ctx, key, w)
-	return spin(ctx, deadline, maxBackoff, w.wake, func() (bool, error) {
+	return spin(ctx, deadline, maxBackoff, w.wake, w.timer, func() (bool, error) {
 		ok, err := try()
 		n.tried(key, w, ok)
 		return ok, err

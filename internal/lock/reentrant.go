@@ -52,8 +52,12 @@ func (r *Reentrant) Acquire(ctx context.Context, key string, opt Options) (Lease
 		owner = newToken()
 	}
 	ttl := opt.ttl().Milliseconds()
+	keys := []string{key}
+	// Boxed once, not on every attempt: the acquire script takes owner and
+	// TTL, the release script those and the channel suffix.
+	args := []any{owner, ttl, releasedSuffixArg}
 	err := r.notices.retry(ctx, key, opt.Wait, func() (bool, error) {
-		holds, err := reentrantAcquireScript.Run(ctx, r.rdb, []string{key}, owner, ttl).Int()
+		holds, err := reentrantAcquireScript.Run(ctx, r.rdb, keys, args[:2]...).Int()
 		if err != nil {
 			return false, fmt.Errorf("lock %s: reentrant acquire: %w", key, err)
 		}
@@ -62,7 +66,7 @@ func (r *Reentrant) Acquire(ctx context.Context, key string, opt Options) (Lease
 	if err != nil {
 		return nil, err
 	}
-	return &reentrantLease{rdb: r.rdb, notices: r.notices, key: key, owner: owner, ttl: ttl}, nil
+	return &reentrantLease{rdb: r.rdb, notices: r.notices, key: key, owner: owner, keys: keys, args: args}, nil
 }
 
 // Close ends the subscription that wakes waiters, and waits for its
@@ -76,7 +80,8 @@ type reentrantLease struct {
 	rdb        RedisClient
 	notices    *notices // the Locker's, to wake its next waiter at once
 	key, owner string
-	ttl        int64
+	keys       []string // {key}, for the release script
+	args       []any    // the release script's: owner, TTL, channel suffix
 	released   atomic.Bool
 }
 
@@ -85,7 +90,7 @@ func (l *reentrantLease) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	l.notices.releasing(l.key, l.owner)
-	holds, err := reentrantReleaseScript.Run(ctx, l.rdb, []string{l.key}, l.owner, l.ttl, releasedChannel(l.key)).Int()
+	holds, err := reentrantReleaseScript.Run(ctx, l.rdb, l.keys, l.args...).Int()
 	// The last hold frees the lock; after an error it may be free.
 	l.notices.released(l.key, l.owner, err != nil || holds == 0)
 	if err != nil {

@@ -2,8 +2,9 @@
 -- deletes the lock and announces it, so that waiters wake at once. A release
 -- that leaves holds renews the TTL: the owner is still at work.
 -- KEYS[1] lock key; ARGV[1] owner; ARGV[2] TTL in milliseconds; ARGV[3] the
--- channel to PUBLISH the release on. The notice carries the owner, so that
--- the releasing client can tell its own notices from other clients'.
+-- suffix that makes KEYS[1] the channel to PUBLISH the release on. The
+-- notice carries the owner, so that the releasing client can tell its own
+-- notices from other clients'.
 -- Returns the holds left, or -1 if the owner held no hold (the lock expired
 -- or belongs to someone else).
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
@@ -15,5 +16,5 @@ if holds > 0 then
 	return holds
 end
 redis.call("DEL", KEYS[1])
-redis.call("PUBLISH", ARGV[3], ARGV[1])
+redis.call("PUBLISH", KEYS[1] .. ARGV[3], ARGV[1])
 return 0

@@ -45,11 +45,15 @@ func NewToken(rdb RedisClient) *Token { return &Token{rdb: rdb, notices: newNoti
 
 // Acquire sets key to a fresh random token if the key is absent.
 func (t *Token) Acquire(ctx context.Context, key string, opt Options) (Lease, error) {
-	return t.acquire(ctx, key, opt)
+	l, err := t.acquire(ctx, key, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
 }
 
-func (t *Token) acquire(ctx context.Context, key string, opt Options) (*tokenLease, error) {
-	value := newToken()
+func (t *Token) acquire(ctx context.Context, key string, opt Options) (tokenLease, error) {
+	var value any = newToken() // boxed once, not per attempt and release
 	ttl := opt.ttl()
 	err := t.notices.retry(ctx, key, opt.Wait, func() (bool, error) {
 		ok, err := t.rdb.SetNX(ctx, key, value, ttl).Result()
@@ -59,9 +63,9 @@ func (t *Token) acquire(ctx context.Context, key string, opt Options) (*tokenLea
 		return ok, nil
 	})
 	if err != nil {
-		return nil, err
+		return tokenLease{}, err
 	}
-	return &tokenLease{rdb: t.rdb, notices: t.notices, key: key, value: value}, nil
+	return tokenLease{rdb: t.rdb, notices: t.notices, key: key, value: value}, nil
 }
 
 // newToken returns a random owner value: 128 bits from crypto/rand, as
@@ -74,17 +78,19 @@ func newToken() string { return rand.Text() }
 func (t *Token) Close() error { return t.notices.Close() }
 
 type tokenLease struct {
-	rdb        RedisClient
-	notices    *notices // the Locker's, to wake its next waiter at once
-	key, value string
+	rdb     RedisClient
+	notices *notices // the Locker's, to wake its next waiter at once
+	key     string
+	value   any // the owner's random string, boxed once
 }
 
 func (l *tokenLease) Release(ctx context.Context) error {
-	l.notices.releasing(l.key, l.value)
-	n, err := releaseScript.Run(ctx, l.rdb, []string{l.key}, l.value, releasedChannel(l.key)).Int()
+	payload := l.value.(string)
+	l.notices.releasing(l.key, payload)
+	n, err := releaseScript.Run(ctx, l.rdb, []string{l.key}, l.value, releasedSuffixArg).Int()
 	// After an error the lock may be free: a waiter woken for nothing
 	// costs one attempt, one left asleep a poll.
-	l.notices.released(l.key, l.value, err != nil || n == 1)
+	l.notices.released(l.key, payload, err != nil || n == 1)
 	if err != nil {
 		return fmt.Errorf("lock %s: release: %w", l.key, err)
 	}

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	_ "embed"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +15,7 @@ var renewLua string
 var renewScript = redis.NewScript(renewLua)
 
 // Watchdog is Token with Redisson's watchdog: while the lease is held, a
-// goroutine renews it every TTL/3, so a holder that is slow (paused by GC, a
+// timer renews it every TTL/3, so a holder that is slow (paused by GC, a
 // slow call) keeps its lock and nobody enters beside it, while a holder that
 // dies stops renewing and its lock expires after one TTL. If a renewal finds
 // the lock gone, or no renewal has succeeded for a whole TTL, the lease's
@@ -45,11 +46,14 @@ func (w *Watchdog) Acquire(ctx context.Context, key string, opt Options) (Lease,
 	if err != nil {
 		return nil, err
 	}
-	// The renewals outlive Acquire's context (a request's, typically) and
-	// end with the lease; they keep its values for tracing.
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &watchdogLease{tokenLease: tl, cancel: cancel, lost: make(chan struct{}), done: make(chan struct{})}
-	go l.renew(rctx, opt.ttl())
+	l := &watchdogLease{tokenLease: tl, ctx: ctx, ttl: opt.ttl(), renewed: time.Now()}
+	// A timer rather than a goroutine with a ticker: nothing runs, and
+	// nothing is allocated, between renewals, and Release need not wait
+	// for a goroutine to notice that it should end. The mutex orders the
+	// assignment before the first renewal.
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.period(), l.renew)
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -58,48 +62,75 @@ func (w *Watchdog) Acquire(ctx context.Context, key string, opt Options) (Lease,
 func (w *Watchdog) Close() error { return w.token.Close() }
 
 type watchdogLease struct {
-	*tokenLease
-	cancel context.CancelFunc
-	lost   chan struct{} // closed by renew when the lock is found lost
-	done   chan struct{} // closed when renew returns
+	tokenLease
+	// ctx is Acquire's: the renewals outlive its cancellation (a
+	// request's, typically) and end with the lease, but keep its values
+	// for tracing.
+	ctx context.Context
+	ttl time.Duration
+
+	timer *time.Timer // the next renewal, run by the timer's goroutine
+	mu    sync.Mutex
+	// cancel aborts the renewal in flight; nil between renewals.
+	cancel  context.CancelFunc
+	halted  bool           // no renewal is to start any more
+	running sync.WaitGroup // the renewal in flight
+	renewed time.Time      // the last confirmed renewal (or the acquisition)
+	gone    bool           // a renewal found the lock lost
+	lost    chan struct{}  // made by Lost; closed when gone
 }
 
-// renew extends the lock every ttl/3 until cancelled or the lock is lost.
-// A third of the TTL leaves two more attempts before the lock expires when
-// one renewal is slow or fails.
-func (l *watchdogLease) renew(ctx context.Context, ttl time.Duration) {
-	defer close(l.done)
-	tick := time.NewTicker(max(ttl/3, time.Millisecond)) // a ticker needs a positive period
-	defer tick.Stop()
-	renewed := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Millisecond))
-		n, err := renewScript.Run(cctx, l.rdb, []string{l.key}, l.value, ttl.Milliseconds()).Int()
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil && n == 1:
-			renewed = time.Now()
-			continue
-		case err == nil, time.Since(renewed) >= ttl:
-			// Gone, or unconfirmed for longer than it can have lasted.
-			close(l.lost)
-			return
-		}
-		// A failed renewal with time left: the next tick tries again.
+// period is the time between renewals: a third of the TTL leaves two more
+// attempts before the lock expires when one renewal is slow or fails.
+func (l *watchdogLease) period() time.Duration { return max(l.ttl/3, time.Millisecond) }
+
+// renew extends the lock once and schedules the next renewal, unless the
+// lease was halted or the lock is lost.
+func (l *watchdogLease) renew() {
+	l.mu.Lock()
+	if l.halted {
+		l.mu.Unlock()
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.period())
+	l.cancel = cancel
+	l.running.Add(1)
+	l.mu.Unlock()
+	defer l.running.Done()
+
+	n, err := renewScript.Run(ctx, l.rdb, []string{l.key}, l.value, l.ttl.Milliseconds()).Int()
+	cancel()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel = nil
+	switch {
+	case l.halted:
+		return
+	case err == nil && n == 1:
+		l.renewed = time.Now()
+	case err == nil, time.Since(l.renewed) >= l.ttl:
+		// Gone, or unconfirmed for longer than it can have lasted.
+		l.gone = true
+		if l.lost != nil {
+			close(l.lost)
+		}
+		return
+	}
+	// Renewed, or a failed renewal with time left: the next one tries again.
+	l.timer.Reset(l.period())
 }
 
-// halt stops the renewals and waits for them to end.
+// halt stops the renewals and waits for one in flight to end.
 func (l *watchdogLease) halt() {
-	l.cancel()
-	<-l.done
+	l.mu.Lock()
+	l.halted = true
+	l.timer.Stop()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+	l.running.Wait()
 }
 
 // Release stops the renewals, then releases as Token does.
@@ -108,8 +139,19 @@ func (l *watchdogLease) Release(ctx context.Context) error {
 	return l.tokenLease.Release(ctx)
 }
 
-// Lost is closed when a renewal finds the lock no longer this lease's.
-func (l *watchdogLease) Lost() <-chan struct{} { return l.lost }
+// Lost is closed when a renewal finds the lock no longer this lease's. It
+// is made on first use: most holders never ask.
+func (l *watchdogLease) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil {
+		l.lost = make(chan struct{})
+		if l.gone {
+			close(l.lost)
+		}
+	}
+	return l.lost
+}
 
 // Abandon stops the renewals without releasing, as a crashed holder would.
 func (l *watchdogLease) Abandon() { l.halt() }
