@@ -51,9 +51,10 @@ var releasedSuffixArg any = releasedSuffix
 // Redis, not a spin, and in the service the releaser has gone back to its
 // request, so the waiter woken for the release is the one to serve.
 //
-// A release by this Locker wakes its next waiter at once, without waiting
-// for its own notice to come back from Redis; the notice then only tells
-// the other processes. Releases by other processes arrive as notices.
+// A release by this Locker wakes its next waiter as it is sent, without
+// waiting for its reply or for its own notice to come back from Redis (see
+// releasing); the notice then only tells the other processes. Releases by
+// other processes arrive as notices.
 //
 // The notice is the primary wake-up but never needed for correctness: a
 // waiter also polls, on a long jittered backoff, for the frees that send
@@ -218,14 +219,20 @@ func (n *notices) tried(key string, w *waiter, ok bool) {
 
 // releasing is called before this Locker sends a release of key that
 // publishes payload, and released after, with whether the lock is now free.
-// The next waiter is woken then, at once, and the notice, which may come
-// back before the reply, wakes nobody.
+//
+// The next waiter is woken before the release is sent, not when its reply
+// comes: its attempt then reaches Redis right behind the release, and the
+// lock changes hands in about one round trip instead of two. If the attempt
+// overtakes the release and fails, released wakes the waiter again (see
+// wakeNext: the release counts as missed while it tries). The notice, which
+// may come back before the reply, wakes nobody.
 func (n *notices) releasing(key, payload string) {
 	n.onQueue(key, func(q *queue) {
 		if len(q.echoes) == maxEchoes {
 			q.echoes = slices.Delete(q.echoes, 0, 1)
 		}
 		q.echoes = append(q.echoes, payload)
+		n.wakeNext(q)
 	})
 }
 

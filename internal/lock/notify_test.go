@@ -121,6 +121,37 @@ func TestOwnReleaseWakesNextWaiterAtOnce(t *testing.T) {
 	}
 }
 
+// TestWaiterWokenBeforeReleaseTriesAgain shows that a waiter woken as its
+// Locker sends a release, whose attempt reaches Redis before the release
+// and fails, is woken again once the release is done, whichever ends first.
+func TestWaiterWokenBeforeReleaseTriesAgain(t *testing.T) {
+	b := testBackends(t)
+	l := NewToken(b.Redis)
+	t.Cleanup(func() { l.Close() })
+	key := newKey(t, b.Redis)
+	ws := queued(t, l, b.Redis, key, 1)
+	n, w := l.notices, ws[0]
+	for _, attemptEndsFirst := range []bool{true, false} {
+		n.releasing(key, "payload")
+		if !woken(w) {
+			t.Fatal("a release being sent woke nobody")
+		}
+		<-w.wake
+		if attemptEndsFirst {
+			n.tried(key, w, false) // overtook the release: still held
+			n.released(key, "payload", true)
+		} else {
+			n.released(key, "payload", true)
+			n.tried(key, w, false)
+		}
+		if !woken(w) {
+			t.Fatalf("attempt ended first: %v; the failed waiter was not woken again after the release", attemptEndsFirst)
+		}
+		<-w.wake
+		n.tried(key, w, false)
+	}
+}
+
 // TestNewcomerQueuesBehindWokenWaiter shows that an Acquire arriving while
 // a woken waiter is on its way to the lock does not try before it, that
 // the wake-up passes to the newcomer when the woken waiter leaves without
