@@ -105,8 +105,8 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 		// One INSERT is atomic by itself: GORM's default BEGIN/COMMIT around
 		// every write would triple the round trips of each order.
 		SkipDefaultTransaction: true,
-		Logger:         logger.Discard,
-		PrepareStmt:    true,
+		Logger:                 logger.Discard,
+		PrepareStmt:            true,
 	}
 	var (
 		db  *gorm.DB
