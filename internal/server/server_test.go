@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"seckill/internal/app"
 	"seckill/internal/order"
 	"seckill/internal/testenv"
@@ -480,5 +482,33 @@ func TestLocksListTheLadder(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("ladder %v, want %v", names, want)
+	}
+}
+
+// TestRedisGoneIs503: with Redis unreachable a purchase, a read and the
+// health check answer 503, never 500, and the database gains no order.
+func TestRedisGoneIs503(t *testing.T) {
+	mr := miniredis.RunT(t)
+	cfg := testenv.Config(t)
+	cfg.RedisAddr = mr.Addr()
+	e := start(t, cfg)
+	id := e.reset(product{"stock": 5})
+	mr.Close()
+	var ae apiError
+	if st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, &ae); st != http.StatusServiceUnavailable || ae.Code != "unavailable" {
+		t.Errorf("purchase without Redis: %d %+v, want 503 unavailable", st, ae)
+	}
+	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, &ae); st != http.StatusServiceUnavailable {
+		t.Errorf("product read without Redis: %d, want 503", st)
+	}
+	if st := e.do("GET", "/healthz", nil, nil); st != http.StatusServiceUnavailable {
+		t.Errorf("healthz without Redis: %d, want 503", st)
+	}
+	var orders int64
+	if err := e.srv.DB().Table("orders").Where("product_id = ?", id).Count(&orders).Error; err != nil || orders != 0 {
+		t.Errorf("orders written without Redis: %d (%v)", orders, err)
+	}
+	if err := mr.Restart(); err != nil { // back, on the same address, for the clean-up
+		t.Fatal(err)
 	}
 }
