@@ -37,3 +37,26 @@ func FencedGet(ctx context.Context, rdb redis.Scripter, key string, token uint64
 	}
 	return v, nil
 }
+
+//go:embed fenced_incr.lua
+var fencedIncrLua string
+
+var fencedIncrScript = redis.NewScript(fencedIncrLua)
+
+// FencedIncr adds delta to key as the holder of token, and records token as
+// the highest seen, under the same rule as FencedSet: a holder with an older
+// token can no longer write key afterwards, so a unit given back cannot be
+// overwritten by a stale read-modify-write. It returns ErrStaleToken if a
+// newer token was seen already.
+//
+// Round trips: one.
+func FencedIncr(ctx context.Context, rdb redis.Scripter, key string, delta int64, token uint64) error {
+	n, err := fencedIncrScript.Run(ctx, rdb, []string{key, fenceKey(key)}, delta, token).Int()
+	if err != nil {
+		return fmt.Errorf("fenced incr %s: %w", key, err)
+	}
+	if n == 0 {
+		return ErrStaleToken
+	}
+	return nil
+}

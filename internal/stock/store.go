@@ -1,6 +1,7 @@
 package stock
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -70,7 +71,16 @@ type Request struct {
 	Hold time.Duration
 	// Abandon leaves the lock held, as a holder that crashed would.
 	Abandon bool
+	// GiveBackWait is how long a give-back waits for the shard's lock. It
+	// must outlast the longest a live holder may hold it (the largest Hold
+	// allowed, plus round trips): after that, whoever holds the lock is a
+	// crashed holder that will never write, and the unit goes back without
+	// it. Default: 15s.
+	GiveBackWait time.Duration
 }
+
+// DefaultGiveBackWait is Request.GiveBackWait's default.
+const DefaultGiveBackWait = 15 * time.Second
 
 // Taken describes a unit that was taken.
 type Taken struct {
@@ -80,6 +90,9 @@ type Taken struct {
 	// LeaseLost reports that the lock was no longer this holder's when it
 	// released it: its lease expired inside the critical section.
 	LeaseLost bool
+	// ReleaseErr is a release that failed after the unit was taken. The
+	// unit is taken all the same (the write landed); the lock expires.
+	ReleaseErr error
 }
 
 // Store takes units of stock. It keeps, per product and per process, the
@@ -92,8 +105,21 @@ type Store struct {
 }
 
 type state struct {
-	next    atomic.Uint64
-	soldOut atomic.Bool
+	next atomic.Uint64
+	// flag is the sold-out flag in its lowest bit and, above it, the number
+	// of times it was cleared. A purchase that found every shard empty sets
+	// the flag only if no unit came back since it read the word, so a
+	// give-back racing with that purchase's scan is never hidden.
+	flag atomic.Uint64
+}
+
+func (st *state) clear() {
+	for {
+		w := st.flag.Load()
+		if st.flag.CompareAndSwap(w, (w>>1+1)<<1) {
+			return
+		}
+	}
 }
 
 // NewStore returns a store on rdb and db.
@@ -108,10 +134,19 @@ func (s *Store) state(id int64) *state {
 }
 
 // SoldOut reports the process's sold-out flag for a product.
-func (s *Store) SoldOut(id int64) bool { return s.state(id).soldOut.Load() }
+func (s *Store) SoldOut(id int64) bool { return s.state(id).flag.Load()&1 == 1 }
 
 // ClearSoldOut forgets the sold-out flag, after stock was added anywhere.
-func (s *Store) ClearSoldOut(id int64) { s.state(id).soldOut.Store(false) }
+func (s *Store) ClearSoldOut(id int64) { s.state(id).clear() }
+
+// ClearAllSoldOut forgets every product's flag, when stock may have come
+// back unseen (a missed notice).
+func (s *Store) ClearAllSoldOut() {
+	s.products.Range(func(_, st any) bool {
+		st.(*state).clear()
+		return true
+	})
+}
 
 // Layout sets a product's stock to total, split over its shards, in the store
 // its mode uses; the other store is emptied, so a unit is in one place only.
@@ -207,7 +242,8 @@ func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 			ErrWrongStore, p.ID, p.Where, r.Mode, r.Mode.Store())
 	}
 	st := s.state(p.ID)
-	if st.soldOut.Load() {
+	flag := st.flag.Load()
+	if flag&1 == 1 {
 		return Taken{}, ErrSoldOut
 	}
 	first := int(st.next.Add(1) % uint64(p.Shards))
@@ -224,7 +260,7 @@ func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 		}
 	}
 	if p.Fallback {
-		st.soldOut.Store(true)
+		st.flag.CompareAndSwap(flag, flag|1)
 	}
 	return t, ErrSoldOut
 }
@@ -275,9 +311,14 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 		defer func() {
 			rerr := lease.Release(ctx)
 			switch {
+			case rerr == nil:
 			case errors.Is(rerr, lock.ErrNotHeld):
 				t.LeaseLost = true
-			case rerr != nil && err == nil:
+			case taken:
+				// The write landed: failing now would strand the unit
+				// between the store and the orders. The lock expires.
+				t.ReleaseErr = rerr
+			case err == nil:
 				err = fmt.Errorf("releasing lock of shard %d: %w", t.Shard, rerr)
 			}
 		}()
@@ -341,31 +382,45 @@ func pause(ctx context.Context, d time.Duration) error {
 // it came from, so that it is in the store again and not lost.
 //
 // In rmw mode the unit goes back under the shard's lock, because an INCR
-// that lands between another holder's GET and SET would be overwritten. If
-// the lock cannot be had, an unlocked INCR is still better than a lost unit.
+// that lands between another holder's GET and SET is overwritten; under a
+// fenced lock it goes back through the fence, so that a holder paused with an
+// older token cannot overwrite it either. Only when the lock stays held past
+// GiveBackWait, longer than any live holder holds it, does the unit go back
+// without it.
 func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) error {
 	id := r.Product.ID
+	var err error
 	switch r.Mode {
 	case DB:
-		err := s.db.WithContext(ctx).Model(&Shard{}).
+		err = s.db.WithContext(ctx).Model(&Shard{}).
 			Where("product_id = ? AND shard = ?", id, t.Shard).
 			Update("stock", gorm.Expr("stock + 1")).Error
-		if err != nil {
-			return fmt.Errorf("giving a unit back to SQL shard %d of product %d: %w", t.Shard, id, err)
-		}
 	case RMW:
-		opt := r.Lock
-		opt.Wait = max(opt.Wait, 2*opt.TTL, time.Second)
-		if lease, err := r.Locker.Acquire(ctx, LockKey(id, t.Shard), opt); err == nil {
-			defer lease.Release(ctx) // a lost lease changes nothing here: INCR is atomic
-		}
-		fallthrough
+		err = s.giveBackLocked(ctx, r, t)
 	default:
 		keys := []string{StockKey(id, t.Shard), BuyersKey(id)}
-		if err := giveBackScript.Run(ctx, s.rdb, keys, r.UserID).Err(); err != nil {
-			return fmt.Errorf("giving a unit back to shard %d of product %d: %w", t.Shard, id, err)
-		}
+		err = giveBackScript.Run(ctx, s.rdb, keys, r.UserID).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("giving a unit back to shard %d of product %d: %w", t.Shard, id, err)
 	}
 	s.ClearSoldOut(id)
 	return nil
+}
+
+func (s *Store) giveBackLocked(ctx context.Context, r Request, t Taken) error {
+	key := StockKey(r.Product.ID, t.Shard)
+	opt := lock.Options{TTL: r.Lock.TTL, Wait: cmp.Or(r.GiveBackWait, DefaultGiveBackWait)}
+	lease, err := r.Locker.Acquire(ctx, LockKey(r.Product.ID, t.Shard), opt)
+	if errors.Is(err, lock.ErrNotObtained) {
+		return s.rdb.Incr(ctx, key).Err() // the holder is dead: nobody is between GET and SET
+	}
+	if err != nil {
+		return err
+	}
+	defer lease.Release(ctx) // a lost lease changes nothing here: the write below is atomic
+	if tok := lease.Token(); tok > 0 {
+		return lock.FencedIncr(ctx, s.rdb, key, 1, tok)
+	}
+	return s.rdb.Incr(ctx, key).Err()
 }

@@ -3,6 +3,7 @@ package stock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -210,5 +211,125 @@ func TestLayoutReplacesTheOldShards(t *testing.T) {
 	}
 	if levels, _ = s.Levels(ctx, p); levels[0]+levels[1] != 0 {
 		t.Errorf("Redis still holds %v after the product moved to SQL", levels)
+	}
+}
+
+// failingRelease wraps a Locker whose releases fail like a lost reply.
+type failingRelease struct{ lock.Locker }
+
+type failingLease struct{ lock.Lease }
+
+func (f failingRelease) Acquire(ctx context.Context, key string, opt lock.Options) (lock.Lease, error) {
+	l, err := f.Locker.Acquire(ctx, key, opt)
+	if err != nil {
+		return nil, err
+	}
+	return failingLease{l}, nil
+}
+
+func (f failingLease) Release(ctx context.Context) error {
+	f.Lease.Release(ctx)
+	return errors.New("i/o timeout")
+}
+
+// A release that fails after the write landed must not fail the take: the
+// unit left the shard, so the caller must record it (or give it back).
+func TestReleaseErrorAfterTheWriteKeepsTheUnitTaken(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
+	if err := s.Layout(ctx, p, 5); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := s.Take(ctx, stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: failingRelease{lock.NewLocal()}})
+	if err != nil {
+		t.Fatalf("take with a failing release: %v, want the unit taken", err)
+	}
+	if tk.ReleaseErr == nil {
+		t.Error("the failed release is not reported")
+	}
+	if levels, _ := s.Levels(ctx, p); levels[0] != 4 {
+		t.Errorf("levels %v, want 4 left", levels)
+	}
+}
+
+// A unit given back under a fenced lock goes through the fence: a holder
+// paused with an older token cannot write its stale result over it.
+func TestFencedGiveBackShutsOutAStaleHolder(t *testing.T) {
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
+	if err := s.Layout(ctx, p, 5); err != nil {
+		t.Fatal(err)
+	}
+	fenced := lock.NewFenced(rdb)
+	t.Cleanup(func() { fenced.Close() })
+	req := stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: fenced}
+	taken, err := s.Take(ctx, req) // stock 4; its order will "fail"
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stale holder: reads 4 with its token, then loses its lease.
+	key := stock.StockKey(1, 0)
+	stale, err := fenced.Acquire(ctx, stock.LockKey(1, 0), lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := lock.FencedGet(ctx, rdb, key, stale.Token()); err != nil || v != "4" {
+		t.Fatalf("stale holder reads %q, %v", v, err)
+	}
+	stale.Release(ctx)
+	if err := s.GiveBack(ctx, req, taken); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.FencedSet(ctx, rdb, key, 3, stale.Token()); !errors.Is(err, lock.ErrStaleToken) {
+		t.Errorf("the stale holder's write after the give-back: %v, want ErrStaleToken", err)
+	}
+	if levels, _ := s.Levels(ctx, p); levels[0] != 5 {
+		t.Errorf("levels %v, want the 5 units back", levels)
+	}
+}
+
+// giveBackDuring gives a unit back to shard 1, which the purchase has already
+// found empty, as it moves on to shard 0: another request of the process
+// doing so at that instant.
+type giveBackDuring struct {
+	lock.Locker
+	once  sync.Once
+	store *stock.Store
+	p     stock.Product
+}
+
+func (g *giveBackDuring) Acquire(ctx context.Context, key string, opt lock.Options) (lock.Lease, error) {
+	if key == stock.LockKey(g.p.ID, 0) {
+		g.once.Do(func() {
+			if err := g.store.GiveBack(ctx, stock.Request{Product: g.p, UserID: 99, Mode: stock.Lua}, stock.Taken{Shard: 1}); err != nil {
+				panic(err)
+			}
+		})
+	}
+	return g.Locker.Acquire(ctx, key, opt)
+}
+
+// A purchase that finds every shard empty must not set the sold-out flag
+// over a unit that came back during its scan.
+func TestSoldOutFlagDoesNotHideAUnitGivenBackMidScan(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	p := stock.Product{ID: 1, Shards: 2, Where: stock.InRedis, Fallback: true}
+	if err := s.Layout(ctx, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	locker := &giveBackDuring{Locker: lock.NewLocal(), store: s, p: p}
+	// A new product's counter starts its first purchase at shard 1, then
+	// falls back to shard 0; the unit reaches shard 1 in between.
+	if _, err := s.Take(ctx, stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: locker}); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("the scan: %v, want ErrSoldOut (both shards were empty when read)", err)
+	}
+	if s.SoldOut(p.ID) {
+		t.Fatal("the flag is set although a unit came back during the scan")
+	}
+	if _, err := s.Take(ctx, stock.Request{Product: p, UserID: 2, Mode: stock.RMW, Locker: lock.NewLocal()}); err != nil {
+		t.Errorf("the unit given back cannot be bought: %v", err)
 	}
 }
