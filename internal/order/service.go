@@ -70,11 +70,26 @@ type Service struct {
 
 	sub  *redis.PubSub
 	done chan struct{} // closed when followResets returns
+
+	// Purchases in flight, which Close waits for: once a unit is taken, the
+	// backends must stay open until it is in an order or back in the store.
+	flight  sync.Mutex
+	closing bool
+	buying  sync.WaitGroup
 }
 
-// resetChannel carries the id of a product that was reset, so that every
-// process drops its cached copy and its sold-out flag.
-const resetChannel = "seckill:product-reset"
+// Notices between the processes that sell the same products.
+const (
+	// resetChannel carries the id of a product that was reset, so that every
+	// process drops its cached copy and its sold-out flag.
+	resetChannel = "seckill:product-reset"
+	// returnChannel carries the id of a product a unit was given back to,
+	// so that every process drops its sold-out flag.
+	returnChannel = "seckill:stock-returned"
+)
+
+// ErrClosing: the service is shutting down and takes no new purchase.
+var ErrClosing = errors.New("order: shutting down")
 
 // Migrate creates or updates the tables.
 func Migrate(ctx context.Context, db *gorm.DB) error {
@@ -107,33 +122,50 @@ func NewService(db *gorm.DB, rdb *redis.Client, opt Options) (*Service, error) {
 		done:    make(chan struct{}),
 	}
 	ctx := context.Background()
-	s.sub = rdb.Subscribe(ctx, resetChannel)
-	if _, err := s.sub.Receive(ctx); err != nil { // the confirmation: no reset is missed after this
-		s.sub.Close()
-		return nil, fmt.Errorf("subscribing to %s: %w", resetChannel, err)
+	s.sub = rdb.Subscribe(ctx, resetChannel, returnChannel)
+	for range 2 { // the confirmations: no notice is missed after these
+		if _, err := s.sub.Receive(ctx); err != nil {
+			s.sub.Close()
+			return nil, fmt.Errorf("subscribing to %s and %s: %w", resetChannel, returnChannel, err)
+		}
 	}
 	go s.followResets()
 	return s, nil
 }
 
 // followResets runs until Close closes the subscription, which closes its
-// channel.
+// channel. After a reconnection the subscription is confirmed again; notices
+// sent while it was down are lost, so then every cached product and flag is
+// dropped.
 func (s *Service) followResets() {
 	defer close(s.done)
-	for msg := range s.sub.Channel() {
-		id, err := strconv.ParseInt(msg.Payload, 10, 64)
-		if err != nil {
-			s.opt.Log.Warn("ignoring a malformed reset notice", "payload", msg.Payload)
-			continue
+	for m := range s.sub.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			s.products.Clear()
+			s.stock.ClearAllSoldOut()
+		case *redis.Message:
+			id, err := strconv.ParseInt(m.Payload, 10, 64)
+			if err != nil {
+				s.opt.Log.Warn("ignoring a malformed notice", "channel", m.Channel, "payload", m.Payload)
+				continue
+			}
+			if m.Channel == resetChannel {
+				s.products.Delete(id)
+			}
+			s.stock.ClearSoldOut(id)
 		}
-		s.products.Delete(id)
-		s.stock.ClearSoldOut(id)
 	}
 }
 
-// Close stops following resets and closes the lockers that hold resources.
-// It does not close the database or Redis, which the caller owns.
+// Close refuses new purchases, waits for those in flight to finish (each is
+// bounded in time), stops following notices and closes the lockers that hold
+// resources. It does not close the database or Redis, which the caller owns.
 func (s *Service) Close() error {
+	s.flight.Lock()
+	s.closing = true
+	s.flight.Unlock()
+	s.buying.Wait()
 	err := s.sub.Close()
 	<-s.done
 	s.mu.Lock()
@@ -322,6 +354,14 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if err := s.limit(ctx, in.UserID); err != nil {
 		return Order{}, rc, err
 	}
+	s.flight.Lock()
+	if s.closing {
+		s.flight.Unlock()
+		return Order{}, rc, ErrClosing
+	}
+	s.buying.Add(1)
+	s.flight.Unlock()
+	defer s.buying.Done()
 
 	budget := s.opt.LockWait + in.Hold + 10*time.Second
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
@@ -329,22 +369,40 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	req := stock.Request{
 		Product: p.stock(), UserID: in.UserID, Mode: mode, Locker: locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: in.Fault.Lock},
-		Hold: in.Hold, Abandon: in.Fault.Abandon,
+		Hold: in.Hold, Abandon: in.Fault.Abandon, GiveBackWait: MaxHold + 5*time.Second,
 	}
 	taken, err := s.stock.Take(ctx, req)
 	rc.LockWait, rc.LeaseLost = taken.LockWait, taken.LeaseLost
 	if err != nil {
 		return Order{}, rc, err
 	}
+	if taken.ReleaseErr != nil {
+		s.opt.Log.Warn("the lock was not released after the unit was taken; it will expire",
+			"product", p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
+	}
 	o, err := s.record(ctx, in, rc, taken)
 	if err != nil {
-		if gerr := s.stock.GiveBack(ctx, req, taken); gerr != nil {
-			s.opt.Log.Error("a unit could not be given back after a failed order",
-				"product", p.ID, "shard", taken.Shard, "user", in.UserID, "order_error", err, "error", gerr)
-		}
+		s.giveBack(ctx, req, taken, err)
 		return Order{}, rc, err
 	}
 	return o, rc, nil
+}
+
+// giveBack returns the unit of a purchase whose order was not written. It
+// runs on a context of its own: the purchase's may be the very thing that
+// ran out.
+func (s *Service) giveBack(ctx context.Context, req stock.Request, t stock.Taken, cause error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.GiveBackWait+10*time.Second)
+	defer cancel()
+	if err := s.stock.GiveBack(ctx, req, t); err != nil {
+		s.opt.Log.Error("a unit could not be given back after a failed order",
+			"product", req.Product.ID, "shard", t.Shard, "user", req.UserID, "order_error", cause, "error", err)
+		return
+	}
+	if err := s.rdb.Publish(ctx, returnChannel, req.Product.ID).Err(); err != nil {
+		s.opt.Log.Warn("other processes were not told of a unit given back; their sold-out flag stays until a reset",
+			"product", req.Product.ID, "error", err)
+	}
 }
 
 // record draws an order id and writes the order.
@@ -359,6 +417,14 @@ func (s *Service) record(ctx context.Context, in Purchase, rc Receipt, t stock.T
 		return Order{}, fmt.Errorf("%w: user %d, product %d", stock.ErrAlreadyBought, in.UserID, in.ProductID)
 	}
 	if err != nil {
+		// The INSERT may have committed with its answer lost; giving the
+		// unit back then would put it in both places. The id is ours, so ask.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var n int64
+		if cerr := s.db.WithContext(cctx).Model(&Order{}).Where("id = ?", int64(id)).Count(&n).Error; cerr == nil && n == 1 {
+			return o, nil
+		}
 		return Order{}, fmt.Errorf("writing order %s: %w", id, err)
 	}
 	return o, nil
