@@ -42,7 +42,7 @@ func (s *Server) fail(c *gin.Context, status int, code, msg string) {
 func (s *Server) failErr(c *gin.Context, err error) {
 	status, code := classify(err)
 	msg := err.Error()
-	if status == http.StatusServiceUnavailable && code == codeUnavailable {
+	if status == http.StatusServiceUnavailable && code == codeUnavailable && !errors.Is(err, order.ErrClosing) {
 		// The cause (an address, a driver message) is for the log, not the client.
 		s.deps.Log.Error("request failed", "route", c.FullPath(), "error", err)
 		msg = "a backend (Redis or the database) did not answer; nothing was sold, try again"

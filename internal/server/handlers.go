@@ -126,11 +126,11 @@ type orderRequest struct {
 	ProductID *int64 `json:"product_id"`
 	Lock      string `json:"lock"`
 	Mode      string `json:"mode"`
-	HoldMS    int    `json:"hold_ms"`
+	HoldMS    int64  `json:"hold_ms"`
 	// The lock ladder's faults.
-	Abandon           bool `json:"abandon"`
-	CrashBeforeExpire bool `json:"crash_before_expire"`
-	ClockSkewMS       int  `json:"clock_skew_ms"`
+	Abandon           bool  `json:"abandon"`
+	CrashBeforeExpire bool  `json:"crash_before_expire"`
+	ClockSkewMS       int64 `json:"clock_skew_ms"`
 }
 
 // lockWaitHeader carries the time a purchase spent acquiring locks, so that
@@ -147,8 +147,14 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, codeBadRequest, "user_id and product_id are required")
 		return
 	}
-	if req.HoldMS < 0 || time.Duration(req.HoldMS)*time.Millisecond > order.MaxHold {
+	// Compare in milliseconds: a huge value would overflow a Duration and
+	// wrap into range.
+	if req.HoldMS < 0 || req.HoldMS > order.MaxHold.Milliseconds() {
 		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
+		return
+	}
+	if limit := order.MaxClockSkew.Milliseconds(); req.ClockSkewMS < -limit || req.ClockSkewMS > limit {
+		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{

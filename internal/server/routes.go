@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -24,9 +25,16 @@ func (s *Server) routes(r *gin.Engine) {
 		api.GET("/runs/:id", func(c *gin.Context) { s.deps.Runs.Get(c.Writer, c.Request, c.Param("id")) })
 	}
 
+	noRoute := func(c *gin.Context) { s.fail(c, http.StatusNotFound, codeNotFound, "no such route") }
 	if s.deps.Web != nil {
-		r.NoRoute(gin.WrapH(http.FileServerFS(s.deps.Web)))
-	} else {
-		r.NoRoute(func(c *gin.Context) { s.fail(c, http.StatusNotFound, codeNotFound, "no such route") })
+		files := gin.WrapH(http.FileServerFS(s.deps.Web))
+		noRoute = func(c *gin.Context) {
+			if strings.HasPrefix(c.Request.URL.Path, "/api/") {
+				s.fail(c, http.StatusNotFound, codeNotFound, "no such route")
+				return
+			}
+			files(c)
+		}
 	}
+	r.NoRoute(noRoute)
 }

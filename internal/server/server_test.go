@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -366,6 +367,8 @@ func TestBadInput(t *testing.T) {
 		{"mode from the other store", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "mode": "db"}`, 400, "bad_request", "keeps its stock in redis"},
 		{"negative hold", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold_ms": -1}`, 400, "bad_request", "hold_ms"},
 		{"huge hold", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold_ms": 3600000}`, 400, "bad_request", "hold_ms"},
+		{"hold that overflows a duration", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold_ms": 18446744073710}`, 400, "bad_request", "hold_ms"},
+		{"clock skew beyond an hour", "POST", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "clock_skew_ms": 9223372036854775807}`, 400, "bad_request", "clock_skew_ms"},
 		{"no such product", "POST", "/api/orders", `{"user_id": 1, "product_id": 999999999999999}`, 404, "not_found", "product 999999999999999"},
 		{"body too large", "POST", "/api/orders", `{"user_id": 1, "pad": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "too_large", "larger than"},
 		{"product path not a number", "GET", "/api/products/abc", ``, 400, "bad_request", "product id must be a positive integer"},
@@ -378,6 +381,7 @@ func TestBadInput(t *testing.T) {
 		{"reset too many shards", "POST", "/api/products", `{"id": 5, "stock": 1, "shards": 65}`, 400, "bad_request", "shards must be between"},
 		{"reset unknown lock", "POST", "/api/products", `{"id": 5, "stock": 1, "lock": "spinlock"}`, 400, "bad_request", "spinlock"},
 		{"unknown route", "GET", "/api/nothing", ``, 404, "not_found", "no such route"},
+		{"unknown api route beside the page", "GET", "/api/nothing/here", ``, 404, "not_found", "no such route"},
 		{"wrong method", "DELETE", "/api/orders", ``, 405, "bad_request", "method not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -510,5 +514,23 @@ func TestRedisGoneIs503(t *testing.T) {
 	}
 	if err := mr.Restart(); err != nil { // back, on the same address, for the clean-up
 		t.Fatal(err)
+	}
+}
+
+func TestUnknownAPIRouteBesideThePageIsJSON(t *testing.T) {
+	page := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>lab</title>")}}
+	e := &env{t: t, srv: testenv.Start(t, testenv.Config(t), app.Extras{Web: page}), client: http.DefaultClient}
+	var ae apiError
+	if st := e.do("GET", "/api/nothing", nil, &ae); st != http.StatusNotFound || ae.Code != "not_found" {
+		t.Errorf("/api/nothing: %d %+v, want a JSON 404", st, ae)
+	}
+	resp, err := http.Get(e.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<title>lab</title>") {
+		t.Errorf("/: %d %q, want the page", resp.StatusCode, body)
 	}
 }
