@@ -7,32 +7,17 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/glebarez/sqlite"
-	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"seckill/internal/order"
 	"seckill/internal/stock"
+	"seckill/internal/testenv"
 )
 
 // newService returns a service on miniredis and an in-memory SQLite: what is
 // tested here is the service's own bookkeeping.
 func newService(t *testing.T) (*order.Service, *miniredis.Miniredis) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	db, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{Logger: logger.Discard, TranslateError: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB, _ := db.DB()
-	sqlDB.SetMaxOpenConns(1)
-	t.Cleanup(func() { sqlDB.Close() })
-	if err := order.Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
+	rdb, db, mr := testenv.Local(t)
 	svc, err := order.NewService(db, rdb, order.Options{LockWait: time.Second})
 	if err != nil {
 		t.Fatal(err)

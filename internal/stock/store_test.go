@@ -6,34 +6,19 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/glebarez/sqlite"
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"seckill/internal/lock"
 	"seckill/internal/stock"
+	"seckill/internal/testenv"
 )
 
 // newStore returns a store on miniredis and an in-memory SQLite: what is
 // tested here is the store's own logic, not the servers'.
 func newStore(t *testing.T) (*stock.Store, *redis.Client) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	db, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB, _ := db.DB()
-	sqlDB.SetMaxOpenConns(1) // one in-memory database, on one connection
-	t.Cleanup(func() { sqlDB.Close() })
-	if err := stock.Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
+	rdb, db, _ := testenv.Local(t)
 	return stock.NewStore(rdb, db), rdb
 }
 

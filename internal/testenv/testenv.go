@@ -18,10 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/glebarez/sqlite"
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"seckill/internal/app"
+	"seckill/internal/order"
 	"seckill/internal/stock"
 )
 
@@ -162,4 +167,28 @@ func DropProductKeys(t testing.TB, addr string, ids ...int64) {
 	if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
 		t.Errorf("deleting the keys of products %v: %v", ids, err)
 	}
+}
+
+// Local returns a miniredis and an in-memory SQLite with the service's
+// tables, closed when the test ends: for tests of the service's own logic,
+// which does not depend on the real servers.
+func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	db, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{Logger: logger.Discard, TranslateError: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxOpenConns(1) // one in-memory database lives on one connection
+	t.Cleanup(func() { sqlDB.Close() })
+	if err := order.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	return rdb, db, mr
 }
