@@ -152,6 +152,11 @@ const (
 // Start is POST /api/runs: it checks the spec and starts the run, 202.
 func (l *Lab) Start(w http.ResponseWriter, r *http.Request) {
 	spec, err := decodeSpec(r)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		fail(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+		return
+	}
 	if err != nil {
 		fail(w, http.StatusBadRequest, codeBadRequest, err.Error())
 		return
@@ -295,7 +300,7 @@ func decodeSpec(r *http.Request) (Spec, error) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return s, fmt.Errorf("body larger than %d bytes", tooLarge.Limit)
+		return s, fmt.Errorf("body larger than %d bytes: %w", tooLarge.Limit, err)
 	case errors.As(err, &typ):
 		return s, fmt.Errorf("field %q must be a %s, not %s", typ.Field, typ.Type, typ.Value)
 	case err != nil:

@@ -147,6 +147,10 @@ func TestStartRejectsBadSpecs(t *testing.T) {
 			}
 		})
 	}
+	var e apiError
+	if code := send(t, http.MethodPost, base+"/api/runs", `{"lock":"`+strings.Repeat("x", 70<<10)+`"}`, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" {
+		t.Errorf("a body over the limit: %d %+v, want 413 too_large", code, e)
+	}
 	select {
 	case <-ran:
 		t.Error("a rejected spec started a run")
