@@ -347,9 +347,9 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if err != nil {
 		return Order{}, rc, err
 	}
-	if mode.Store() != stock.Where(p.Store) {
-		return Order{}, rc, fmt.Errorf("%w: product %d keeps its stock in %s; mode %s takes from %s (reset the product with that mode)",
-			ErrInvalid, p.ID, p.Store, mode, mode.Store())
+	// Checked before the rate limit, so that bad input costs the buyer nothing.
+	if err := p.stock().Accepts(mode); err != nil {
+		return Order{}, rc, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := s.limit(ctx, in.UserID); err != nil {
 		return Order{}, rc, err

@@ -58,6 +58,16 @@ type Product struct {
 	Fallback bool // try the other shards when the picked one is empty
 }
 
+// Accepts returns ErrWrongStore, explained, unless m takes its units from
+// the store that holds p's stock.
+func (p Product) Accepts(m Mode) error {
+	if m.Store() == p.Where {
+		return nil
+	}
+	return fmt.Errorf("%w: product %d keeps its stock in %s; mode %s takes from %s (reset the product with that mode)",
+		ErrWrongStore, p.ID, p.Where, m, m.Store())
+}
+
 // Request is one attempt to take a unit.
 type Request struct {
 	Product Product
@@ -237,9 +247,8 @@ func (s *Store) Levels(ctx context.Context, p Product) ([]int, error) {
 // returns ErrSoldOut only when every shard it tried was empty.
 func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 	p := r.Product
-	if r.Mode.Store() != p.Where {
-		return Taken{}, fmt.Errorf("%w: product %d keeps its stock in %s; mode %s takes from %s",
-			ErrWrongStore, p.ID, p.Where, r.Mode, r.Mode.Store())
+	if err := p.Accepts(r.Mode); err != nil {
+		return Taken{}, err
 	}
 	st := s.state(p.ID)
 	flag := st.flag.Load()
