@@ -15,6 +15,11 @@ var nextLua string
 
 var nextScript = redis.NewScript(nextLua)
 
+//go:embed restore.lua
+var restoreLua string
+
+var restoreScript = redis.NewScript(restoreLua)
+
 // RedisClient is what Redis needs of a client: it only runs a script.
 type RedisClient interface {
 	redis.Scripter
@@ -85,4 +90,17 @@ func (g *Redis) NextString(ctx context.Context) (string, error) {
 // different time zones map one second to the same key.
 func (g *Redis) key(t time.Time) string {
 	return "icr:" + g.prefix + ":" + t.UTC().Format("2006:01:02")
+}
+
+// Restore moves the sequence of last's day forward to last's, if it is
+// behind: called with the highest ID known to be issued (the largest order
+// id in the database) after Redis lost its keys, it keeps the day's next IDs
+// from repeating earlier ones of the same second. It never moves a sequence
+// back.
+func (g *Redis) Restore(ctx context.Context, last ID) error {
+	key := g.key(last.Time())
+	if err := restoreScript.Run(ctx, g.rdb, []string{key}, last.Seq(), g.ttl).Err(); err != nil {
+		return fmt.Errorf("restoring %s: %w", key, err)
+	}
+	return nil
 }
