@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -66,9 +67,18 @@ func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
 			return
 		}
 		ctx := c.Request.Context()
-		keys := []string{stock.StockKey(in.ProductID, 0), stock.BuyersKey(in.ProductID)}
-		n, err := stock.TakeScript().Run(ctx, rdb, keys, in.UserID).Int()
-		o := order.Order{ProductID: in.ProductID, UserID: in.UserID, Lock: "none", Mode: string(stock.Lua)}
+		l := stock.Layout{ID: in.ProductID, Shards: 1, Epoch: 1}
+		keys := []string{l.StockKey(0), l.LedgerKey(0), l.BuyerKey(in.UserID)}
+		// The record the service writes: order key shard millis.
+		rec := "0 bare 0 " + strconv.FormatInt(time.Now().UnixMilli(), 10)
+		res, err := stock.TakeScript().Run(ctx, rdb, keys, in.UserID, rec).Slice()
+		var n int64
+		if err == nil {
+			n, _ = res[0].(int64)
+		}
+		user := in.UserID
+		o := order.Order{ProductID: in.ProductID, Sale: 1, Buyer: &user, UserID: user, Lock: "none", Mode: string(stock.Lua),
+			Status: order.Unpaid, Key: "bare"}
 		if err == nil && n == 1 && level >= evalIncr {
 			var seq int64
 			seq, err = rdb.Incr(ctx, idKey).Result()
@@ -147,7 +157,8 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	var bareProducts []int64
 	defer func() { // runs before c.stop: the clients are still open
 		cctx := context.WithoutCancel(ctx)
-		if err := rdb.Del(cctx, append(bareKeys, idKey)...).Err(); err != nil {
+		err := errors.Join(rdb.Del(cctx, append(bareKeys, idKey)...).Err(), stock.Purge(cctx, rdb, bareProducts))
+		if err != nil {
 			fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' keys:", err)
 		}
 		if len(bareProducts) > 0 {
@@ -193,7 +204,8 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 				s.Targets = c.URLs
 				row, err = harness.Run(ctx, s, nil)
 			} else {
-				keys := []string{stock.StockKey(s.ProductID, 0), stock.BuyersKey(s.ProductID)}
+				l := stock.Layout{ID: s.ProductID, Shards: 1, Epoch: 1}
+				keys := []string{l.StockKey(0), l.LedgerKey(0)}
 				bareKeys = append(bareKeys, keys...)
 				bareProducts = append(bareProducts, s.ProductID)
 				if err = rdb.Set(ctx, keys[0], s.Stock, 0).Err(); err != nil {

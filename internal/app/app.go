@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/server"
 )
@@ -28,9 +28,8 @@ type App struct {
 	Handler  *server.Server
 
 	rdb      *redis.Client
-	nodes    []*redis.Client
+	locks    *lock.Pool
 	db       *gorm.DB
-	lockSQL  *sql.DB // the mysql lock's own pool, on MySQL only
 	embedded *embeddedRedis
 	redisVer string
 	sqlVer   string
@@ -67,27 +66,22 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
 		return nil, err
 	}
-	for _, addr := range cfg.RedisAddrs {
-		n, err := openNode(ctx, addr)
-		if err != nil {
-			return nil, fmt.Errorf("redlock node: %w", err)
-		}
-		a.nodes = append(a.nodes, n)
-	}
 	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
 		return nil, err
 	}
 	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
+	pc := lock.PoolConfig{Redis: a.rdb, NodeAddrs: cfg.RedisAddrs}
 	if cfg.MySQLDSN != "" {
-		if a.lockSQL, err = openLockSQL(withParseTime(cfg.MySQLDSN)); err != nil {
-			return nil, err
-		}
+		pc.MySQLDSN = mysqlDSN(cfg.MySQLDSN)
+	}
+	if a.locks, err = lock.OpenPool(ctx, pc); err != nil {
+		return nil, err
 	}
 	if err = order.Migrate(ctx, a.db); err != nil {
 		return nil, err
 	}
-	a.Orders, err = order.NewService(a.db, a.rdb, order.Options{
-		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Nodes: a.nodes, LockSQL: a.lockSQL, Log: log,
+	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -109,14 +103,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 // DemoProduct is the product created at start when DemoStock > 0.
 const DemoProduct = 1
 
-// ensureDemo creates the demo product unless it exists: a restart against a
-// real database must not wipe a sale in progress.
+// ensureDemo creates the demo product unless it exists, in the database or
+// in Redis: a restart, or a second instance on a fresh database, must not
+// lay out again the stock of a sale in progress.
 func (a *App) ensureDemo(ctx context.Context) error {
-	_, err := a.Orders.Product(ctx, DemoProduct)
-	if !errors.Is(err, order.ErrNotFound) {
-		return err
+	_, err := a.Orders.CreateIfAbsent(ctx, order.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
+	if errors.Is(err, order.ErrExists) {
+		a.log.Info("the demo product exists; left as it is", "reason", err)
+		return nil
 	}
-	_, err = a.Orders.Reset(ctx, order.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
 	return err
 }
 
@@ -166,14 +161,11 @@ func (a *App) Close() error {
 	if a.Orders != nil {
 		errs = append(errs, a.Orders.Close())
 	}
-	for _, n := range a.nodes {
-		errs = append(errs, n.Close())
+	if a.locks != nil {
+		errs = append(errs, a.locks.Close())
 	}
 	if a.rdb != nil {
 		errs = append(errs, a.rdb.Close())
-	}
-	if a.lockSQL != nil {
-		errs = append(errs, a.lockSQL.Close())
 	}
 	if a.db != nil {
 		if sqlDB, err := a.db.DB(); err == nil {
@@ -218,9 +210,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 			Handler:           a.Handler,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      order.MaxHold + cfg.LockWait + 30*time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			// A purchase runs to its end even if the client hangs up, within
+			// its budget; the response must be allowed to outlast it.
+			WriteTimeout: a.Orders.Budget().Purchase() + 5*time.Second,
+			IdleTimeout:  2 * time.Minute,
+			ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		done: make(chan struct{}),
 	}

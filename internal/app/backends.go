@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
@@ -62,6 +62,12 @@ func (e *embeddedRedis) Close() {
 	e.mr.Close()
 }
 
+// redisStep bounds one command to the main Redis, with the client's retry:
+// order.Options.Step, the unit of a purchase's time budget.
+const redisStep = 2 * (redisTimeout + 100*time.Millisecond)
+
+const redisTimeout = 2 * time.Second
+
 func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
 	return pingRedis(ctx, redis.NewClient(&redis.Options{
 		Addr: addr,
@@ -70,23 +76,17 @@ func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
 		// connection before they queue for the lock.
 		PoolSize:     256,
 		MinIdleConns: 8,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  2 * time.Second,
-		WriteTimeout: 2 * time.Second,
-	}))
-}
-
-// openNode connects to a redlock node. Redlock waits only a few tens of
-// milliseconds for each node, so a dead node must fail at once rather than
-// be dialled again and again.
-func openNode(ctx context.Context, addr string) (*redis.Client, error) {
-	return pingRedis(ctx, redis.NewClient(&redis.Options{
-		Addr:          addr,
-		PoolSize:      256,
+		ReadTimeout:  redisTimeout,
+		WriteTimeout: redisTimeout,
+		// One retry, of a command whose answer did not come: every script
+		// that takes or returns stock is idempotent (a second run finds the
+		// first one's record), and so is a read; a retried lock acquisition
+		// can only make a holder wait out its own lease (see LOCKS.md). A
+		// Redis that is down must be said so at once, not after dialling
+		// again and again: one dial, short.
+		MaxRetries:    1,
 		DialTimeout:   500 * time.Millisecond,
 		DialerRetries: 1,
-		ReadTimeout:   time.Second,
-		WriteTimeout:  time.Second,
 	}))
 }
 
@@ -113,7 +113,7 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 		err error
 	)
 	if dsn != "" {
-		db, err = gorm.Open(mysql.Open(withParseTime(dsn)), cfg)
+		db, err = gorm.Open(mysql.Open(mysqlDSN(dsn)), cfg)
 	} else {
 		db, err = gorm.Open(sqlite.Open(sqliteDSN(sqlitePath)), cfg)
 	}
@@ -132,7 +132,11 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 	} else {
 		sqlDB.SetMaxOpenConns(ordersConns)
 		sqlDB.SetMaxIdleConns(ordersConns)
+		sqlDB.SetConnMaxIdleTime(time.Minute)
 		sqlDB.SetConnMaxLifetime(30 * time.Minute)
+		// Tables in utf8mb4 whatever the server's default (MariaDB's is
+		// latin1): a product named in Chinese must not be a 503.
+		db = db.Set("gorm:table_options", "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci")
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
@@ -141,26 +145,11 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 	return db, nil
 }
 
-// Connection budgets on MySQL. The two pools together stay well under the
-// server's default max_connections (151), leaving room for other clients.
-const (
-	ordersConns = 48
-	lockConns   = 48
-)
-
-// openLockSQL opens the mysql lock strategy's own pool (see
-// order.Options.LockSQL). Each waiting purchase holds one of its
-// connections; when all are taken, the next waiter queues for a connection
-// as it would for the lock.
-func openLockSQL(dsn string) (*sql.DB, error) {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("opening the lock pool: %w", err)
-	}
-	db.SetMaxOpenConns(lockConns)
-	db.SetMaxIdleConns(lockConns)
-	return db, nil
-}
+// ordersConns bounds the service's own pool on MySQL. With the mysql
+// lock's pool (lock.DefaultMySQLConns) an instance holds at most 40
+// connections: three instances stay inside MariaDB's default
+// max_connections (151) with room for other clients.
+const ordersConns = 24
 
 func sqliteDSN(path string) string {
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
@@ -172,16 +161,19 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?" + pragmas + "&_pragma=journal_mode(WAL)"
 }
 
-// withParseTime adds parseTime=true, without which the MySQL driver hands
-// GORM DATETIME columns as bytes it cannot scan into time.Time.
-func withParseTime(dsn string) string {
-	if strings.Contains(dsn, "parseTime=") {
-		return dsn
+// mysqlDSN pins what the service needs of a MySQL connection, whatever the
+// DSN says: parseTime, without which the driver hands GORM DATETIME columns
+// as bytes it cannot scan into time.Time, and a utf8mb4 collation on every
+// connection, so that any UTF-8 text round-trips whatever the server's
+// default.
+func mysqlDSN(dsn string) string {
+	cfg, err := mysqldrv.ParseDSN(dsn)
+	if err != nil {
+		return dsn // gorm.Open reports it
 	}
-	if strings.Contains(dsn, "?") {
-		return dsn + "&parseTime=true"
-	}
-	return dsn + "?parseTime=true"
+	cfg.ParseTime = true
+	cfg.Collation = "utf8mb4_unicode_ci" // set in the handshake: no extra query
+	return cfg.FormatDSN()
 }
 
 func redisVersion(ctx context.Context, rdb *redis.Client, embedded bool) string {

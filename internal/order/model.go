@@ -1,8 +1,17 @@
-// Package order sells units of stock: it keeps products and orders in SQL
-// through GORM, and for each purchase takes a unit from the stock store,
-// draws an order id from Redis and writes the order, giving the unit back
-// when the write fails, so that a unit is always either in the store or in
-// an order, never both and never neither.
+// Package order sells units of stock. It keeps products and orders in SQL
+// through GORM; for each purchase it draws an order id, takes a unit from the
+// stock store and writes the order, so that a unit is always in the store or
+// in an order, never both and never neither, whatever fails in between:
+//
+//   - a take is recorded in the stock's ledger in the same atomic step, and
+//     is idempotent per buyer, so a retried purchase finds its first take;
+//   - an order is written only while the layout it was taken from is current
+//     (a conditional INSERT), so a reset or a rebuild fences late writers;
+//   - a write whose outcome is unknown is never undone on a guess: a void row
+//     with the order's id settles it, and the reconciler returns the units
+//     of takes that never became orders.
+//
+// docs/INVARIANT.md tells the whole story; this package is its code.
 package order
 
 import (
@@ -22,24 +31,55 @@ type Product struct {
 	Mode     string `gorm:"size:8;not null"`
 	Fallback bool   `gorm:"not null"`
 	// Store is where the stock lives, fixed by Mode when it was laid out.
-	Store     string `gorm:"size:8;not null"`
+	Store string `gorm:"size:8;not null"`
+	// Lab products accept the teaching knobs per purchase (another lock or
+	// mode, a hold, faults); others are sold only as they were created.
+	// Fixed when the product is created.
+	Lab bool `gorm:"not null;default:false"`
+	// Sale counts the product's sales: a reset starts a new one, and every
+	// order belongs to the sale it was made in.
+	Sale int64 `gorm:"not null;default:1"`
+	// Epoch counts the layouts of the product's stock in Redis: a reset or
+	// a rebuild lays it out anew under new keys (see stock.Layout).
+	Epoch     int64 `gorm:"not null;default:1"`
 	UpdatedAt time.Time
 }
 
 func (p Product) stock() stock.Product {
-	return stock.Product{ID: p.ID, Shards: p.Shards, Where: stock.Where(p.Store), Fallback: p.Fallback}
+	return stock.Product{
+		Layout: stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch},
+		Where:  stock.Where(p.Store), Fallback: p.Fallback,
+	}
 }
 
-// Order is one unit sold to one user. The unique index on (product, user)
-// is the last word on "one per user": whatever the mode, a second order for
-// the same pair fails to insert and its unit goes back. The product comes
-// first in it so that it also serves counting a product's orders.
+// Statuses of an order.
+const (
+	// Unpaid is an order written and not paid (paying is not built yet).
+	Unpaid = "unpaid"
+	// Void is a row that holds an order id so that the order can never be
+	// written: it settles a write whose outcome was unknown, and its unit
+	// went back to the store. It is not an order.
+	Void = "void"
+)
+
+// Order is one unit sold to one user in one sale. The unique index on
+// (product, sale, buyer) is the last word on "one per buyer": whatever the
+// mode, a second live order for the same buyer in the same sale fails to
+// insert. Buyer is the user for a live order and NULL for a void row, which
+// a unique index does not compare.
 type Order struct {
-	ID        idgen.ID  `gorm:"primaryKey;autoIncrement:false" json:"id"`
-	ProductID int64     `gorm:"not null;uniqueIndex:idx_product_user,priority:1" json:"product_id"`
-	UserID    int64     `gorm:"not null;uniqueIndex:idx_product_user,priority:2" json:"user_id"`
-	Shard     int       `gorm:"not null" json:"shard"`
-	Lock      string    `gorm:"size:32;not null" json:"lock"`
-	Mode      string    `gorm:"size:8;not null" json:"mode"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        idgen.ID  `gorm:"primaryKey;autoIncrement:false"`
+	ProductID int64     `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:1"`
+	Sale      int64     `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:2"`
+	Buyer     *int64    `gorm:"uniqueIndex:idx_sale_buyer,priority:3"`
+	UserID    int64     `gorm:"not null"`
+	Shard     int       `gorm:"not null"`
+	Lock      string    `gorm:"size:32;not null"`
+	Mode      string    `gorm:"size:8;not null"`
+	Status    string    `gorm:"size:12;not null"`
+	Key       string    `gorm:"column:idem_key;size:64;not null"`
+	CreatedAt time.Time `gorm:"not null"`
 }
+
+// Live reports whether the row is an order (not a void row).
+func (o Order) Live() bool { return o.Buyer != nil }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -27,11 +28,17 @@ const (
 	codeLeaseLost     = "lease_lost"
 	codeCrashed       = "holder_crashed"
 	codeUnavailable   = "unavailable"
+	codeLabOnly       = "lab_only"
+	codeRebuilding    = "rebuilding"
+	codeUnknown       = "outcome_unknown"
 )
 
 type errorBody struct {
 	Code  string `json:"code"`
 	Error string `json:"error"`
+	// OrderID names the order an error is about: the buyer's earlier order
+	// (already_bought), or one whose outcome is unknown.
+	OrderID *idgen.ID `json:"order_id,omitempty"`
 }
 
 func (s *Server) fail(c *gin.Context, status int, code, msg string) {
@@ -42,6 +49,20 @@ func (s *Server) fail(c *gin.Context, status int, code, msg string) {
 func (s *Server) failErr(c *gin.Context, err error) {
 	status, code := classify(err)
 	msg := err.Error()
+	var (
+		before    *stock.TakenBefore
+		unsettled *order.UnsettledError
+	)
+	switch {
+	case errors.As(err, &before):
+		c.JSON(status, errorBody{Code: code, Error: msg, OrderID: &before.Prior.Order})
+		return
+	case errors.As(err, &unsettled):
+		s.deps.Log.Error("a purchase's outcome is unknown; the reconciler will settle it", "order", unsettled.Order, "error", err)
+		c.JSON(status, errorBody{Code: code, OrderID: &unsettled.Order,
+			Error: "the order may or may not have been written: retry with the same Idempotency-Key, or read the order later"})
+		return
+	}
 	if status == http.StatusServiceUnavailable && code == codeUnavailable && !errors.Is(err, order.ErrClosing) {
 		// The cause (an address, a driver message) is for the log, not the client.
 		s.deps.Log.Error("request failed", "route", c.FullPath(), "error", err)
@@ -57,6 +78,12 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, codeTooLarge
 	case errors.Is(err, order.ErrInvalid):
 		return http.StatusBadRequest, codeBadRequest
+	case errors.Is(err, order.ErrLabOnly):
+		return http.StatusForbidden, codeLabOnly
+	case errors.Is(err, order.ErrRebuilding):
+		return http.StatusServiceUnavailable, codeRebuilding
+	case errors.Is(err, order.ErrUnsettled):
+		return http.StatusServiceUnavailable, codeUnknown
 	case errors.Is(err, order.ErrNotFound):
 		return http.StatusNotFound, codeNotFound
 	case errors.Is(err, stock.ErrSoldOut):

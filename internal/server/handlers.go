@@ -63,8 +63,9 @@ func newProductView(v order.View) productView {
 	pv := productView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store,
 		Shards: make([]shardView, len(v.Levels))}
+	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {
-		key := stock.StockKey(v.ID, i)
+		key := layout.StockKey(i)
 		if v.Store == string(stock.InSQL) {
 			key = fmt.Sprintf("product_shards(%d,%d)", v.ID, i)
 		}
@@ -118,7 +119,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, newAuditView(a))
 }
 
 type orderRequest struct {
@@ -136,6 +137,10 @@ type orderRequest struct {
 // lockWaitHeader carries the time a purchase spent acquiring locks, so that
 // a load generator can report lock-wait percentiles without scraping metrics.
 const lockWaitHeader = "X-Lock-Wait-Us"
+
+// idempotencyHeader carries the client's key for a purchase: a retry with
+// the same key gets the first attempt's outcome instead of buying again.
+const idempotencyHeader = "Idempotency-Key"
 
 func (s *Server) handleBuy(c *gin.Context) {
 	var req orderRequest
@@ -158,12 +163,14 @@ func (s *Server) handleBuy(c *gin.Context) {
 		return
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
-		UserID: *req.UserID, ProductID: *req.ProductID, Lock: req.Lock, Mode: req.Mode,
-		Hold: time.Duration(req.HoldMS) * time.Millisecond,
-		Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
-			CrashBeforeExpire: req.CrashBeforeExpire,
-			ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
-		}},
+		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(idempotencyHeader),
+		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode,
+			Hold: time.Duration(req.HoldMS) * time.Millisecond,
+			Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
+				CrashBeforeExpire: req.CrashBeforeExpire,
+				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
+			}},
+		},
 	})
 	c.Header(lockWaitHeader, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
@@ -171,7 +178,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, o)
+	c.JSON(http.StatusCreated, newOrderView(o))
 }
 
 func (s *Server) handleOrder(c *gin.Context) {
@@ -185,7 +192,44 @@ func (s *Server) handleOrder(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	c.JSON(http.StatusOK, newOrderView(o))
+}
+
+type orderView struct {
+	ID        idgen.ID  `json:"id"`
+	ProductID int64     `json:"product_id"`
+	Sale      int64     `json:"sale"`
+	UserID    int64     `json:"user_id"`
+	Shard     int       `json:"shard"`
+	Lock      string    `json:"lock"`
+	Mode      string    `json:"mode"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func newOrderView(o order.Order) orderView {
+	return orderView{ID: o.ID, ProductID: o.ProductID, Sale: o.Sale, UserID: o.UserID, Shard: o.Shard,
+		Lock: o.Lock, Mode: o.Mode, Status: o.Status, CreatedAt: o.CreatedAt}
+}
+
+type auditView struct {
+	ProductID   int64                 `json:"product_id"`
+	Sale        int64                 `json:"sale"`
+	Initial     int                   `json:"initial"`
+	Remaining   int                   `json:"remaining"`
+	Taken       int                   `json:"taken"`
+	Orders      int                   `json:"orders"`
+	Oversold    int                   `json:"oversold"`
+	LostUpdates int                   `json:"lost_updates"`
+	Unsettled   int                   `json:"unsettled"`
+	Verdict     string                `json:"verdict"`
+	Reconciled  *order.Reconciliation `json:"reconciled,omitempty"`
+}
+
+func newAuditView(a order.Audit) auditView {
+	return auditView{ProductID: a.ProductID, Sale: a.Sale, Initial: a.Initial, Remaining: a.Remaining, Taken: a.Taken,
+		Orders: a.Orders, Oversold: a.Oversold, LostUpdates: a.LostUpdates, Unsettled: a.Unsettled, Verdict: a.Verdict,
+		Reconciled: a.Reconciled}
 }
 
 func (s *Server) pathID(c *gin.Context, what string) (int64, bool) {

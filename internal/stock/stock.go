@@ -1,24 +1,27 @@
 // Package stock holds a product's stock, split across shards so that one hot
 // key is not one hot lock, and the three ways the lab takes a unit of it:
 //
-//   - rmw: read-modify-write (GET, check, SET) inside a lock chosen by name.
-//     Without a lock it oversells; that is the lesson.
+//   - rmw: read-modify-write (GET, check, write) inside a lock chosen by
+//     name. Without a lock it oversells; that is the lesson.
 //   - lua: one atomic Lua script; no lock needed.
-//   - db: a conditional SQL UPDATE ... WHERE stock > 0; no lock needed.
+//   - db: a conditional SQL UPDATE ... WHERE stock > 0, in the transaction
+//     that writes the order; no lock needed.
 //
-// Stock for rmw and lua lives in Redis, under one key per shard,
-// seckill:stock:{ID_N}. The braces are a Redis Cluster hash tag, so a shard's
-// stock key and its lock key, seckill:lock:{ID_N}, live in the same slot and a
-// script may touch both. The product's buyer set and shard list are separate
-// keys; on a cluster the lua mode would need a buyer set per shard. Stock for
-// db lives in the table product_shards. Which store a product uses is fixed
-// when it is laid out; rmw and lua may be switched per request.
+// Stock for rmw and lua lives in Redis (see Layout for the keys). Every take
+// is recorded, in the same atomic step, in the shard's ledger and under the
+// buyer: one unit per buyer holds across shards, a retried take finds the
+// first one's record instead of taking again, and a unit that left the store
+// without reaching an order can be found and returned. Stock for db lives in
+// the table product_shards. Which store a product uses is fixed when it is
+// laid out; rmw and lua may be switched per request.
+//
+// On a Redis Cluster, a shard's keys share a slot, but a buyer's key is in a
+// slot of its own: the scripts that touch both assume one Redis server.
 package stock
 
 import (
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // Mode is a way to take one unit.
@@ -63,7 +66,9 @@ func (m Mode) Store() Where {
 
 // Outcomes a caller branches on.
 var (
-	ErrSoldOut       = errors.New("stock: sold out")
+	ErrSoldOut = errors.New("stock: sold out")
+	// ErrAlreadyBought: the buyer took a unit of this product already. The
+	// error is a *TakenBefore that carries that take's record.
 	ErrAlreadyBought = errors.New("stock: already bought")
 	ErrUnknownMode   = errors.New("stock: unknown mode")
 	// ErrWrongStore: the request's mode takes from a store that does not hold
@@ -71,33 +76,30 @@ var (
 	ErrWrongStore = errors.New("stock: mode does not match the product's store")
 	// ErrLockTimeout: the shard's lock was not obtained within the wait.
 	ErrLockTimeout = errors.New("stock: lock not obtained in time")
-	// ErrLeaseLost: a fenced write was refused because a newer holder had
-	// written since; nothing was taken.
+	// ErrLeaseLost: a fenced read or write was refused because a newer
+	// holder had been at the shard; nothing was taken.
 	ErrLeaseLost = errors.New("stock: lease lost before the write")
+	// ErrNotLaidOut: a shard's stock key is missing. Either the caller's
+	// layout is stale (the product was reset) or Redis lost the stock.
+	ErrNotLaidOut = errors.New("stock: not laid out")
+	// ErrOutcomeUnknown: a write was sent to Redis and no answer came back
+	// (the client's retries included): the unit may or may not have been
+	// taken. A take is idempotent, so running it again tells.
+	ErrOutcomeUnknown = errors.New("stock: outcome unknown")
 )
+
+// TakenBefore is ErrAlreadyBought with the record of the buyer's take.
+type TakenBefore struct{ Prior Entry }
+
+func (e *TakenBefore) Error() string {
+	return fmt.Sprintf("%v: order %s, shard %d", ErrAlreadyBought, e.Prior.Order, e.Prior.Shard)
+}
+
+// Is makes errors.Is(err, ErrAlreadyBought) true.
+func (e *TakenBefore) Is(target error) bool { return target == ErrAlreadyBought }
 
 // MaxShards bounds the shards of one product.
 const MaxShards = 64
-
-// StockKey is the Redis key of a shard's stock.
-func StockKey(product int64, shard int) string {
-	return "seckill:stock:{" + strconv.FormatInt(product, 10) + "_" + strconv.Itoa(shard) + "}"
-}
-
-// LockKey is the Redis key of a shard's lock; it shares StockKey's hash tag.
-func LockKey(product int64, shard int) string {
-	return "seckill:lock:{" + strconv.FormatInt(product, 10) + "_" + strconv.Itoa(shard) + "}"
-}
-
-// ShardListKey is the Redis list of a product's shard keys.
-func ShardListKey(product int64) string {
-	return "seckill:shards:" + strconv.FormatInt(product, 10)
-}
-
-// BuyersKey is the Redis set of users who bought the product through lua.
-func BuyersKey(product int64) string {
-	return "seckill:buyers:" + strconv.FormatInt(product, 10)
-}
 
 // Split spreads total over n shards, the remainder over the first shards.
 func Split(total, n int) []int {

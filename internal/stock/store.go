@@ -1,36 +1,16 @@
 package stock
 
 import (
-	"cmp"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
-
-	"seckill/internal/lock"
 )
-
-var (
-	//go:embed take.lua
-	takeLua    string
-	takeScript = redis.NewScript(takeLua)
-
-	//go:embed give_back.lua
-	giveBackLua    string
-	giveBackScript = redis.NewScript(giveBackLua)
-)
-
-// TakeScript is the lua mode's script: KEYS stock key and buyer set, ARGV
-// the user id; it answers 1 taken, 0 empty, -1 already bought. Exported so
-// that the load harness can measure a bare EVALSHA of it as a ceiling.
-func TakeScript() *redis.Script { return takeScript }
 
 // Shard is one shard's stock in SQL, for the db mode.
 type Shard struct {
@@ -52,8 +32,7 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 
 // Product is what the store needs to know of a product.
 type Product struct {
-	ID       int64
-	Shards   int
+	Layout
 	Where    Where
 	Fallback bool // try the other shards when the picked one is empty
 }
@@ -66,43 +45,6 @@ func (p Product) Accepts(m Mode) error {
 	}
 	return fmt.Errorf("%w: product %d keeps its stock in %s; mode %s takes from %s (reset the product with that mode)",
 		ErrWrongStore, p.ID, p.Where, m, m.Store())
-}
-
-// Request is one attempt to take a unit.
-type Request struct {
-	Product Product
-	UserID  int64
-	Mode    Mode
-	// Locker guards the rmw mode's read-modify-write; lua and db take no lock.
-	Locker lock.Locker
-	Lock   lock.Options
-	// Hold pauses inside the critical section, between the read and the
-	// write, to widen the race window or to outlive the lease.
-	Hold time.Duration
-	// Abandon leaves the lock held, as a holder that crashed would.
-	Abandon bool
-	// GiveBackWait is how long a give-back waits for the shard's lock. It
-	// must outlast the longest a live holder may hold it (the largest Hold
-	// allowed, plus round trips): after that, whoever holds the lock is a
-	// crashed holder that will never write, and the unit goes back without
-	// it. Default: 15s.
-	GiveBackWait time.Duration
-}
-
-// DefaultGiveBackWait is Request.GiveBackWait's default.
-const DefaultGiveBackWait = 15 * time.Second
-
-// Taken describes a unit that was taken.
-type Taken struct {
-	Shard    int
-	Token    uint64        // the fencing token the write carried, 0 if none
-	LockWait time.Duration // time spent acquiring locks, over every shard tried
-	// LeaseLost reports that the lock was no longer this holder's when it
-	// released it: its lease expired inside the critical section.
-	LeaseLost bool
-	// ReleaseErr is a release that failed after the unit was taken. The
-	// unit is taken all the same (the write landed); the lock expires.
-	ReleaseErr error
 }
 
 // Store takes units of stock. It keeps, per product and per process, the
@@ -132,7 +74,8 @@ func (st *state) clear() {
 	}
 }
 
-// NewStore returns a store on rdb and db.
+// NewStore returns a store on rdb and db. rdb may be a cluster client: the
+// store sends no command whose keys span slots, but see the package comment.
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store { return &Store{rdb: rdb, db: db} }
 
 func (s *Store) state(id int64) *state {
@@ -158,54 +101,102 @@ func (s *Store) ClearAllSoldOut() {
 	})
 }
 
-// Layout sets a product's stock to total, split over its shards, in the store
-// its mode uses; the other store is emptied, so a unit is in one place only.
-// The buyers recorded by the lua mode are forgotten.
-func (s *Store) Layout(ctx context.Context, p Product, total int) error {
-	split := Split(total, p.Shards)
-	inRedis, inSQL := split, make([]int, p.Shards)
-	if p.Where == InSQL {
-		inRedis, inSQL = inSQL, inRedis
-	}
-	// One MULTI/EXEC: no buyer sees half a layout. Shards beyond the new
-	// count are removed so that a smaller layout leaves no stray stock.
-	_, err := s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
-		old := make([]string, 0, MaxShards)
-		for i := range MaxShards {
-			old = append(old, StockKey(p.ID, i))
+// Marker is what MarkerKey holds: the layout a process laid out last.
+type Marker struct {
+	Epoch   int64
+	Shards  int
+	Initial int
+}
+
+// LayOut writes the stock of a new layout of p, levels[i] units on shard i,
+// in Redis when p keeps its stock there, and records the layout under
+// MarkerKey. Nobody takes from p.Epoch until the caller publishes it, so the
+// writes need not be atomic; keys the epoch may hold from an attempt that
+// was never published are deleted first. For a product in SQL it writes
+// nothing but the marker: see LayOutSQL.
+func (s *Store) LayOut(ctx context.Context, p Product, levels []int, initial int) error {
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range p.Shards {
+			pipe.Unlink(ctx, p.StockKey(i), p.FenceKey(i), p.LedgerKey(i))
+			if p.Where == InRedis {
+				pipe.Set(ctx, p.StockKey(i), levels[i], 0)
+			}
 		}
-		tx.Del(ctx, append(old, ShardListKey(p.ID), BuyersKey(p.ID))...)
-		keys := make([]any, p.Shards)
-		for i, n := range inRedis {
-			tx.Set(ctx, StockKey(p.ID, i), n, 0)
-			keys[i] = StockKey(p.ID, i)
-		}
-		tx.RPush(ctx, ShardListKey(p.ID), keys...)
+		pipe.HSet(ctx, MarkerKey(p.ID), "epoch", p.Epoch, "shards", p.Shards, "initial", initial)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("laying out stock of product %d in Redis: %w", p.ID, err)
+		return fmt.Errorf("laying out stock of product %d (epoch %d) in Redis: %w", p.ID, p.Epoch, err)
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Where("product_id = ?", p.ID).Delete(&Shard{}).Error; err != nil {
-			return err
+	return nil
+}
+
+// LayOutSQL writes p's shard rows in tx: levels for a product in SQL, none
+// for one in Redis, so that a unit is in one store only.
+func LayOutSQL(tx *gorm.DB, p Product, levels []int) error {
+	if err := tx.Where("product_id = ?", p.ID).Delete(&Shard{}).Error; err != nil {
+		return fmt.Errorf("clearing the SQL stock of product %d: %w", p.ID, err)
+	}
+	if p.Where != InSQL {
+		return nil
+	}
+	rows := make([]Shard, p.Shards)
+	for i, n := range levels {
+		rows[i] = Shard{ProductID: p.ID, Shard: i, Stock: n}
+	}
+	if err := tx.Create(&rows).Error; err != nil {
+		return fmt.Errorf("laying out the SQL stock of product %d: %w", p.ID, err)
+	}
+	return nil
+}
+
+// ReadMarker returns the layout recorded for a product in Redis, and false
+// when there is none.
+func (s *Store) ReadMarker(ctx context.Context, id int64) (Marker, bool, error) {
+	vals, err := s.rdb.HMGet(ctx, MarkerKey(id), "epoch", "shards", "initial").Result()
+	if err != nil {
+		return Marker{}, false, fmt.Errorf("reading the layout marker of product %d: %w", id, err)
+	}
+	if vals[0] == nil {
+		return Marker{}, false, nil
+	}
+	var m Marker
+	var errs [3]error
+	m.Epoch, errs[0] = strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
+	m.Shards, errs[1] = strconv.Atoi(fmt.Sprint(vals[1]))
+	m.Initial, errs[2] = strconv.Atoi(fmt.Sprint(vals[2]))
+	if err := errors.Join(errs[:]...); err != nil {
+		return Marker{}, false, fmt.Errorf("the layout marker of product %d: %w", id, err)
+	}
+	return m, true, nil
+}
+
+// Drop deletes the Redis keys of a layout that is no longer current: its
+// stock, fences and ledgers, and the buyers its ledgers name. Best effort:
+// nobody reads them any more.
+func (s *Store) Drop(ctx context.Context, l Layout) error {
+	ledger, err := s.Ledger(ctx, l)
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range l.Shards {
+			pipe.Unlink(ctx, l.StockKey(i), l.FenceKey(i), l.LedgerKey(i))
 		}
-		rows := make([]Shard, p.Shards)
-		for i, n := range inSQL {
-			rows[i] = Shard{ProductID: p.ID, Shard: i, Stock: n}
+		for _, e := range ledger {
+			pipe.Unlink(ctx, l.BuyerKey(e.User))
 		}
-		return tx.Create(&rows).Error
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("laying out stock of product %d in SQL: %w", p.ID, err)
+		return fmt.Errorf("dropping layout %d of product %d: %w", l.Epoch, l.ID, err)
 	}
-	s.ClearSoldOut(p.ID)
 	return nil
 }
 
 // Levels returns the stock of each shard, in shard order, from the store
-// that holds the product's stock. In Redis the shard keys are read from the
-// product's shard list.
+// that holds the product's stock. In Redis a missing key reads as
+// ErrNotLaidOut: the stock was lost, not sold.
 func (s *Store) Levels(ctx context.Context, p Product) ([]int, error) {
 	if p.Where == InSQL {
 		var rows []Shard
@@ -219,217 +210,135 @@ func (s *Store) Levels(ctx context.Context, p Product) ([]int, error) {
 		}
 		return out, nil
 	}
-	keys, err := s.rdb.LRange(ctx, ShardListKey(p.ID), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("reading shard list of product %d: %w", p.ID, err)
-	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	vals, err := s.rdb.MGet(ctx, keys...).Result()
-	if err != nil {
+	// GETs in a pipeline rather than one MGET: the shards are in different
+	// cluster slots.
+	cmds := make([]*redis.StringCmd, p.Shards)
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = pipe.Get(ctx, p.StockKey(i))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("reading stock of product %d: %w", p.ID, err)
 	}
-	out := make([]int, len(vals))
-	for i, v := range vals {
-		if v == nil {
-			continue
+	out := make([]int, p.Shards)
+	for i, c := range cmds {
+		n, err := c.Int()
+		if errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, p.StockKey(i))
 		}
-		if out[i], err = strconv.Atoi(v.(string)); err != nil {
-			return nil, fmt.Errorf("stock key %s holds %q: %w", keys[i], v, err)
+		if err != nil {
+			return nil, fmt.Errorf("stock key %s: %w", p.StockKey(i), err)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// Ledger returns every take recorded in a layout's ledgers, by buyer.
+func (s *Store) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error) {
+	cmds := make([]*redis.MapStringStringCmd, l.Shards)
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = pipe.HGetAll(ctx, l.LedgerKey(i))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledgers of product %d: %w", l.ID, err)
+	}
+	out := make(map[int64]Entry)
+	for _, c := range cmds {
+		for field, rec := range c.Val() {
+			user, err := strconv.ParseInt(field, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("ledger of product %d: buyer %q: %w", l.ID, field, err)
+			}
+			e, err := parseEntry(user, rec)
+			if err != nil {
+				return nil, fmt.Errorf("ledger of product %d: %w", l.ID, err)
+			}
+			out[user] = e
 		}
 	}
 	return out, nil
 }
 
-// Take takes one unit. It starts at the shard the round-robin counter picks
-// and, when the product allows fallback, tries the others in turn; it
-// returns ErrSoldOut only when every shard it tried was empty.
-func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
-	p := r.Product
-	if err := p.Accepts(r.Mode); err != nil {
-		return Taken{}, err
-	}
-	st := s.state(p.ID)
-	flag := st.flag.Load()
-	if flag&1 == 1 {
-		return Taken{}, ErrSoldOut
-	}
-	first := int(st.next.Add(1) % uint64(p.Shards))
-	tries := 1
-	if p.Fallback {
-		tries = p.Shards
-	}
-	var t Taken
-	for i := range tries {
-		t.Shard = (first + i) % p.Shards
-		ok, err := s.takeFrom(ctx, r, &t)
-		if err != nil || ok {
-			return t, err
+// Takes counts the takes recorded in a layout's ledgers.
+func (s *Store) Takes(ctx context.Context, l Layout) (int, error) {
+	cmds := make([]*redis.IntCmd, l.Shards)
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = pipe.HLen(ctx, l.LedgerKey(i))
 		}
-	}
-	if p.Fallback {
-		st.flag.CompareAndSwap(flag, flag|1)
-	}
-	return t, ErrSoldOut
-}
-
-// takeFrom tries one shard; false means the shard was empty.
-func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error) {
-	id := r.Product.ID
-	switch r.Mode {
-	case Lua:
-		n, err := takeScript.Run(ctx, s.rdb, []string{StockKey(id, t.Shard), BuyersKey(id)}, r.UserID).Int()
-		if err != nil {
-			return false, fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, id, err)
-		}
-		if n < 0 {
-			return false, ErrAlreadyBought
-		}
-		return n == 1, nil
-	case DB:
-		res := s.db.WithContext(ctx).Model(&Shard{}).
-			Where("product_id = ? AND shard = ? AND stock > 0", id, t.Shard).
-			Update("stock", gorm.Expr("stock - 1"))
-		if res.Error != nil {
-			return false, fmt.Errorf("taking from SQL shard %d of product %d: %w", t.Shard, id, res.Error)
-		}
-		return res.RowsAffected == 1, nil
-	case RMW:
-		return s.readModifyWrite(ctx, r, t)
-	}
-	return false, fmt.Errorf("%w %q", ErrUnknownMode, r.Mode)
-}
-
-// readModifyWrite is GET, check, SET under the request's lock: three round
-// trips plus the lock's own, and correct only if the lock really excludes.
-func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken bool, err error) {
-	key := StockKey(r.Product.ID, t.Shard)
-	start := time.Now()
-	lease, err := r.Locker.Acquire(ctx, LockKey(r.Product.ID, t.Shard), r.Lock)
-	t.LockWait += time.Since(start)
-	if errors.Is(err, lock.ErrNotObtained) {
-		return false, fmt.Errorf("%w: shard %d of product %d", ErrLockTimeout, t.Shard, r.Product.ID)
-	}
-	if err != nil {
-		return false, fmt.Errorf("locking shard %d of product %d: %w", t.Shard, r.Product.ID, err)
-	}
-	if r.Abandon {
-		lock.Abandon(lease)
-	} else {
-		defer func() {
-			rerr := lease.Release(ctx)
-			switch {
-			case rerr == nil:
-			case errors.Is(rerr, lock.ErrNotHeld):
-				t.LeaseLost = true
-			case taken:
-				// The write landed: failing now would strand the unit
-				// between the store and the orders. The lock expires.
-				t.ReleaseErr = rerr
-			case err == nil:
-				err = fmt.Errorf("releasing lock of shard %d: %w", t.Shard, rerr)
-			}
-		}()
-	}
-	// A fenced lease reads through the fence too: the read records the
-	// token, so a holder whose lease expired cannot write after it.
-	t.Token = lease.Token()
-	var raw string
-	if t.Token > 0 {
-		raw, err = lock.FencedGet(ctx, s.rdb, key, t.Token)
-	} else {
-		raw, err = s.rdb.Get(ctx, key).Result()
-	}
-	switch {
-	case errors.Is(err, lock.ErrStaleToken):
-		return false, fmt.Errorf("%w: shard %d of product %d, token %d", ErrLeaseLost, t.Shard, r.Product.ID, t.Token)
-	case errors.Is(err, redis.Nil):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading %s: %w", key, err)
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil {
-		return false, fmt.Errorf("stock key %s holds %q: %w", key, raw, err)
-	}
-	if n <= 0 {
-		return false, nil
-	}
-	if err := pause(ctx, r.Hold); err != nil {
-		return false, err
-	}
-	if t.Token > 0 {
-		err = lock.FencedSet(ctx, s.rdb, key, n-1, t.Token)
-		if errors.Is(err, lock.ErrStaleToken) {
-			return false, fmt.Errorf("%w: shard %d of product %d, token %d", ErrLeaseLost, t.Shard, r.Product.ID, t.Token)
-		}
-	} else {
-		err = s.rdb.Set(ctx, key, n-1, 0).Err()
-	}
-	if err != nil {
-		return false, fmt.Errorf("writing %s: %w", key, err)
-	}
-	return true, nil
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
 		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("counting the takes of product %d: %w", l.ID, err)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	n := 0
+	for _, c := range cmds {
+		n += int(c.Val())
 	}
+	return n, nil
 }
 
-// GiveBack returns a unit that was taken but could not be sold, to the shard
-// it came from, so that it is in the store again and not lost.
-//
-// In rmw mode the unit goes back under the shard's lock, because an INCR
-// that lands between another holder's GET and SET is overwritten; under a
-// fenced lock it goes back through the fence, so that a holder paused with an
-// older token cannot overwrite it either. Only when the lock stays held past
-// GiveBackWait, longer than any live holder holds it, does the unit go back
-// without it.
-func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) error {
-	id := r.Product.ID
-	var err error
-	switch r.Mode {
-	case DB:
-		err = s.db.WithContext(ctx).Model(&Shard{}).
-			Where("product_id = ? AND shard = ?", id, t.Shard).
-			Update("stock", gorm.Expr("stock + 1")).Error
-	case RMW:
-		err = s.giveBackLocked(ctx, r, t)
-	default:
-		keys := []string{StockKey(id, t.Shard), BuyersKey(id)}
-		err = giveBackScript.Run(ctx, s.rdb, keys, r.UserID).Err()
-	}
+// Record writes takes into a layout's ledgers and buyer keys, as the takes
+// themselves would have: a rebuild re-derives them from the orders.
+func (s *Store) Record(ctx context.Context, l Layout, entries []Entry) error {
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, e := range entries {
+			pipe.HSet(ctx, l.LedgerKey(e.Shard), strconv.FormatInt(e.User, 10), e.record())
+			pipe.Set(ctx, l.BuyerKey(e.User), e.record(), 0)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("giving a unit back to shard %d of product %d: %w", t.Shard, id, err)
+		return fmt.Errorf("recording %d takes of product %d: %w", len(entries), l.ID, err)
 	}
-	s.ClearSoldOut(id)
 	return nil
 }
 
-func (s *Store) giveBackLocked(ctx context.Context, r Request, t Taken) error {
-	key := StockKey(r.Product.ID, t.Shard)
-	opt := lock.Options{TTL: r.Lock.TTL, Wait: cmp.Or(r.GiveBackWait, DefaultGiveBackWait)}
-	lease, err := r.Locker.Acquire(ctx, LockKey(r.Product.ID, t.Shard), opt)
-	if errors.Is(err, lock.ErrNotObtained) {
-		return s.rdb.Incr(ctx, key).Err() // the holder is dead: nobody is between GET and SET
+// Purge deletes the keys of a product's shards and buyers in every layout
+// (by SCAN), its marker, and extra, the caller's keys of the product: for
+// tests and tools that leave a shared Redis as they found it, not for a sale.
+func Purge(ctx context.Context, rdb redis.UniversalClient, ids []int64, extra ...string) error {
+	if len(ids) == 0 && len(extra) == 0 {
+		return nil
 	}
-	if err != nil {
-		return err
+	for _, id := range ids {
+		extra = append(extra, MarkerKey(id))
 	}
-	defer lease.Release(ctx) // a lost lease changes nothing here: the write below is atomic
-	if tok := lease.Token(); tok > 0 {
-		return lock.FencedIncr(ctx, s.rdb, key, 1, tok)
+	for _, k := range extra {
+		if err := rdb.Unlink(ctx, k).Err(); err != nil {
+			return fmt.Errorf("deleting %s: %w", k, err)
+		}
 	}
-	return s.rdb.Incr(ctx, key).Err()
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		for _, id := range ids {
+			for _, pat := range productPatterns(id) {
+				iter := c.Scan(ctx, 0, pat, 1000).Iterator()
+				var keys []string
+				for iter.Next(ctx) {
+					keys = append(keys, iter.Val())
+				}
+				if err := iter.Err(); err != nil {
+					return fmt.Errorf("scanning %s: %w", pat, err)
+				}
+				for len(keys) > 0 {
+					n := min(len(keys), 500)
+					if err := c.Unlink(ctx, keys[:n]...).Err(); err != nil {
+						return fmt.Errorf("deleting the keys of product %d: %w", id, err)
+					}
+					keys = keys[n:]
+				}
+			}
+		}
+		return nil
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	}
+	return scan(ctx, rdb)
 }

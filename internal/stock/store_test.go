@@ -5,21 +5,81 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 
+	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
 	"seckill/internal/testenv"
 )
 
-// newStore returns a store on miniredis and an in-memory SQLite: what is
-// tested here is the store's own logic, not the servers'.
-func newStore(t *testing.T) (*stock.Store, *redis.Client) {
+// fixture is a store on miniredis and an in-memory SQLite: what is tested
+// here is the store's own logic, not the servers'.
+type fixture struct {
+	t   *testing.T
+	s   *stock.Store
+	rdb *redis.Client
+	db  *gorm.DB
+	mr  *miniredis.Miniredis
+}
+
+func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	rdb, db, _ := testenv.Local(t)
-	return stock.NewStore(rdb, db), rdb
+	rdb, db, mr := testenv.Local(t)
+	return &fixture{t: t, s: stock.NewStore(rdb, db), rdb: rdb, db: db, mr: mr}
+}
+
+// layOut lays out levels for p, in Redis or in SQL as p says.
+func (f *fixture) layOut(p stock.Product, levels ...int) {
+	f.t.Helper()
+	total := 0
+	for _, n := range levels {
+		total += n
+	}
+	if err := f.s.LayOut(f.t.Context(), p, levels, total); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := stock.LayOutSQL(f.db, p, levels); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// take takes a unit for user, in a transaction of its own for the db mode.
+func (f *fixture) take(r stock.Request, user int64) (stock.Taken, error) {
+	r.Ticket = ticket(user)
+	if r.Mode != stock.DB {
+		return f.s.Take(f.t.Context(), r)
+	}
+	var taken stock.Taken
+	err := f.db.Transaction(func(tx *gorm.DB) error {
+		r.Tx = tx
+		var err error
+		taken, err = f.s.Take(f.t.Context(), r)
+		return err
+	})
+	return taken, err
+}
+
+func ticket(user int64) stock.Ticket {
+	return stock.Ticket{User: user, Order: idgen.ID(1000 + user), Key: "key-" + string(rune('a'+user%26))}
+}
+
+func (f *fixture) levels(p stock.Product) []int {
+	f.t.Helper()
+	l, err := f.s.Levels(f.t.Context(), p)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+func product(shards int, where stock.Where) stock.Product {
+	return stock.Product{Layout: stock.Layout{ID: 1, Shards: shards, Epoch: 1}, Where: where, Fallback: true}
 }
 
 func TestSplit(t *testing.T) {
@@ -39,57 +99,58 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-func TestStockAndLockKeysShareAHashTag(t *testing.T) {
-	if s, l := stock.StockKey(42, 3), stock.LockKey(42, 3); s != "seckill:stock:{42_3}" || l != "seckill:lock:{42_3}" {
-		t.Errorf("keys %s and %s: want the hash tag {42_3} in both", s, l)
+// A shard's keys share one hash tag, so that one script may touch them on
+// a cluster; the layout's epoch keeps layouts apart; the lock outlives
+// layouts; a buyer's key is in a slot of its own.
+func TestKeys(t *testing.T) {
+	l := stock.Layout{ID: 42, Shards: 5, Epoch: 7}
+	got := []string{l.StockKey(3), l.FenceKey(3), l.LedgerKey(3), l.LockKey(3), l.BuyerKey(9)}
+	want := []string{"seckill:stock:{42_3}:7", "seckill:stock:{42_3}:7:fence", "seckill:taken:{42_3}:7",
+		"seckill:lock:{42_3}", "seckill:buyer:{42:9}:7"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
 	}
 }
 
 func TestTakeEveryUnitThenSoldOut(t *testing.T) {
 	for _, mode := range stock.Modes() {
 		t.Run(string(mode), func(t *testing.T) {
-			s, _ := newStore(t)
-			ctx := t.Context()
-			p := stock.Product{ID: 1, Shards: 5, Where: mode.Store(), Fallback: true}
-			if err := s.Layout(ctx, p, 7); err != nil {
-				t.Fatal(err)
-			}
-			req := func(user int64) stock.Request {
-				return stock.Request{Product: p, UserID: user, Mode: mode, Locker: lock.NewLocal()}
-			}
+			f := newFixture(t)
+			p := product(5, mode.Store())
+			f.layOut(p, stock.Split(7, 5)...)
+			r := stock.Request{Product: p, Mode: mode, Locker: lock.NewLocal()}
 			var last stock.Taken
 			for u := int64(1); u <= 7; u++ {
-				tk, err := s.Take(ctx, req(u))
+				tk, err := f.take(r, u)
 				if err != nil {
 					t.Fatalf("buyer %d: %v", u, err)
 				}
 				last = tk
 			}
-			if _, err := s.Take(ctx, req(8)); !errors.Is(err, stock.ErrSoldOut) {
+			if _, err := f.take(r, 8); !errors.Is(err, stock.ErrSoldOut) {
 				t.Fatalf("eighth buyer: %v, want ErrSoldOut", err)
 			}
-			if !s.SoldOut(p.ID) {
+			if !f.s.SoldOut(p.ID) {
 				t.Error("the sold-out flag is not set after every shard was found empty")
 			}
-			levels, err := s.Levels(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff([]int{0, 0, 0, 0, 0}, levels); diff != "" {
+			if diff := cmp.Diff([]int{0, 0, 0, 0, 0}, f.levels(p)); diff != "" {
 				t.Errorf("levels after selling out (-want +got):\n%s", diff)
 			}
-
-			// A unit given back is in its shard again and can be sold.
-			if err := s.GiveBack(ctx, req(7), last); err != nil {
-				t.Fatal(err)
+			if mode == stock.DB {
+				return // its takes roll back with their transaction: nothing to give back
 			}
-			if s.SoldOut(p.ID) {
+			// A unit given back is in its shard again and can be sold.
+			r.Ticket = ticket(7)
+			if back, err := f.s.GiveBack(t.Context(), r, last); err != nil || !back {
+				t.Fatalf("give-back: %v, %v", back, err)
+			}
+			if f.s.SoldOut(p.ID) {
 				t.Error("the sold-out flag survived a unit given back")
 			}
-			if levels, _ = s.Levels(ctx, p); levels[last.Shard] != 1 {
-				t.Errorf("levels %v: want the unit back on shard %d", levels, last.Shard)
+			if got := f.levels(p)[last.Shard]; got != 1 {
+				t.Errorf("shard %d holds %d, want the unit back", last.Shard, got)
 			}
-			if _, err := s.Take(ctx, req(7)); err != nil {
+			if _, err := f.take(r, 7); err != nil {
 				t.Errorf("buying the unit given back: %v", err)
 			}
 		})
@@ -97,105 +158,163 @@ func TestTakeEveryUnitThenSoldOut(t *testing.T) {
 }
 
 func TestWithoutFallbackOnlyThePickedShard(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := t.Context()
-	p := stock.Product{ID: 1, Shards: 2, Where: stock.InRedis}
-	if err := s.Layout(ctx, p, 1); err != nil { // shard 0 holds the only unit
-		t.Fatal(err)
-	}
+	f := newFixture(t)
+	p := product(2, stock.InRedis)
+	p.Fallback = false
+	f.layOut(p, 1, 0) // shard 0 holds the only unit
 	var soldOut int
 	for u := int64(1); u <= 2; u++ {
-		_, err := s.Take(ctx, stock.Request{Product: p, UserID: u, Mode: stock.Lua})
+		_, err := f.take(stock.Request{Product: p, Mode: stock.Lua}, u)
 		if errors.Is(err, stock.ErrSoldOut) {
 			soldOut++
 		} else if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if soldOut != 1 || s.SoldOut(p.ID) {
-		t.Errorf("%d buyers told sold out, flag %v: want one refusal from the empty shard and no flag", soldOut, s.SoldOut(p.ID))
+	if soldOut != 1 || f.s.SoldOut(p.ID) {
+		t.Errorf("%d buyers told sold out, flag %v: want one refusal from the empty shard and no flag", soldOut, f.s.SoldOut(p.ID))
 	}
 }
 
-func TestLuaRefusesASecondPurchase(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := t.Context()
-	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
-	if err := s.Layout(ctx, p, 5); err != nil {
-		t.Fatal(err)
+// One unit per buyer, in every Redis mode: a second take of the same buyer
+// takes nothing and returns the record of the first, whichever shard it
+// tries; the record names the first take's order, key and shard.
+func TestSecondTakeReturnsTheFirst(t *testing.T) {
+	for _, mode := range []stock.Mode{stock.Lua, stock.RMW} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t)
+			p := product(3, stock.InRedis)
+			f.layOut(p, 5, 5, 5)
+			r := stock.Request{Product: p, Mode: mode, Locker: lock.NewLocal()}
+			first, err := f.take(r, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 { // every shard in turn
+				r.Ticket = stock.Ticket{User: 9, Order: 77, Key: "another"}
+				_, err := f.s.Take(t.Context(), r)
+				var before *stock.TakenBefore
+				if !errors.As(err, &before) || !errors.Is(err, stock.ErrAlreadyBought) {
+					t.Fatalf("second take: %v, want a *TakenBefore", err)
+				}
+				if before.Prior.Order != first.Order || before.Prior.Key != first.Key || before.Prior.Shard != first.Shard {
+					t.Errorf("the record %+v, want the first take's %+v", before.Prior, first.Entry)
+				}
+			}
+			if got := f.levels(p); got[0]+got[1]+got[2] != 14 {
+				t.Errorf("levels %v: want one unit taken", got)
+			}
+			// The give-back forgets the buyer, who may buy again.
+			r.Ticket = ticket(9)
+			if _, err := f.s.GiveBack(t.Context(), r, first); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.take(r, 9); err != nil {
+				t.Errorf("after the give-back: %v", err)
+			}
+		})
 	}
-	req := stock.Request{Product: p, UserID: 9, Mode: stock.Lua}
-	tk, err := s.Take(ctx, req)
+}
+
+// A give-back runs at most once per take: the purchase and the reconciler
+// may both try, and a retried script may run twice.
+func TestGiveBackIsIdempotent(t *testing.T) {
+	f := newFixture(t)
+	p := product(1, stock.InRedis)
+	f.layOut(p, 3)
+	r := stock.Request{Product: p, Mode: stock.Lua}
+	tk, err := f.take(r, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Take(ctx, req); !errors.Is(err, stock.ErrAlreadyBought) {
-		t.Fatalf("second purchase: %v, want ErrAlreadyBought", err)
+	r.Ticket = ticket(1)
+	for i, want := range []bool{true, false, false} {
+		back, err := f.s.GiveBack(t.Context(), r, tk)
+		if err != nil || back != want {
+			t.Errorf("give-back %d: %v, %v; want %v", i+1, back, err, want)
+		}
 	}
-	if err := s.GiveBack(ctx, req, tk); err != nil {
+	if got := f.levels(p)[0]; got != 3 {
+		t.Errorf("stock %d after three give-backs of one unit, want 3", got)
+	}
+	// A give-back that names another order returns nothing.
+	if _, err := f.take(r, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Take(ctx, req); err != nil {
-		t.Errorf("after the give-back forgot the buyer: %v", err)
+	r.Ticket.Order = 999
+	if back, _ := f.s.GiveBack(t.Context(), r, tk); back {
+		t.Error("a give-back for another order returned the buyer's unit")
+	}
+}
+
+// The ledger holds every take with its record; a layout's keys are its own.
+func TestLedgerAndDrop(t *testing.T) {
+	f := newFixture(t)
+	p := product(2, stock.InRedis)
+	f.layOut(p, 2, 2)
+	r := stock.Request{Product: p, Mode: stock.Lua}
+	for u := int64(1); u <= 3; u++ {
+		if _, err := f.take(r, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ledger, err := f.s.Ledger(t.Context(), p.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ledger) != 3 || ledger[2].Order != ticket(2).Order || ledger[2].Key != ticket(2).Key {
+		t.Fatalf("ledger %+v: want three takes with their records", ledger)
+	}
+	if n, err := f.s.Takes(t.Context(), p.Layout); err != nil || n != 3 {
+		t.Errorf("Takes = %d, %v; want 3", n, err)
+	}
+	if time.Since(ledger[1].At) > time.Minute {
+		t.Errorf("take time %v: want now", ledger[1].At)
+	}
+	// A new layout under a new epoch; dropping the old one leaves it alone.
+	next := p
+	next.Epoch = 2
+	f.layOut(next, 4, 4)
+	if err := f.s.Drop(t.Context(), p.Layout); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := f.rdb.Exists(t.Context(), p.StockKey(0), p.LedgerKey(0), p.BuyerKey(1)).Result(); n != 0 {
+		t.Errorf("%d keys of the dropped layout remain", n)
+	}
+	if diff := cmp.Diff([]int{4, 4}, f.levels(next)); diff != "" {
+		t.Errorf("the new layout (-want +got):\n%s", diff)
+	}
+	// A take from the dropped layout finds its keys gone: not "sold out".
+	if _, err := f.take(r, 9); !errors.Is(err, stock.ErrNotLaidOut) {
+		t.Errorf("a take from a dropped layout: %v, want ErrNotLaidOut", err)
+	}
+	if _, err := f.s.Levels(t.Context(), p); !errors.Is(err, stock.ErrNotLaidOut) {
+		t.Errorf("levels of a dropped layout: %v, want ErrNotLaidOut", err)
 	}
 }
 
 func TestModeMustMatchTheStore(t *testing.T) {
-	s, _ := newStore(t)
-	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
-	if err := s.Layout(t.Context(), p, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Take(t.Context(), stock.Request{Product: p, UserID: 1, Mode: stock.DB}); !errors.Is(err, stock.ErrWrongStore) {
+	f := newFixture(t)
+	p := product(1, stock.InRedis)
+	f.layOut(p, 1)
+	if _, err := f.take(stock.Request{Product: p, Mode: stock.DB}, 1); !errors.Is(err, stock.ErrWrongStore) {
 		t.Errorf("db mode on a Redis product: %v, want ErrWrongStore", err)
 	}
 }
 
 func TestHeldLockTimesOut(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := t.Context()
-	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
-	if err := s.Layout(ctx, p, 1); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t)
+	p := product(1, stock.InRedis)
+	f.layOut(p, 1)
 	locker := lock.NewLocal()
-	lease, err := locker.Acquire(ctx, stock.LockKey(1, 0), lock.Options{})
+	lease, err := locker.Acquire(t.Context(), p.LockKey(0), lock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lease.Release(context.Background())
-	_, err = s.Take(ctx, stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: locker})
+	_, err = f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: locker}, 1)
 	if !errors.Is(err, stock.ErrLockTimeout) {
 		t.Errorf("taking under a held lock with no wait: %v, want ErrLockTimeout", err)
-	}
-}
-
-func TestLayoutReplacesTheOldShards(t *testing.T) {
-	s, rdb := newStore(t)
-	ctx := t.Context()
-	if err := s.Layout(ctx, stock.Product{ID: 1, Shards: 5, Where: stock.InRedis}, 10); err != nil {
-		t.Fatal(err)
-	}
-	p := stock.Product{ID: 1, Shards: 2, Where: stock.InRedis}
-	if err := s.Layout(ctx, p, 3); err != nil {
-		t.Fatal(err)
-	}
-	levels, err := s.Levels(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]int{2, 1}, levels); diff != "" {
-		t.Errorf("levels (-want +got):\n%s", diff)
-	}
-	if n, _ := rdb.Exists(ctx, stock.StockKey(1, 4)).Result(); n != 0 {
-		t.Error("a shard of the old layout is still in Redis")
-	}
-	// Moving the product to SQL leaves nothing to sell in Redis.
-	if err := s.Layout(ctx, stock.Product{ID: 1, Shards: 2, Where: stock.InSQL}, 3); err != nil {
-		t.Fatal(err)
-	}
-	if levels, _ = s.Levels(ctx, p); levels[0]+levels[1] != 0 {
-		t.Errorf("Redis still holds %v after the product moved to SQL", levels)
 	}
 }
 
@@ -220,75 +339,72 @@ func (f failingLease) Release(ctx context.Context) error {
 // A release that fails after the write landed must not fail the take: the
 // unit left the shard, so the caller must record it (or give it back).
 func TestReleaseErrorAfterTheWriteKeepsTheUnitTaken(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := t.Context()
-	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
-	if err := s.Layout(ctx, p, 5); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := s.Take(ctx, stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: failingRelease{lock.NewLocal()}})
+	f := newFixture(t)
+	p := product(1, stock.InRedis)
+	f.layOut(p, 5)
+	tk, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: failingRelease{lock.NewLocal()}}, 1)
 	if err != nil {
 		t.Fatalf("take with a failing release: %v, want the unit taken", err)
 	}
 	if tk.ReleaseErr == nil {
 		t.Error("the failed release is not reported")
 	}
-	if levels, _ := s.Levels(ctx, p); levels[0] != 4 {
-		t.Errorf("levels %v, want 4 left", levels)
+	if got := f.levels(p)[0]; got != 4 {
+		t.Errorf("stock %d, want 4 left", got)
 	}
 }
 
-// A unit given back under a fenced lock goes through the fence: a holder
-// paused with an older token cannot write its stale result over it.
-func TestFencedGiveBackShutsOutAStaleHolder(t *testing.T) {
-	s, rdb := newStore(t)
-	ctx := t.Context()
-	p := stock.Product{ID: 1, Shards: 1, Where: stock.InRedis, Fallback: true}
-	if err := s.Layout(ctx, p, 5); err != nil {
-		t.Fatal(err)
-	}
-	fenced := lock.NewFenced(rdb)
+// A fenced holder paused past its lease is refused at its write once a
+// newer holder has been at the shard: nothing is taken twice.
+func TestFencedStaleHolderIsRefused(t *testing.T) {
+	f := newFixture(t)
+	p := product(1, stock.InRedis)
+	f.layOut(p, 5)
+	fenced := lock.NewFenced(f.rdb)
 	t.Cleanup(func() { fenced.Close() })
-	req := stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: fenced}
-	taken, err := s.Take(ctx, req) // stock 4; its order will "fail"
-	if err != nil {
+	opt := lock.Options{TTL: 100 * time.Millisecond, Wait: 5 * time.Second}
+	stale := make(chan error, 1)
+	go func() {
+		_, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Lock: opt, Hold: time.Second}, 1)
+		stale <- err
+	}()
+	// The first holder has read and is paused in its hold; its lease runs
+	// out (miniredis's clock is moved past it). The second takes the lock
+	// with a newer token and writes while the first still holds its read.
+	deadline := time.Now().Add(5 * time.Second)
+	for !f.mr.Exists(p.FenceKey(0)) { // written by the first holder's fenced read
+		if time.Now().After(deadline) {
+			t.Fatal("the first holder never read")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.mr.FastForward(200 * time.Millisecond)
+	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Lock: opt}, 2); err != nil {
 		t.Fatal(err)
 	}
-	// A stale holder: reads 4 with its token, then loses its lease.
-	key := stock.StockKey(1, 0)
-	stale, err := fenced.Acquire(ctx, stock.LockKey(1, 0), lock.Options{})
-	if err != nil {
-		t.Fatal(err)
+	if err := <-stale; !errors.Is(err, stock.ErrLeaseLost) {
+		t.Errorf("the stale holder's write: %v, want ErrLeaseLost", err)
 	}
-	if v, err := lock.FencedGet(ctx, rdb, key, stale.Token()); err != nil || v != "4" {
-		t.Fatalf("stale holder reads %q, %v", v, err)
-	}
-	stale.Release(ctx)
-	if err := s.GiveBack(ctx, req, taken); err != nil {
-		t.Fatal(err)
-	}
-	if err := lock.FencedSet(ctx, rdb, key, 3, stale.Token()); !errors.Is(err, lock.ErrStaleToken) {
-		t.Errorf("the stale holder's write after the give-back: %v, want ErrStaleToken", err)
-	}
-	if levels, _ := s.Levels(ctx, p); levels[0] != 5 {
-		t.Errorf("levels %v, want the 5 units back", levels)
+	if got := f.levels(p)[0]; got != 4 {
+		t.Errorf("stock %d, want 4: one unit taken, by the newer holder only", got)
 	}
 }
 
-// giveBackDuring gives a unit back to shard 1, which the purchase has already
-// found empty, as it moves on to shard 0: another request of the process
+// giveBackDuring gives a unit back to shard 0, which the purchase has already
+// found empty, as it moves on to shard 1: another request of the process
 // doing so at that instant.
 type giveBackDuring struct {
 	lock.Locker
 	once  sync.Once
 	store *stock.Store
-	p     stock.Product
+	req   stock.Request
+	taken stock.Taken
 }
 
 func (g *giveBackDuring) Acquire(ctx context.Context, key string, opt lock.Options) (lock.Lease, error) {
-	if key == stock.LockKey(g.p.ID, 0) {
+	if key == g.req.Product.LockKey(1) {
 		g.once.Do(func() {
-			if err := g.store.GiveBack(ctx, stock.Request{Product: g.p, UserID: 99, Mode: stock.Lua}, stock.Taken{Shard: 1}); err != nil {
+			if back, err := g.store.GiveBack(ctx, g.req, g.taken); err != nil || !back {
 				panic(err)
 			}
 		})
@@ -299,22 +415,26 @@ func (g *giveBackDuring) Acquire(ctx context.Context, key string, opt lock.Optio
 // A purchase that finds every shard empty must not set the sold-out flag
 // over a unit that came back during its scan.
 func TestSoldOutFlagDoesNotHideAUnitGivenBackMidScan(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := t.Context()
-	p := stock.Product{ID: 1, Shards: 2, Where: stock.InRedis, Fallback: true}
-	if err := s.Layout(ctx, p, 0); err != nil {
-		t.Fatal(err)
+	f := newFixture(t)
+	p := product(2, stock.InRedis)
+	f.layOut(p, 1, 0)
+	// The first take starts at shard 1 (empty) and falls back to shard 0.
+	r := stock.Request{Product: p, Mode: stock.Lua}
+	taken, err := f.take(r, 99)
+	if err != nil || taken.Shard != 0 {
+		t.Fatalf("the first take: shard %d, %v", taken.Shard, err)
 	}
-	locker := &giveBackDuring{Locker: lock.NewLocal(), store: s, p: p}
-	// A new product's counter starts its first purchase at shard 1, then
-	// falls back to shard 0; the unit reaches shard 1 in between.
-	if _, err := s.Take(ctx, stock.Request{Product: p, UserID: 1, Mode: stock.RMW, Locker: locker}); !errors.Is(err, stock.ErrSoldOut) {
+	r.Ticket = ticket(99)
+	locker := &giveBackDuring{Locker: lock.NewLocal(), store: f.s, req: r, taken: taken}
+	// The next starts at shard 0, then moves on to shard 1; the unit reaches
+	// shard 0 in between.
+	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: locker}, 1); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("the scan: %v, want ErrSoldOut (both shards were empty when read)", err)
 	}
-	if s.SoldOut(p.ID) {
+	if f.s.SoldOut(p.ID) {
 		t.Fatal("the flag is set although a unit came back during the scan")
 	}
-	if _, err := s.Take(ctx, stock.Request{Product: p, UserID: 2, Mode: stock.RMW, Locker: lock.NewLocal()}); err != nil {
+	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: lock.NewLocal()}, 2); err != nil {
 		t.Errorf("the unit given back cannot be bought: %v", err)
 	}
 }

@@ -150,21 +150,16 @@ func Start(t testing.TB, cfg app.Config, extras app.Extras) *app.Server {
 }
 
 // DropProductKeys deletes the Redis keys of the products from the Redis at
-// addr, so that tests sharing a real Redis leave nothing behind: stock,
-// locks, fences, shard lists and buyer sets of every possible shard.
+// addr, so that tests sharing a real Redis leave nothing behind.
 func DropProductKeys(t testing.TB, addr string, ids ...int64) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	var keys []string
+	var extra []string
 	for _, id := range ids {
-		keys = append(keys, stock.ShardListKey(id), stock.BuyersKey(id))
-		for i := range stock.MaxShards {
-			s, l := stock.StockKey(id, i), stock.LockKey(id, i)
-			keys = append(keys, s, s+":fence", l, l+":fence")
-		}
+		extra = append(extra, order.ProductKeys(id)...)
 	}
-	if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
+	if err := stock.Purge(context.Background(), rdb, ids, extra...); err != nil {
 		t.Errorf("deleting the keys of products %v: %v", ids, err)
 	}
 }

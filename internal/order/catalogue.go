@@ -1,0 +1,224 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"seckill/internal/stock"
+)
+
+// Notices between the processes that sell the same products.
+const (
+	// resetChannel carries the id of a product that was laid out anew (a
+	// reset or a rebuild): every process drops its cached copy and flag.
+	resetChannel = "seckill:product-reset"
+	// returnChannel carries the id of a product a unit was given back to:
+	// every process drops its sold-out flag.
+	returnChannel = "seckill:stock-returned"
+)
+
+func (s *Service) subscribe() error {
+	ctx := context.Background()
+	s.sub = s.rdb.Subscribe(ctx, resetChannel, returnChannel)
+	for range 2 { // the confirmations: no notice is missed after these
+		if _, err := s.sub.Receive(ctx); err != nil {
+			s.sub.Close()
+			return fmt.Errorf("subscribing to %s and %s: %w", resetChannel, returnChannel, err)
+		}
+	}
+	go s.followNotices()
+	return nil
+}
+
+// followNotices runs until Close closes the subscription. After a
+// reconnection the subscription is confirmed again; notices sent while it
+// was down are lost, so then every cached product and flag is dropped.
+func (s *Service) followNotices() {
+	defer close(s.done)
+	for m := range s.sub.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			s.products.Clear()
+			s.stock.ClearAllSoldOut()
+		case *redis.Message:
+			id, err := strconv.ParseInt(m.Payload, 10, 64)
+			if err != nil {
+				s.log.Warn("ignoring a malformed notice", "channel", m.Channel, "payload", m.Payload)
+				continue
+			}
+			if m.Channel == resetChannel {
+				s.products.Delete(id)
+			}
+			s.stock.ClearSoldOut(id)
+		}
+	}
+}
+
+// announce tells every process (this one included) that a product changed.
+func (s *Service) announce(ctx context.Context, channel string, id int64) {
+	if err := s.rdb.Publish(ctx, channel, id).Err(); err != nil {
+		s.log.Warn("other processes were not told; their caches and sold-out flags stay until they reconnect",
+			"channel", channel, "product", id, "error", err)
+	}
+}
+
+// Product returns a product, from the process's cache when it has it.
+func (s *Service) Product(ctx context.Context, id int64) (Product, error) {
+	if p, ok := s.products.Load(id); ok {
+		return p.(Product), nil
+	}
+	return s.refresh(ctx, id)
+}
+
+// refresh reads a product from the database and caches it.
+func (s *Service) refresh(ctx context.Context, id int64) (Product, error) {
+	var p Product
+	err := s.db.WithContext(ctx).Take(&p, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		s.products.Delete(id)
+		return Product{}, fmt.Errorf("%w: product %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Product{}, fmt.Errorf("reading product %d: %w", id, err)
+	}
+	s.products.Store(id, p)
+	return p, nil
+}
+
+// ProductSpec describes a product to create or reset.
+type ProductSpec struct {
+	ID       int64
+	Name     string
+	Stock    int
+	Shards   int    // default 5
+	Lock     string // default "token"
+	Mode     string // default "rmw"
+	Fallback *bool  // default true
+	Lab      bool   // fixed when the product is created
+}
+
+// Reset creates a product, or starts a new sale of it: the stock is laid
+// out afresh under a new layout epoch, and the orders stay, attributed to
+// the sale they were made in. A purchase in flight across a reset either
+// wrote its order before it (in the old sale) or is refused after it and
+// tried again in the new one: the new sale's audit is exact.
+func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := s.validate(spec)
+	if err != nil {
+		return Product{}, err
+	}
+	// A layout recorded in Redis by a process whose database did not know
+	// the product: the new epoch must not reuse its keys.
+	marker, _, err := s.stock.ReadMarker(ctx, p.ID)
+	if err != nil {
+		return Product{}, err
+	}
+	levels := stock.Split(p.Initial, p.Shards)
+	var old *Product
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Shard rows first, then the product: the db mode's purchases lock
+		// in that order too, so the two cannot deadlock.
+		if err := stock.LayOutSQL(tx, p.stock(), levels); err != nil {
+			return err
+		}
+		var cur Product
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&cur, p.ID).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			p.Sale, p.Epoch = 1, marker.Epoch+1
+		case err != nil:
+			return fmt.Errorf("reading product %d: %w", p.ID, err)
+		case cur.Lab != p.Lab:
+			return fmt.Errorf("%w: product %d was created with lab %v; that is fixed (use another id)", ErrInvalid, p.ID, cur.Lab)
+		default:
+			old = &cur
+			p.Sale, p.Epoch = cur.Sale+1, max(cur.Epoch, marker.Epoch)+1
+		}
+		// Laid out before the commit publishes the new epoch: no purchase
+		// can find the epoch without its keys.
+		if err := s.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
+			return err
+		}
+		return tx.Save(&p).Error
+	})
+	if err != nil {
+		return Product{}, fmt.Errorf("resetting product %d: %w", p.ID, err)
+	}
+	s.products.Store(p.ID, p)
+	s.stock.ClearSoldOut(p.ID)
+	s.announce(ctx, resetChannel, p.ID)
+	if old != nil && old.Store == string(stock.InRedis) {
+		if err := s.stock.Drop(ctx, old.stock().Layout); err != nil {
+			s.log.Warn("the keys of a past layout stay in Redis", "product", p.ID, "epoch", old.Epoch, "error", err)
+		}
+	}
+	return p, nil
+}
+
+// ErrExists: CreateIfAbsent found the product in the database or in Redis.
+var ErrExists = errors.New("order: product exists")
+
+// CreateIfAbsent creates a product unless it exists, in the database or in
+// Redis: a process started on a fresh database beside a Redis that another
+// process sells the product from must not lay its stock out again.
+func (s *Service) CreateIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := s.refresh(ctx, spec.ID)
+	if err == nil {
+		return p, ErrExists
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return Product{}, err
+	}
+	if _, found, err := s.stock.ReadMarker(ctx, spec.ID); err != nil || found {
+		return Product{}, cmp.Or(err, fmt.Errorf("%w: product %d is laid out in Redis but not in this database", ErrExists, spec.ID))
+	}
+	return s.Reset(ctx, spec)
+}
+
+func (s *Service) validate(spec ProductSpec) (Product, error) {
+	invalid := func(format string, a ...any) (Product, error) {
+		return Product{}, fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	p := Product{ID: spec.ID, Name: spec.Name, Initial: spec.Stock, Shards: spec.Shards,
+		Lock: spec.Lock, Mode: spec.Mode, Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab}
+	if p.ID <= 0 {
+		return invalid("id must be a positive integer")
+	}
+	if p.Initial < 0 || p.Initial > MaxStock {
+		return invalid("stock must be between 0 and %d", MaxStock)
+	}
+	if p.Shards == 0 {
+		p.Shards = 5
+	}
+	if p.Shards < 1 || p.Shards > stock.MaxShards {
+		return invalid("shards must be between 1 and %d", stock.MaxShards)
+	}
+	if p.Name == "" {
+		p.Name = "product " + strconv.FormatInt(p.ID, 10)
+	}
+	if len(p.Name) > 200 {
+		return invalid("name must be at most 200 bytes")
+	}
+	if p.Lock == "" {
+		p.Lock = "token"
+	}
+	if p.Mode == "" {
+		p.Mode = string(stock.RMW)
+	}
+	mode, err := stock.ParseMode(p.Mode)
+	if err != nil {
+		return Product{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := s.locker(p.Lock); err != nil {
+		return Product{}, err
+	}
+	p.Store = string(mode.Store())
+	return p, nil
+}

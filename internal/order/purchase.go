@@ -1,0 +1,294 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"seckill/internal/idgen"
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// ErrUnsettled: a purchase's outcome is unknown (a write was sent and no
+// answer came back). Nothing is undone on a guess: the error is an
+// *UnsettledError with the order id, and the reconciler settles it.
+var ErrUnsettled = errors.New("order: outcome unknown")
+
+// UnsettledError is ErrUnsettled for one order.
+type UnsettledError struct {
+	Order idgen.ID
+	Err   error
+}
+
+func (e *UnsettledError) Error() string {
+	return fmt.Sprintf("%v for order %s: %v", ErrUnsettled, e.Order, e.Err)
+}
+
+// Is makes errors.Is(err, ErrUnsettled) true.
+func (e *UnsettledError) Is(target error) bool { return target == ErrUnsettled }
+
+func (e *UnsettledError) Unwrap() error { return e.Err }
+
+// errStale: the layout the purchase took from is no longer the product's
+// (a reset or a rebuild), or its keys are gone. Buy reads the product again.
+var errStale = errors.New("order: the product's layout changed during the purchase")
+
+// Fault injects the lock ladder's failures into one purchase.
+type Fault struct {
+	// Abandon leaves the lock held, as a holder that crashed would.
+	Abandon bool
+	// Lock carries the strategy-level faults: a crash between SETNX and
+	// EXPIRE, a skewed client clock.
+	Lock lock.Fault
+}
+
+// LabOptions are a purchase's teaching knobs. They are honoured on lab
+// products only (Product.Lab): on any other product they are ErrLabOnly,
+// so that nobody can make a real sale oversell or stall.
+type LabOptions struct {
+	Lock, Mode string        // "" uses the product's
+	Hold       time.Duration // a pause inside the critical section
+	Fault      Fault
+}
+
+func (o LabOptions) set() bool { return o != LabOptions{} }
+
+// Purchase is one buyer's request.
+type Purchase struct {
+	UserID, ProductID int64
+	// Key identifies the purchase across retries (the client's
+	// Idempotency-Key): a purchase with the key of an earlier one gets that
+	// one's outcome. Up to MaxKeyLen characters among A–Z a–z 0–9 . _ : -.
+	// Default: a key drawn for this purchase alone.
+	Key string
+	Lab LabOptions
+}
+
+func (in Purchase) check() error {
+	invalid := func(msg string, a ...any) error { return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(msg, a...)) }
+	switch {
+	case in.UserID <= 0 || in.ProductID <= 0:
+		return invalid("user_id and product_id must be positive integers")
+	case in.Lab.Hold < 0 || in.Lab.Hold > MaxHold:
+		return invalid("hold must be between 0 and %s", MaxHold)
+	case in.Lab.Fault.Lock.ClockSkew < -MaxClockSkew || in.Lab.Fault.Lock.ClockSkew > MaxClockSkew:
+		return invalid("clock skew must be within ±%s", MaxClockSkew)
+	case len(in.Key) > MaxKeyLen:
+		return invalid("the idempotency key must be at most %d characters", MaxKeyLen)
+	}
+	for _, c := range in.Key {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return invalid("the idempotency key may hold only letters, digits and . _ : -")
+		}
+	}
+	return nil
+}
+
+// Receipt tells how a purchase went, whether or not it succeeded.
+type Receipt struct {
+	Lock, Mode string
+	LockWait   time.Duration
+	LeaseLost  bool // the lock had expired by the time it was released
+	// Order is the id of the purchase's order: drawn for it, or the one an
+	// earlier purchase with the same key or buyer holds.
+	Order idgen.ID
+	// Replayed: the purchase repeated an earlier one with the same key,
+	// whose outcome it returns.
+	Replayed bool
+}
+
+// plan is how one purchase takes its unit.
+type plan struct {
+	mode   stock.Mode
+	locker lock.Locker // rmw only
+}
+
+func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
+	if in.Lab.set() && !p.Lab {
+		return plan{}, fmt.Errorf("%w: product %d is sold under lock %s and mode %s; the lock, mode, hold_ms and fault options are for lab products",
+			ErrLabOnly, p.ID, p.Lock, p.Mode)
+	}
+	rc.Lock, rc.Mode = cmp.Or(in.Lab.Lock, p.Lock), cmp.Or(in.Lab.Mode, p.Mode)
+	mode, err := stock.ParseMode(rc.Mode)
+	if err != nil {
+		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := p.stock().Accepts(mode); err != nil {
+		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	pl := plan{mode: mode}
+	if _, err := lock.Lookup(rc.Lock); err != nil {
+		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if mode == stock.RMW {
+		if pl.locker, err = s.locker(rc.Lock); err != nil {
+			return plan{}, err
+		}
+	}
+	return pl, nil
+}
+
+func (s *Service) locker(name string) (lock.Locker, error) {
+	l, err := s.locks.Get(name)
+	if errors.Is(err, lock.ErrUnknownStrategy) || errors.Is(err, lock.ErrUnsupported) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return l, err
+}
+
+// Buy sells one unit of a product to a user. Once it has begun, the
+// purchase no longer follows ctx's cancellation — a client that hangs up
+// must not strand a unit between the store and the orders — but it is
+// bounded in time all the same (Budget.Purchase).
+func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) {
+	var rc Receipt
+	if err := in.check(); err != nil {
+		return Order{}, rc, err
+	}
+	p, err := s.Product(ctx, in.ProductID)
+	if err != nil {
+		return Order{}, rc, err
+	}
+	// Checked before the rate limit, so that bad input costs the buyer nothing.
+	pl, err := s.plan(p, in, &rc)
+	if err != nil {
+		return Order{}, rc, err
+	}
+	if err := s.limit.allow(ctx, in.UserID); err != nil {
+		return Order{}, rc, err
+	}
+	if err := s.enter(); err != nil {
+		return Order{}, rc, err
+	}
+	defer s.working.Done()
+	s.touch(p.ID)
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
+	defer cancel()
+	key := cmp.Or(in.Key, rand.Text())
+	// The purchase owns its locks: a retry of it (same key) re-enters a
+	// reentrant lock its first attempt still holds instead of waiting for
+	// itself, and the take then finds that attempt's record.
+	ctx = lock.WithOwner(ctx, "purchase:"+key)
+	id, err := s.ids.Next(ctx)
+	if err != nil {
+		return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
+	}
+	rc.Order = id
+	t := stock.Ticket{User: in.UserID, Order: id, Key: key}
+	for attempt := 0; ; attempt++ {
+		o, err := s.sell(ctx, p, pl, in.Lab, t, &rc)
+		if !errors.Is(err, errStale) {
+			return o, rc, err
+		}
+		fresh, err := s.refresh(ctx, p.ID)
+		if err != nil {
+			return Order{}, rc, err
+		}
+		if fresh.Epoch == p.Epoch {
+			// The layout is current and its keys are gone: Redis lost them.
+			s.rebuild(fresh)
+			return Order{}, rc, fmt.Errorf("%w: product %d", ErrRebuilding, p.ID)
+		}
+		if attempt > 0 {
+			return Order{}, rc, fmt.Errorf("product %d was laid out anew twice during one purchase; nothing was sold", p.ID)
+		}
+		// Reset (a new sale) or rebuilt: sell from the new layout.
+		p = fresh
+		if pl, err = s.plan(p, in, &rc); err != nil {
+			return Order{}, rc, err
+		}
+	}
+}
+
+// touch notes that this process sold the product: the reconciler passes
+// over those.
+func (s *Service) touch(id int64) {
+	if at, ok := s.touched.Load(id); ok && time.Since(at.(time.Time)) < time.Minute {
+		return
+	}
+	s.touched.Store(id, time.Now())
+}
+
+// sell takes a unit for t and writes its order.
+func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, t stock.Ticket, rc *Receipt) (Order, error) {
+	req := stock.Request{
+		Product: p.stock(), Ticket: t, Mode: pl.mode, Locker: pl.locker,
+		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
+		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
+	}
+	if pl.mode == stock.DB {
+		return s.sellInSQL(ctx, p, req, rc)
+	}
+	taken, err := s.take(ctx, req)
+	rc.LockWait += taken.LockWait
+	rc.LeaseLost = rc.LeaseLost || taken.LeaseLost
+	var before *stock.TakenBefore
+	switch {
+	case errors.As(err, &before):
+		return s.resume(ctx, p, req, before.Prior, rc)
+	case errors.Is(err, stock.ErrNotLaidOut):
+		return Order{}, errStale
+	case err != nil:
+		return Order{}, err
+	}
+	if taken.ReleaseErr != nil {
+		s.log.Warn("the lock was not released after the unit was taken; it will expire",
+			"product", p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
+	}
+	return s.record(ctx, p, req, taken.Entry, rc)
+}
+
+// take runs the take, and once more if its outcome is unknown: the take is
+// idempotent, so the second run either takes or finds the first one's record.
+func (s *Service) take(ctx context.Context, req stock.Request) (stock.Taken, error) {
+	var waited time.Duration
+	for try := 0; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, s.Budget().Take())
+		taken, err := s.stock.Take(tctx, req)
+		cancel()
+		waited += taken.LockWait
+		taken.LockWait = waited
+		if !errors.Is(err, stock.ErrOutcomeUnknown) {
+			return taken, err
+		}
+		if try == 1 {
+			return taken, &UnsettledError{Order: req.Ticket.Order, Err: err}
+		}
+	}
+}
+
+// resume finishes a purchase whose buyer took a unit already: the same
+// purchase retried (same key), or another purchase of the same buyer. An
+// earlier take without its order (still in flight, or given up) is written
+// now, as it would have been.
+func (s *Service) resume(ctx context.Context, p Product, req stock.Request, prior stock.Entry, rc *Receipt) (Order, error) {
+	rc.Order = prior.Order
+	same := prior.Key == req.Ticket.Key
+	o, found, err := s.find(ctx, s.db, prior.Order)
+	switch {
+	case err != nil:
+		return Order{}, err
+	case found && o.Live() && same:
+		rc.Replayed = true
+		return o, nil
+	case found && o.Live():
+		return Order{}, &stock.TakenBefore{Prior: prior}
+	case found:
+		return Order{}, &UnsettledError{Order: prior.Order,
+			Err: errors.New("an earlier purchase of this buyer was voided and its unit is going back; try again shortly")}
+	}
+	req.Ticket = stock.Ticket{User: req.Ticket.User, Order: prior.Order, Key: prior.Key}
+	if o, err = s.record(ctx, p, req, prior, rc); err != nil {
+		return Order{}, err
+	}
+	if same {
+		rc.Replayed = true
+		return o, nil
+	}
+	return Order{}, &stock.TakenBefore{Prior: prior}
+}

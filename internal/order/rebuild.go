@@ -1,0 +1,123 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"seckill/internal/idgen"
+	"seckill/internal/stock"
+)
+
+// rebuildLease bounds a rebuild: the lease that keeps other processes from
+// rebuilding the same product at once, and the rebuild's own deadline.
+const rebuildLease = 30 * time.Second
+
+func rebuildKey(id int64) string { return fmt.Sprintf("seckill:rebuild:%d", id) }
+
+// rebuild lays a product's stock out again after Redis lost it: the stock of
+// each shard is its share of the initial stock less the live orders taken
+// from it, and the ledger and the buyers are re-derived from those orders,
+// so nobody buys twice. It runs in the background, once per process and,
+// under a lease in Redis, once across processes; purchases meanwhile get
+// ErrRebuilding, never "sold out".
+func (s *Service) rebuild(p Product) {
+	if _, running := s.rebuilding.LoadOrStore(p.ID, struct{}{}); running {
+		return
+	}
+	if err := s.enter(); err != nil {
+		s.rebuilding.Delete(p.ID)
+		return
+	}
+	go func() {
+		defer s.working.Done()
+		defer s.rebuilding.Delete(p.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), rebuildLease)
+		defer cancel()
+		done, err := s.Rebuild(ctx, p.ID, p.Epoch)
+		switch {
+		case err != nil:
+			s.log.Error("rebuilding the stock of a product", "product", p.ID, "error", err)
+		case done:
+			s.log.Warn("rebuilt the stock of a product from its orders after Redis lost it", "product", p.ID)
+		}
+	}()
+}
+
+// Rebuild lays out product id's stock anew from its orders, if its layout
+// is still epoch. It reports whether it did; false with no error means
+// another process holds the rebuild lease or did the rebuild already.
+//
+// The layout's epoch changes in the same transaction that reads the orders,
+// under the product row's lock that every order INSERT shares (see
+// insertSQL): an order taken from the lost layout either committed before
+// and is counted, or is refused after and its purchase takes again from the
+// new layout. The new keys are written before that transaction commits, so
+// no purchase finds the new epoch without its stock.
+func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
+	release, err := s.lease(ctx, rebuildKey(id), rebuildLease)
+	if err != nil || release == nil {
+		return false, err
+	}
+	defer release()
+
+	var p Product
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&Product{}).Where("id = ? AND epoch = ?", id, epoch).Update("epoch", gorm.Expr("epoch + 1"))
+		if res.Error != nil || res.RowsAffected == 0 {
+			return cmp.Or(res.Error, errAlreadyRebuilt)
+		}
+		if err := tx.Take(&p, id).Error; err != nil {
+			return err
+		}
+		var orders []Order
+		if err := tx.Where("product_id = ? AND sale = ? AND buyer IS NOT NULL", id, p.Sale).Find(&orders).Error; err != nil {
+			return err
+		}
+		levels := stock.Split(p.Initial, p.Shards)
+		entries := make([]stock.Entry, 0, len(orders))
+		for _, o := range orders {
+			if o.Shard >= 0 && o.Shard < len(levels) {
+				levels[o.Shard] = max(0, levels[o.Shard]-1)
+			}
+			entries = append(entries, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard, At: o.CreatedAt})
+		}
+		if err := s.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
+			return err
+		}
+		if err := s.stock.Record(ctx, p.stock().Layout, entries); err != nil {
+			return err
+		}
+		return s.restoreIDs(ctx, tx)
+	})
+	if errors.Is(err, errAlreadyRebuilt) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("rebuilding product %d: %w", id, err)
+	}
+	s.products.Store(id, p)
+	s.stock.ClearSoldOut(id)
+	s.announce(ctx, resetChannel, id)
+	return true, nil
+}
+
+var errAlreadyRebuilt = errors.New("order: rebuilt already")
+
+// restoreIDs moves the order id counter past the largest order id in the
+// database: Redis lost it with the stock, and a counter that starts again
+// within the second it was last used would issue those ids again.
+func (s *Service) restoreIDs(ctx context.Context, tx *gorm.DB) error {
+	var last *int64
+	if err := tx.WithContext(ctx).Model(&Order{}).Select("MAX(id)").Scan(&last).Error; err != nil {
+		return fmt.Errorf("reading the largest order id: %w", err)
+	}
+	if last == nil {
+		return nil
+	}
+	return s.ids.Restore(ctx, idgen.ID(*last))
+}

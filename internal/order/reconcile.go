@@ -1,0 +1,254 @@
+package order
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/idgen"
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// The reconciler finds the units that left the store without reaching an
+// order: a take whose purchase died between the take and the INSERT (a
+// killed process, a database that stopped answering), or whose outcome was
+// left unknown. It compares each take in the product's ledger with the
+// order rows of its sale; a take older than the grace period (longer than
+// any purchase may still be in flight) whose order is not there is settled
+// with a void row, and then its unit goes back and its buyer may buy again.
+// A void row, not a read, because an INSERT that lost its answer can still
+// commit later: the void row takes its id first, or finds it taken.
+//
+// Every process reconciles the products it sold recently, on a schedule,
+// one process per product at a time (a lease in Redis); Reconcile runs a
+// pass on demand.
+
+// Reconciliation is what one pass found and did. Its JSON is part of the
+// audit.
+type Reconciliation struct {
+	At time.Time `json:"at"`
+	// Takes is the takes the pass examined.
+	Takes int `json:"takes"`
+	// Pending is the takes too young to judge: their purchase may be in flight.
+	Pending int `json:"pending"`
+	// Returned is the units of stranded takes that went back to the store.
+	Returned int `json:"returned"`
+	// Orphans is the live orders of the sale that no take in the ledger
+	// names: sold without a unit the store knows of. Reported, not changed.
+	Orphans int `json:"orphans"`
+	// Error is why the pass stopped early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+func reconciledKey(id int64) string     { return fmt.Sprintf("seckill:reconciled:%d", id) }
+func reconcileLeaseKey(id int64) string { return fmt.Sprintf("seckill:reconcile:%d", id) }
+
+// ProductKeys are the Redis keys the service keeps per product beside the
+// stock's (see stock.Purge): the reconciler's and the rebuild's.
+func ProductKeys(id int64) []string {
+	return []string{reconciledKey(id), reconcileLeaseKey(id), rebuildKey(id)}
+}
+
+// ErrBusy: another process is reconciling the product right now.
+var ErrBusy = errors.New("order: another process holds the lease")
+
+// Reconcile runs one pass over a product's current sale and returns it. It
+// returns ErrBusy when another process is reconciling the product.
+func (s *Service) Reconcile(ctx context.Context, id int64) (Reconciliation, error) {
+	if err := s.enter(); err != nil {
+		return Reconciliation{}, err
+	}
+	defer s.working.Done()
+	release, err := s.lease(ctx, reconcileLeaseKey(id), s.Budget().Purchase())
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	if release == nil {
+		return Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
+	}
+	defer release()
+	p, err := s.refresh(ctx, id)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	r, err := s.reconcile(ctx, p)
+	r.At = time.Now().UTC()
+	if err != nil {
+		r.Error = err.Error()
+	}
+	if b, jerr := json.Marshal(r); jerr == nil {
+		if werr := s.rdb.Set(ctx, reconciledKey(id), b, 0).Err(); werr != nil {
+			s.log.Warn("the reconciler's pass was not recorded", "product", id, "error", werr)
+		}
+	}
+	if r.Returned > 0 {
+		s.announce(ctx, returnChannel, id)
+	}
+	return r, err
+}
+
+func (s *Service) reconcile(ctx context.Context, p Product) (Reconciliation, error) {
+	var r Reconciliation
+	if p.Store != string(stock.InRedis) {
+		return r, nil // the db mode takes and writes in one transaction
+	}
+	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
+	if err != nil {
+		return r, err
+	}
+	var rows []Order
+	err = s.db.WithContext(ctx).Select("id", "user_id", "buyer", "status").
+		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
+	if err != nil {
+		return r, fmt.Errorf("reading the orders of product %d: %w", p.ID, err)
+	}
+	byID := make(map[idgen.ID]Order, len(rows))
+	for _, o := range rows {
+		byID[o.ID] = o
+	}
+	r.Takes = len(ledger)
+	grace := time.Now().Add(-s.opt.ReconcileGrace)
+	var locker lock.Locker
+	if p.Mode == string(stock.RMW) {
+		if locker, err = s.locker(p.Lock); err != nil {
+			return r, err
+		}
+	}
+	for _, e := range ledger {
+		if o, ok := byID[e.Order]; ok && o.Live() {
+			delete(byID, e.Order)
+			continue
+		}
+		if e.At.After(grace) {
+			r.Pending++
+			continue
+		}
+		o := Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
+			Lock: p.Lock, Mode: p.Mode, Key: e.Key, CreatedAt: time.Now()}
+		_, live, err := s.settle(ctx, o)
+		if err != nil {
+			return r, err
+		}
+		if live {
+			delete(byID, e.Order)
+			continue
+		}
+		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
+			Mode: stock.Mode(p.Mode), Locker: locker, Lock: lock.Options{TTL: s.opt.LockTTL},
+			GiveBackWait: s.Budget().GiveBackWait()}
+		back, err := s.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
+		if err != nil {
+			return r, err
+		}
+		if back {
+			r.Returned++
+			s.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
+		}
+	}
+	for _, o := range byID {
+		if o.Live() {
+			r.Orphans++
+		}
+	}
+	return r, nil
+}
+
+// LastReconciliation returns the last pass recorded for a product, if any.
+func (s *Service) LastReconciliation(ctx context.Context, id int64) (*Reconciliation, error) {
+	b, err := s.rdb.Get(ctx, reconciledKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the last reconciliation of product %d: %w", id, err)
+	}
+	var r Reconciliation
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("the last reconciliation of product %d: %w", id, err)
+	}
+	return &r, nil
+}
+
+// reconcileOnSchedule passes over the products this process sold in the
+// last hour, and, at start, those reset in the last day, until Close.
+func (s *Service) reconcileOnSchedule() {
+	s.touchRecent()
+	t := time.NewTicker(s.opt.ReconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.touched.Range(func(k, v any) bool {
+			id := k.(int64)
+			if time.Since(v.(time.Time)) > time.Hour {
+				s.touched.Delete(id)
+				return true
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
+			defer cancel()
+			_, err := s.Reconcile(ctx, id)
+			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosing) && !errors.Is(err, ErrNotFound) {
+				s.log.Warn("a reconciliation pass failed", "product", id, "error", err)
+			}
+			select {
+			case <-s.stop:
+				return false
+			default:
+				return true
+			}
+		})
+	}
+}
+
+// touchRecent adds the products reset in the last day to those the
+// reconciler passes over: after a restart, this process has sold nothing yet.
+func (s *Service) touchRecent() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opt.Step)
+	defer cancel()
+	var ids []int64
+	err := s.db.WithContext(ctx).Model(&Product{}).Where("store = ? AND updated_at > ?", stock.InRedis, time.Now().Add(-24*time.Hour)).
+		Limit(1000).Pluck("id", &ids).Error
+	if err != nil {
+		s.log.Warn("the reconciler does not know the recent products", "error", err)
+		return
+	}
+	for _, id := range ids {
+		s.touched.LoadOrStore(id, time.Now())
+	}
+}
+
+var (
+	//go:embed release_lease.lua
+	releaseLeaseLua    string
+	releaseLeaseScript = redis.NewScript(releaseLeaseLua)
+)
+
+// lease takes key for ttl unless another holds it; it returns the release,
+// or nil when another holds it.
+func (s *Service) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
+	token := rand.Text()
+	ok, err := s.rdb.SetNX(ctx, key, token, ttl).Result()
+	if err != nil {
+		return nil, fmt.Errorf("taking the lease %s: %w", key, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opt.Step)
+		defer cancel()
+		if err := releaseLeaseScript.Run(ctx, s.rdb, []string{key}, token).Err(); err != nil {
+			s.log.Warn("a lease was not released; it expires", "key", key, "error", err)
+		}
+	}, nil
+}

@@ -1,0 +1,226 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"seckill/internal/idgen"
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// Outcomes a caller branches on, beside stock's ErrSoldOut,
+// ErrAlreadyBought, ErrLockTimeout and ErrLeaseLost.
+var (
+	ErrNotFound = errors.New("order: not found")
+	// ErrInvalid wraps every error caused by the request's content.
+	ErrInvalid = errors.New("order: invalid request")
+	// ErrLabOnly: a purchase asked for a lab option (another lock or mode,
+	// a hold, a fault) on a product that is not a lab product.
+	ErrLabOnly = errors.New("order: lab option on a product that is not a lab product")
+	// ErrRebuilding: Redis lost the product's stock and it is being rebuilt
+	// from the orders; nothing was sold, try again shortly.
+	ErrRebuilding = errors.New("order: stock being rebuilt")
+	// ErrClosing: the service is shutting down and takes no new purchase.
+	ErrClosing = errors.New("order: shutting down")
+)
+
+// Options configure a Service. Every field has a working default.
+type Options struct {
+	// LockTTL is the lease of the distributed locks. Default: lock.DefaultTTL.
+	LockTTL time.Duration
+	// LockWait is how long a purchase waits for a held lock. Default: 0, fail fast.
+	LockWait time.Duration
+	// RateLimit allows one purchase request per user per period. Default: 0, off.
+	RateLimit time.Duration
+	// Step bounds one round trip to Redis or the database, the client's
+	// retries included: the unit of the purchase's time budget. Default: 4s.
+	Step time.Duration
+	// ReconcileEvery is how often the reconciler passes over the products
+	// this process sells. Default: 10s; negative turns the schedule off
+	// (Reconcile still works on demand).
+	ReconcileEvery time.Duration
+	// ReconcileGrace is how old a take must be before the reconciler
+	// judges it stranded. It must outlast any purchase still in flight.
+	// Default: the budget of a whole purchase (Budget.Purchase).
+	ReconcileGrace time.Duration
+	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
+	Log *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultStep           = 4 * time.Second
+	DefaultReconcileEvery = 10 * time.Second
+)
+
+// Limits on what a request may ask for.
+const (
+	MaxStock     = 10_000_000
+	MaxHold      = 10 * time.Second
+	MaxClockSkew = time.Hour
+	MaxKeyLen    = 64
+)
+
+// Budget bounds a purchase in time, phase by phase: every phase runs on a
+// deadline of its own, and the HTTP server's write timeout is derived from
+// the whole (app does so), so that no purchase outlives its response.
+type Budget struct {
+	LockWait time.Duration
+	MaxHold  time.Duration
+	Step     time.Duration
+}
+
+// Take bounds the take: waiting for the lock, the hold, and the lock's and
+// the stock's round trips (acquire, read, write, release).
+func (b Budget) Take() time.Duration { return b.LockWait + b.MaxHold + 4*b.Step }
+
+// Record bounds writing the order: the insert, and settling an unknown
+// outcome (a void row and a read).
+func (b Budget) Record() time.Duration { return 3 * b.Step }
+
+// GiveBackWait is how long a give-back waits for the shard's lock: longer
+// than any live holder holds it.
+func (b Budget) GiveBackWait() time.Duration { return b.MaxHold + 2*b.Step }
+
+// GiveBack bounds returning a unit: the wait for the lock and its round trips.
+func (b Budget) GiveBack() time.Duration { return b.GiveBackWait() + 3*b.Step }
+
+// Purchase bounds a whole purchase: the order id, the take (twice when the
+// layout changed under it), the record and a give-back.
+func (b Budget) Purchase() time.Duration {
+	return b.Step + 2*b.Take() + b.Record() + b.GiveBack()
+}
+
+// Service sells products.
+type Service struct {
+	db    *gorm.DB
+	rdb   redis.UniversalClient
+	stock *stock.Store
+	ids   *idgen.Redis
+	locks *lock.Pool
+	limit rateLimit
+	opt   Options
+	log   *slog.Logger
+
+	products sync.Map // int64 → Product: the catalogue's cache
+
+	sub  *redis.PubSub
+	done chan struct{} // closed when followNotices returns
+
+	// Purchases and background jobs in flight, which Close waits for: once
+	// a unit is taken, the backends must stay open until it is in an order
+	// or back in the store.
+	flight  sync.Mutex
+	closing bool
+	working sync.WaitGroup
+	stop    chan struct{} // closed by Close: the schedules end
+
+	touched    sync.Map // int64 → time.Time: products sold here, for the reconciler
+	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
+}
+
+// NewService returns a service on db and rdb, locking with locks, and
+// starts following other processes' notices and the reconciler's schedule;
+// Close stops them. The tables must exist (Migrate). The caller keeps
+// ownership of db, rdb and locks.
+func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Options) (*Service, error) {
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	if opt.Step <= 0 {
+		opt.Step = DefaultStep
+	}
+	if opt.ReconcileEvery == 0 {
+		opt.ReconcileEvery = DefaultReconcileEvery
+	}
+	s := &Service{
+		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
+		stock: stock.NewStore(rdb, db),
+		ids:   idgen.NewRedis(rdb, "order"),
+		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
+		done:  make(chan struct{}),
+		stop:  make(chan struct{}),
+	}
+	if s.opt.ReconcileGrace <= 0 {
+		s.opt.ReconcileGrace = s.Budget().Purchase()
+	}
+	if err := s.subscribe(); err != nil {
+		return nil, err
+	}
+	if opt.ReconcileEvery > 0 {
+		s.working.Go(s.reconcileOnSchedule)
+	}
+	return s, nil
+}
+
+// Budget is the service's purchase time budget.
+func (s *Service) Budget() Budget {
+	return Budget{LockWait: s.opt.LockWait, MaxHold: MaxHold, Step: s.opt.Step}
+}
+
+// enter registers a purchase or a job in flight; it fails once Close began.
+func (s *Service) enter() error {
+	s.flight.Lock()
+	defer s.flight.Unlock()
+	if s.closing {
+		return ErrClosing
+	}
+	s.working.Add(1)
+	return nil
+}
+
+// Close refuses new purchases, stops the schedules, waits for the purchases
+// and jobs in flight (each is bounded in time) and stops following notices.
+// It closes neither the database, nor Redis, nor the lock pool.
+func (s *Service) Close() error {
+	s.flight.Lock()
+	if s.closing {
+		s.flight.Unlock()
+		return nil
+	}
+	s.closing = true
+	close(s.stop)
+	s.flight.Unlock()
+	s.working.Wait()
+	err := s.sub.Close()
+	<-s.done
+	return err
+}
+
+// Migrate creates or updates the tables.
+func Migrate(ctx context.Context, db *gorm.DB) error {
+	m := db.WithContext(ctx).Migrator()
+	// Until sales existed, one order per user per product was for ever:
+	// that index would refuse a buyer in every later sale.
+	if m.HasTable(&Order{}) && m.HasIndex(&Order{}, "idx_product_user") {
+		if err := m.DropIndex(&Order{}, "idx_product_user"); err != nil {
+			return fmt.Errorf("dropping the orders' old one-per-user index: %w", err)
+		}
+	}
+	if err := db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
+		return fmt.Errorf("migrating products and orders: %w", err)
+	}
+	return stock.Migrate(ctx, db)
+}
+
+// Order returns an order by id. A void row is not an order: not found.
+func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
+	o, found, err := s.find(ctx, s.db, id)
+	switch {
+	case err != nil:
+		return Order{}, err
+	case !found:
+		return Order{}, fmt.Errorf("%w: order %s", ErrNotFound, id)
+	case !o.Live():
+		return Order{}, fmt.Errorf("%w: order %s was never completed; its unit went back on sale", ErrNotFound, id)
+	}
+	return o, nil
+}

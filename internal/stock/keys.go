@@ -1,0 +1,70 @@
+package stock
+
+import "strconv"
+
+// Layout is where one product's stock lives in Redis: its shard count and
+// the epoch of its keys. Every key of a shard carries the shard's hash tag
+// {ID_k}, so a shard's stock, ledger, fence and lock fall in one Redis
+// Cluster slot and one script may touch them all, while the shards of a
+// product spread over slots. The epoch changes when the stock is laid out
+// anew (a reset, or a rebuild after Redis lost it): a process that still
+// holds the old epoch finds its keys gone instead of writing over the new
+// ones.
+type Layout struct {
+	ID     int64
+	Shards int
+	Epoch  int64
+}
+
+func (l Layout) tag(shard int) string {
+	return "{" + strconv.FormatInt(l.ID, 10) + "_" + strconv.Itoa(shard) + "}"
+}
+
+func (l Layout) epoch() string { return ":" + strconv.FormatInt(l.Epoch, 10) }
+
+// StockKey is the Redis key of a shard's stock, an integer.
+func (l Layout) StockKey(shard int) string { return "seckill:stock:" + l.tag(shard) + l.epoch() }
+
+// FenceKey holds the highest fencing token a write to the shard's stock has
+// carried; a fenced writer with an older token is refused.
+func (l Layout) FenceKey(shard int) string { return l.StockKey(shard) + ":fence" }
+
+// LedgerKey is the hash of the units taken from a shard, one field per
+// buyer: the record of each take (see Ticket). It is written in the same
+// atomic step as the stock, so that every unit out of the store can be
+// traced to an order or found stranded.
+func (l Layout) LedgerKey(shard int) string { return "seckill:taken:" + l.tag(shard) + l.epoch() }
+
+// LockKey is the Redis key of a shard's lock. It does not carry the epoch:
+// a lock guards the shard, whichever layout it holds.
+func (l Layout) LockKey(shard int) string { return "seckill:lock:" + l.tag(shard) }
+
+// BuyerKey records that a user took a unit of the product, and which: it
+// enforces one unit per buyer across the shards and makes a retried take
+// return the first outcome. Its hash tag is the buyer's, not a shard's: on
+// a cluster it lives in its own slot.
+func (l Layout) BuyerKey(user int64) string {
+	return "seckill:buyer:{" + strconv.FormatInt(l.ID, 10) + ":" + strconv.FormatInt(user, 10) + "}" + l.epoch()
+}
+
+// MarkerKey is a hash describing the product's current layout (epoch,
+// shards, initial stock). It is read only when a product is created, so
+// that a process whose database does not know the product does not lay out
+// its stock over a sale that another process is running.
+func MarkerKey(product int64) string { return "seckill:product:" + strconv.FormatInt(product, 10) }
+
+// shardKeys returns the stock keys of every shard, in shard order.
+func (l Layout) shardKeys() []string {
+	keys := make([]string, l.Shards)
+	for i := range keys {
+		keys[i] = l.StockKey(i)
+	}
+	return keys
+}
+
+// productPatterns match the keys of a product's shards and buyers, in any
+// layout (hash tags {ID_k} and {ID:user}).
+func productPatterns(id int64) []string {
+	s := strconv.FormatInt(id, 10)
+	return []string{"seckill:*{" + s + "_*}*", "seckill:buyer:{" + s + ":*}*"}
+}

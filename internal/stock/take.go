@@ -1,0 +1,323 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"seckill/internal/lock"
+)
+
+var (
+	//go:embed take.lua
+	takeLua    string
+	takeScript = redis.NewScript(takeLua)
+
+	//go:embed fenced_read.lua
+	fencedReadLua    string
+	fencedReadScript = redis.NewScript(fencedReadLua)
+
+	//go:embed rmw_write.lua
+	rmwWriteLua    string
+	rmwWriteScript = redis.NewScript(rmwWriteLua)
+
+	//go:embed give_back.lua
+	giveBackLua    string
+	giveBackScript = redis.NewScript(giveBackLua)
+)
+
+// TakeScript is the lua mode's script (see take.lua). Exported so that the
+// load harness can measure a bare EVALSHA of it as a ceiling.
+func TakeScript() *redis.Script { return takeScript }
+
+// Replies of the scripts.
+const (
+	replyTaken       = 1
+	replyEmpty       = 0
+	replyTakenBefore = -1
+	replyNotLaidOut  = -2
+	replyStale       = -3
+)
+
+// Request is one attempt to take a unit.
+type Request struct {
+	Product Product
+	Ticket  Ticket
+	Mode    Mode
+	// Locker guards the rmw mode's read-modify-write; lua and db take no lock.
+	Locker lock.Locker
+	Lock   lock.Options
+	// Hold pauses inside the critical section, between the read and the
+	// write, to widen the race window or to outlive the lease.
+	Hold time.Duration
+	// Abandon leaves the lock held, as a holder that crashed would.
+	Abandon bool
+	// GiveBackWait is how long a give-back waits for the shard's lock. It
+	// must outlast the longest a live holder may hold it: after that,
+	// whoever holds the lock is a crashed holder that will never write, and
+	// the unit goes back without it. Default: DefaultGiveBackWait.
+	GiveBackWait time.Duration
+	// Tx is the transaction the db mode takes in: the order is written in
+	// it too, so the take and the order commit or roll back together.
+	Tx *gorm.DB
+}
+
+// DefaultGiveBackWait is Request.GiveBackWait's default.
+const DefaultGiveBackWait = 15 * time.Second
+
+// Taken describes a unit that was taken.
+type Taken struct {
+	Entry
+	Token    uint64        // the fencing token the write carried, 0 if none
+	LockWait time.Duration // time spent acquiring locks, over every shard tried
+	// LeaseLost reports that the lock was no longer this holder's when it
+	// released it: its lease expired inside the critical section.
+	LeaseLost bool
+	// ReleaseErr is a release that failed after the unit was taken. The
+	// unit is taken all the same (the write landed); the lock expires.
+	ReleaseErr error
+}
+
+// Take takes one unit for r.Ticket. It starts at the shard the round-robin
+// counter picks and, when the product allows fallback, tries the others in
+// turn; it returns ErrSoldOut only when every shard it tried was empty. A
+// take is idempotent per buyer: run again for a buyer who took a unit, it
+// takes nothing and returns a *TakenBefore with that take's record.
+func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
+	p := r.Product
+	if err := p.Accepts(r.Mode); err != nil {
+		return Taken{}, err
+	}
+	st := s.state(p.ID)
+	flag := st.flag.Load()
+	if flag&1 == 1 {
+		return Taken{}, ErrSoldOut
+	}
+	first := int(st.next.Add(1) % uint64(p.Shards))
+	tries := 1
+	if p.Fallback {
+		tries = p.Shards
+	}
+	var t Taken
+	for i := range tries {
+		t.Entry = newEntry(r.Ticket, (first+i)%p.Shards, time.Now())
+		ok, err := s.takeFrom(ctx, r, &t)
+		if err != nil || ok {
+			return t, err
+		}
+	}
+	if p.Fallback {
+		st.flag.CompareAndSwap(flag, flag|1)
+	}
+	return Taken{}, ErrSoldOut
+}
+
+// takeFrom tries the shard t names; false means the shard was empty.
+func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error) {
+	p := r.Product
+	switch r.Mode {
+	case Lua:
+		keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+		res, err := takeScript.Run(ctx, s.rdb, keys, r.Ticket.User, t.record()).Slice()
+		if err != nil {
+			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
+		}
+		return s.reply(p, t.Shard, r.Ticket.User, res)
+	case DB:
+		if r.Tx == nil {
+			return false, errors.New("stock: the db mode takes in the order's transaction, and none was given")
+		}
+		res := r.Tx.Model(&Shard{}).
+			Where("product_id = ? AND shard = ? AND stock > 0", p.ID, t.Shard).
+			Update("stock", gorm.Expr("stock - 1"))
+		if res.Error != nil {
+			return false, fmt.Errorf("taking from SQL shard %d of product %d: %w", t.Shard, p.ID, res.Error)
+		}
+		return res.RowsAffected == 1, nil
+	case RMW:
+		return s.readModifyWrite(ctx, r, t)
+	}
+	return false, fmt.Errorf("%w %q", ErrUnknownMode, r.Mode)
+}
+
+// reply turns a script's reply into a take's outcome.
+func (s *Store) reply(p Product, shard int, user int64, res []any) (bool, error) {
+	code, _ := res[0].(int64)
+	switch code {
+	case replyTaken:
+		return true, nil
+	case replyEmpty:
+		return false, nil
+	case replyTakenBefore:
+		rec, _ := res[1].(string)
+		prior, err := parseEntry(user, rec)
+		if err != nil {
+			return false, fmt.Errorf("buyer %d of product %d: %w", user, p.ID, err)
+		}
+		return false, &TakenBefore{Prior: prior}
+	case replyNotLaidOut:
+		return false, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, p.StockKey(shard))
+	case replyStale:
+		return false, fmt.Errorf("%w: shard %d of product %d", ErrLeaseLost, shard, p.ID)
+	}
+	return false, fmt.Errorf("shard %d of product %d: unexpected script reply %v", shard, p.ID, res)
+}
+
+// readModifyWrite is GET, check, write under the request's lock: three round
+// trips plus the lock's own, and correct only if the lock really excludes.
+func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken bool, err error) {
+	p := r.Product
+	start := time.Now()
+	lease, err := r.Locker.Acquire(ctx, p.LockKey(t.Shard), r.Lock)
+	t.LockWait += time.Since(start)
+	if errors.Is(err, lock.ErrNotObtained) {
+		return false, fmt.Errorf("%w: shard %d of product %d", ErrLockTimeout, t.Shard, p.ID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("locking shard %d of product %d: %w", t.Shard, p.ID, err)
+	}
+	if r.Abandon {
+		lock.Abandon(lease)
+	} else {
+		defer func() {
+			rerr := lease.Release(ctx)
+			switch {
+			case rerr == nil:
+			case errors.Is(rerr, lock.ErrNotHeld):
+				t.LeaseLost = true
+			case taken:
+				// The write landed: failing now would strand the unit
+				// between the store and the orders. The lock expires.
+				t.ReleaseErr = rerr
+			case err == nil:
+				err = fmt.Errorf("releasing lock of shard %d: %w", t.Shard, rerr)
+			}
+		}()
+	}
+	// A fenced lease reads through the fence too (see fenced_read.lua).
+	t.Token = lease.Token()
+	n, err := s.read(ctx, p, t.Shard, t.Token)
+	if err != nil || n <= 0 {
+		return false, err
+	}
+	if err := pause(ctx, r.Hold); err != nil {
+		return false, err
+	}
+	keys := []string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record()).Slice()
+	if err != nil {
+		return false, unanswered(fmt.Errorf("writing %s: %w", p.StockKey(t.Shard), err))
+	}
+	return s.reply(p, t.Shard, r.Ticket.User, res)
+}
+
+// read is the GET of a read-modify-write: a plain GET, or through the fence
+// for a holder with a token.
+func (s *Store) read(ctx context.Context, p Product, shard int, token uint64) (int, error) {
+	key := p.StockKey(shard)
+	var raw string
+	if token == 0 {
+		v, err := s.rdb.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, key)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("reading %s: %w", key, err)
+		}
+		raw = v
+	} else {
+		res, err := fencedReadScript.Run(ctx, s.rdb, []string{key, p.FenceKey(shard)}, token).Slice()
+		if err != nil {
+			return 0, fmt.Errorf("reading %s: %w", key, err)
+		}
+		if _, err := s.reply(p, shard, 0, res[:1]); err != nil {
+			return 0, err
+		}
+		raw, _ = res[1].(string)
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil {
+		return 0, fmt.Errorf("stock key %s holds %q: %w", key, raw, err)
+	}
+	return n, nil
+}
+
+// unanswered marks the failure of a write as ErrOutcomeUnknown, unless
+// Redis answered it with an error (then the script did not run to its end,
+// and a script writes nothing before its last checks).
+func unanswered(err error) error {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// GiveBack returns a unit that was taken but could not be sold to the shard
+// it came from, and forgets the take, so that the unit is in the store again
+// and the buyer may buy. It reports whether a unit went back: false when the
+// ledger no longer holds the take (it was given back already, or the layout
+// is gone). In db mode there is nothing to do: the take rolls back with the
+// order's transaction.
+//
+// With a Locker the unit goes back under the shard's lock, because a give-
+// back that lands between another holder's GET and write is overwritten;
+// under a fenced lock it goes back through the fence, so that a holder
+// paused with an older token cannot overwrite it either. Only when the lock
+// stays held past GiveBackWait, longer than any live holder holds it, does
+// the unit go back without it.
+func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) {
+	if r.Mode == DB {
+		return false, nil
+	}
+	p := r.Product
+	var token uint64
+	if r.Locker != nil {
+		opt := lock.Options{TTL: r.Lock.TTL, Wait: r.GiveBackWait}
+		if opt.Wait <= 0 {
+			opt.Wait = DefaultGiveBackWait
+		}
+		lease, err := r.Locker.Acquire(ctx, p.LockKey(t.Shard), opt)
+		switch {
+		case errors.Is(err, lock.ErrNotObtained):
+			// The holder is dead: nobody is between a GET and a write.
+		case err != nil:
+			return false, fmt.Errorf("locking shard %d of product %d to give a unit back: %w", t.Shard, p.ID, err)
+		default:
+			defer lease.Release(ctx) // a lost lease changes nothing: the write below is atomic
+			token = lease.Token()
+		}
+	}
+	keys := []string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+	n, err := giveBackScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Order.String(), token).Int()
+	if err != nil {
+		return false, fmt.Errorf("giving a unit back to shard %d of product %d: %w", t.Shard, p.ID, err)
+	}
+	if n == replyStale {
+		return false, fmt.Errorf("%w: giving a unit back to shard %d of product %d", ErrLeaseLost, t.Shard, p.ID)
+	}
+	if n == 1 {
+		s.ClearSoldOut(p.ID)
+	}
+	return n == 1, nil
+}
