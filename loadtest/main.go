@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,9 +30,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "loadtest:", err)
-		}
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
@@ -64,7 +63,7 @@ type options struct {
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs := flag.NewFlagSet(filepath.Base(args[0]), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	s := &o.spec
 	dur := func(p *harness.Duration, name string, def time.Duration, help string) {
@@ -148,6 +147,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	// stderr copiers all write here, from different goroutines.
 	stderr = &syncWriter{w: stderr}
 	o, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed; asking for it is not a failure
+	}
 	if err != nil {
 		return err
 	}

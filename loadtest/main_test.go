@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -234,5 +235,23 @@ func TestLuaCeilingReportsTheRatios(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}
+	}
+}
+
+// -h prints the knobs and succeeds, so that main exits 0; a flag that does
+// not exist is an error.
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"/tmp/build/loadtest", "-h"}, os.Getenv, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Errorf("-h returned %v, want nil", err)
+	}
+	for _, want := range []string{"Usage of loadtest:", "-scenario", "-product", "-target"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h output lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	err := run(t.Context(), []string{"loadtest", "-no-such-flag"}, os.Getenv, strings.NewReader(""), &stdout, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Errorf("-no-such-flag returned %v, want an error naming it", err)
 	}
 }
