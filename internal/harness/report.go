@@ -158,17 +158,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, agreement(r), exp)
 	}
 	tw.Flush()
-	for _, r := range rep.Rows {
-		for _, d := range r.Disagreements {
-			fmt.Fprintf(&b, "disagreement %s: %s\n", r.Label(), d)
-		}
-		if r.Note != "" {
-			fmt.Fprintf(&b, "note %s: %s\n", r.Label(), r.Note)
-		}
-		for _, s := range r.ErrorSamples {
-			fmt.Fprintf(&b, "error %s: %s\n", r.Label(), s)
-		}
-	}
+	rep.writeRemarks(&b)
 	for _, s := range rep.Summary {
 		b.WriteString(s + "\n")
 	}
@@ -176,6 +166,39 @@ func (rep Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// writeRemarks writes the rows' disagreements, notes and error samples,
+// each distinct one once with the number of runs that had it: repeated
+// runs on the same backend say the same things.
+func (rep Report) writeRemarks(b *strings.Builder) {
+	type remark struct{ kind, label, text string }
+	var order []remark
+	runs := make(map[remark]int)
+	add := func(m remark) {
+		if runs[m] == 0 {
+			order = append(order, m)
+		}
+		runs[m]++
+	}
+	for _, r := range rep.Rows {
+		for _, d := range r.Disagreements {
+			add(remark{"disagreement", r.Label(), d})
+		}
+		if r.Note != "" {
+			add(remark{"note", r.Label(), r.Note})
+		}
+		for _, s := range r.ErrorSamples {
+			add(remark{"error", r.Label(), s})
+		}
+	}
+	for _, m := range order {
+		if n := runs[m]; n > 1 {
+			fmt.Fprintf(b, "%s %s (%d runs): %s\n", m.kind, m.label, n, m.text)
+		} else {
+			fmt.Fprintf(b, "%s %s: %s\n", m.kind, m.label, m.text)
+		}
+	}
 }
 
 func agreement(r Row) string {

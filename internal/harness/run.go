@@ -114,7 +114,7 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	defer cancel()
 	if err := reset(runCtx, c, spec); err != nil {
 		row := newRow(spec)
-		row.Verdict, row.AuditVerdict, row.Note = Skipped, Skipped, err.Error()
+		row.Verdict, row.AuditVerdict, row.Note = Skipped, Skipped, resetNote(err)
 		return row, err
 	}
 	row, err := drive(runCtx, c, spec, progress)
@@ -140,6 +140,15 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	row.Verdict, row.HarnessVerdict, row.AuditVerdict = j.Verdict, j.Harness, j.Audit
 	row.ServiceVerdict, row.Agree, row.Disagreements = audit.Verdict, j.Agree, j.Disagreements
 	return row, nil
+}
+
+// resetNote says why a reset failed without the product id, which the row
+// carries: runs the service refuses alike then read alike.
+func resetNote(err error) string {
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
+	return "resetting the product: " + err.Error()
 }
 
 // Drive sends the workload only: no reset, no audit, no verdict. It is the
