@@ -7,11 +7,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -203,6 +205,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		// A random product keeps runs apart from other users of a shared Redis.
 		o.spec.ProductID = 1_000_000 + rand.Int64N(1_000_000_000)
 	}
+	fmt.Fprintf(stderr, "product ids from %d, one per run (-product sets the first); "+
+		"each run's buyers are fresh user ids (user_base in -json and -csv)\n", o.spec.ProductID)
 
 	client := harness.NewClient(1)
 	defer client.CloseIdleConnections()
@@ -239,9 +243,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return err
 		}
 		if !held {
-			return fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
+			return errors.Join(fmt.Errorf("scenario %s: %w", sc.Name, errExpectation), allFailed(rep.Rows))
 		}
-		return o.checkExpect(rep.Rows)
+		return errors.Join(o.checkExpect(rep.Rows), allFailed(rep.Rows))
 	}
 
 	locks, err := expandLocks(ctx, client, targets[0], o.locks)
@@ -281,7 +285,7 @@ runs:
 	if runErr != nil {
 		return runErr
 	}
-	return o.checkExpect(rep.Rows)
+	return errors.Join(o.checkExpect(rep.Rows), allFailed(rep.Rows))
 }
 
 // override applies the workload flags given explicitly to a scenario's run.
@@ -337,6 +341,51 @@ func (o options) checkExpect(rows []harness.Row) error {
 		return fmt.Errorf("-expect %s: %s: %w", o.expect, strings.Join(bad, "; "), errExpectation)
 	}
 	return nil
+}
+
+// errAllFailed: every request of a run failed. Its verdict is ERRORS, but
+// nothing was measured, and the likelier cause is the target, not the lock.
+var errAllFailed = errors.New("every request failed")
+
+// allFailed reports the runs in which no request was answered with a sale,
+// "sold out" or "already bought", unless a scenario expected just that, and
+// says what the errors were.
+func allFailed(rows []harness.Row) error {
+	var labels []string
+	codes := make(map[string]int)
+	var samples []string
+	for _, r := range rows {
+		if r.Requests == 0 || r.Errors < r.Requests || (r.Expect != nil && r.Expect.Held) {
+			continue
+		}
+		if !slices.Contains(labels, r.Label()) {
+			labels = append(labels, r.Label())
+		}
+		for c, n := range r.ErrorCodes {
+			codes[c] += n
+		}
+		for _, s := range r.ErrorSamples {
+			if !slices.Contains(samples, s) {
+				samples = append(samples, s)
+			}
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	names := slices.SortedFunc(maps.Keys(codes), func(a, b string) int { return cmp.Or(codes[b]-codes[a], strings.Compare(a, b)) })
+	var counted []string
+	for _, c := range names {
+		counted = append(counted, fmt.Sprintf("%s %d", c, codes[c]))
+	}
+	var more string
+	if len(samples) > 0 {
+		more = " (e.g. " + samples[0] + ")"
+	}
+	if codes["rate_limited"] > 0 {
+		more += "; the target limits each user's order rate: start it with -rate-limit 0 (go run ./cmd/seckill -rate-limit 0)"
+	}
+	return fmt.Errorf("%s: %w: %s%s", strings.Join(labels, ", "), errAllFailed, strings.Join(counted, ", "), more)
 }
 
 // expandLocks turns -lock into names; "all" asks the service for its list.

@@ -74,7 +74,7 @@ var csvHeader = []string{
 	"requests", "ok", "sold_out", "already_bought", "errors", "sold", "oversold",
 	"lost_updates", "undersold", "sold_out_early", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
 	"lock_wait_p99_ms", "elapsed_s", "verdict", "harness_verdict", "audit_verdict",
-	"agree", "expected", "held", "error_samples",
+	"agree", "expected", "held", "error_samples", "product_id", "buyers", "user_base",
 }
 
 // WriteCSV writes one line per row after a header of JSON field names; the
@@ -105,6 +105,7 @@ func (rep Report) WriteCSV(w io.Writer) error {
 			itoa(r.LostUpdates), itoa(r.Undersold), itoa(r.SoldOutEarly), f(r.RPS), f(r.P50MS), f(r.P90MS), f(r.P99MS),
 			f(r.MaxMS), f(r.LockWaitP99MS), f(r.ElapsedS), r.Verdict, r.HarnessVerdict,
 			r.AuditVerdict, strconv.FormatBool(r.Agree), want, held, strings.Join(r.ErrorSamples, " | "),
+			strconv.FormatInt(r.ProductID, 10), itoa(r.Buyers), strconv.FormatInt(r.UserBase, 10),
 		})
 	}
 	cw.Flush()

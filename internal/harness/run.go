@@ -29,6 +29,9 @@ type Row struct {
 	Fallback    *bool `json:"fallback,omitempty"`
 	Concurrency int   `json:"concurrency"`
 	HoldMS      int64 `json:"hold_ms,omitempty"`
+	// The buyers were users UserBase+1 … UserBase+Buyers.
+	Buyers   int   `json:"buyers"`
+	UserBase int64 `json:"user_base"`
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.
@@ -183,6 +186,7 @@ func newRow(s Spec) Row {
 	return Row{
 		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
 		Shards: s.Shards, Fallback: s.Fallback, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
+		Buyers: s.Buyers, UserBase: s.UserBase,
 	}
 }
 
