@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -271,18 +270,7 @@ func startTarget(t *testing.T, getenv func(string) string) string {
 		t.Fatal(err)
 	}
 	cfg.RateLimit = 3 * time.Second
-	srv, err := app.Start(t.Context(), cfg, slog.New(slog.DiscardHandler), app.Extras{})
-	if err != nil {
-		t.Fatalf("starting the target: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutting the target down: %v", err)
-		}
-	})
-	return srv.URL
+	return testenv.Start(t, cfg, app.Extras{}).URL
 }
 
 // Two runs against one rate-limited target, on the same product, one right
