@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"seckill/internal/chartjs"
 )
 
 // Report is the rows of one invocation with the machine they ran on.
@@ -212,12 +214,6 @@ func agreement(r Row) string {
 	return "NO"
 }
 
-// chartJS is Chart.js 4 (MIT, see assets/chart.LICENSE.md), inlined so that
-// a report opens offline and fetches nothing.
-//
-//go:embed assets/chart.umd.min.js
-var chartJS string
-
 //go:embed assets/report.html.tmpl
 var reportHTML string
 
@@ -256,7 +252,7 @@ func (rep Report) WriteHTML(w io.Writer) error {
 		Lines   []string
 		Charts  []Chart
 		ChartJS template.JS
-	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartJS)}
+	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartjs.Script)}
 	if err := reportTmpl.Execute(w, data); err != nil {
 		return fmt.Errorf("writing the HTML report: %w", err)
 	}
