@@ -101,10 +101,10 @@ const progressEvery = 200 * time.Millisecond
 const auditTimeout = 10 * time.Second
 
 // Run resets the product, sends the workload and judges the outcome. The
-// progress callback, when not nil, is called from one goroutine every
-// 200ms and once at the end. A run the service rejects (400, e.g. an unknown
-// lock) returns a SKIPPED row and an error matching ErrRejected; a run cut
-// short by ctx returns the row so far and ctx's error.
+// progress callback, when not nil, is called from one goroutine at the
+// start, every 200ms and once at the end. A run the service rejects (400,
+// e.g. an unknown lock) returns a SKIPPED row and an error matching
+// ErrRejected; a run cut short by ctx returns the row so far and ctx's error.
 func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	spec, err := spec.withDefaults()
 	if err != nil {
@@ -332,6 +332,7 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 		if progress == nil {
 			return
 		}
+		progress(snapshot()) // at the start: a progress bar's rate counts from it
 		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
