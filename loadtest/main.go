@@ -395,7 +395,7 @@ var errAllFailed = errors.New("every request failed")
 func allFailed(rows []harness.Row) error {
 	var labels []string
 	codes := make(map[string]int)
-	var samples []string
+	var sample string
 	for _, r := range rows {
 		if r.Requests == 0 || r.Errors < r.Requests || (r.Expect != nil && r.Expect.Held) {
 			continue
@@ -406,10 +406,8 @@ func allFailed(rows []harness.Row) error {
 		for c, n := range r.ErrorCodes {
 			codes[c] += n
 		}
-		for _, s := range r.ErrorSamples {
-			if !slices.Contains(samples, s) {
-				samples = append(samples, s)
-			}
+		if sample == "" && len(r.ErrorSamples) > 0 {
+			sample = r.ErrorSamples[0]
 		}
 	}
 	if len(labels) == 0 {
@@ -421,8 +419,8 @@ func allFailed(rows []harness.Row) error {
 		counted = append(counted, fmt.Sprintf("%s %d", c, codes[c]))
 	}
 	var more string
-	if len(samples) > 0 {
-		more = " (e.g. " + samples[0] + ")"
+	if sample != "" {
+		more = " (e.g. " + sample + ")"
 	}
 	if codes["rate_limited"] > 0 {
 		more += "; the target limits each user's order rate: start it with -rate-limit 0 (go run ./cmd/seckill -rate-limit 0)"
