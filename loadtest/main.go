@@ -7,15 +7,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,9 +32,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "loadtest:", err)
-		}
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
@@ -64,7 +65,7 @@ type options struct {
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs := flag.NewFlagSet(filepath.Base(args[0]), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	s := &o.spec
 	dur := func(p *harness.Duration, name string, def time.Duration, help string) {
@@ -148,59 +149,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	// stderr copiers all write here, from different goroutines.
 	stderr = &syncWriter{w: stderr}
 	o, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed; asking for it is not a failure
+	}
 	if err != nil {
 		return err
 	}
-	if o.selftest {
+	switch {
+	case o.selftest:
 		return selfTest(ctx, o, stdout, stderr)
-	}
-	if o.ceiling {
+	case o.ceiling:
 		return luaCeiling(ctx, o, getenv, stdout, stderr)
 	}
 
-	var sc *harness.Scenario
-	if o.scenario != "" {
-		s, err := harness.LookupScenario(o.scenario)
-		if err != nil {
-			return err
-		}
-		sc = &s
-		if !o.set["instances"] {
-			o.instances = max(s.Instances, 1)
-		}
-		if o.lockTTL == 0 {
-			o.lockTTL = s.LockTTL
-		}
-		if o.lockWait == 0 {
-			o.lockWait = s.LockWait
-		}
+	sc, err := o.plan()
+	if err != nil {
+		return err
 	}
-
-	targets := splitList(o.targets)
-	if len(targets) == 0 {
-		cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
-		c, err := startCluster(ctx, o.instances, cfg, stderr)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if serr := c.stop(); serr != nil {
-				fmt.Fprintln(stderr, "loadtest: stopping the instances:", serr)
-			}
-		}()
-		targets = c.URLs
-	} else if sc != nil && (sc.Instances > len(targets) || sc.LockTTL > 0 || sc.LockWait > 0) {
-		fmt.Fprintf(stderr, "note: scenario %s expects %d instance(s), lock TTL %s and lock wait %s; the targets' own settings apply\n",
-			sc.Name, max(sc.Instances, 1), sc.LockTTL, sc.LockWait)
+	targets, stop, err := o.instancesToDrive(ctx, getenv, sc, stderr)
+	if err != nil {
+		return err
 	}
-	if o.spec.ProductID == 0 {
-		// A random product keeps runs apart from other users of a shared Redis.
-		o.spec.ProductID = 1_000_000 + rand.Int64N(1_000_000_000)
-	}
+	defer stop()
+	o.pickProducts(stderr)
 
 	client := harness.NewClient(1)
 	defer client.CloseIdleConnections()
@@ -210,42 +181,109 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		Machine: harness.DetectMachine(ctx, client, targets),
 	}
 	bar := newProgressBar(stderr)
-
-	if sc != nil {
-		rep.Title += ": scenario " + sc.Name
-		fmt.Fprintf(stderr, "scenario %s: %s\n", sc.Name, sc.Summary)
-		rows, summary, held, err := harness.RunScenario(ctx, *sc, harness.ScenarioRun{
-			Targets:   targets,
-			ProductID: o.spec.ProductID,
-			Override:  func(s *harness.Spec) { o.override(s) },
-			Progress:  func(s harness.Spec, p harness.Progress) { bar.update(s.Lock+"/"+s.Mode, p) },
-			Done:      func(harness.Row) { bar.finish() },
-			Repeat:    o.repeat,
-		})
-		rep.Rows, rep.Summary = rows, summary
-		for _, r := range rows {
-			// Repeated, the summary counts what held; only what did not
-			// gets a line of its own.
-			if o.repeat == 1 || (r.Expect != nil && !r.Expect.Held && r.Verdict != harness.Skipped) {
-				rep.Summary = append(rep.Summary, expectationLine(r))
-			}
-		}
-		if werr := o.write(rep, stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
+	if sc == nil {
+		locks, err := expandLocks(ctx, client, targets[0], o.locks)
 		if err != nil {
 			return err
 		}
-		if !held {
-			return fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
-		}
-		return o.checkExpect(rep.Rows)
+		err = o.runGrid(ctx, targets, locks, &rep, bar)
+		return o.conclude(rep, err, nil, stdout)
 	}
+	fmt.Fprintf(stderr, "scenario %s: %s\n", sc.Name, sc.Summary)
+	held, err := o.runScenario(ctx, *sc, targets, &rep, bar)
+	var unheld error
+	if !held {
+		unheld = fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
+	}
+	return o.conclude(rep, err, unheld, stdout)
+}
 
-	locks, err := expandLocks(ctx, client, targets[0], o.locks)
-	if err != nil {
-		return err
+// plan reads -scenario: the preset, with the service settings it needs
+// where the flags left them to it. Nil when no scenario is asked for.
+func (o *options) plan() (*harness.Scenario, error) {
+	if o.scenario == "" {
+		return nil, nil
 	}
+	sc, err := harness.LookupScenario(o.scenario)
+	if err != nil {
+		return nil, err
+	}
+	if !o.set["instances"] {
+		o.instances = max(sc.Instances, 1)
+	}
+	if o.lockTTL == 0 {
+		o.lockTTL = sc.LockTTL
+	}
+	if o.lockWait == 0 {
+		o.lockWait = sc.LockWait
+	}
+	return &sc, nil
+}
+
+// instancesToDrive returns the base URLs of -target, or starts the
+// instances asked for; stop ends those it started.
+func (o options) instancesToDrive(ctx context.Context, getenv func(string) string, sc *harness.Scenario, stderr io.Writer) (
+	targets []string, stop func(), err error) {
+	if targets = splitList(o.targets); len(targets) > 0 {
+		if sc != nil && (sc.Instances > len(targets) || sc.LockTTL > 0 || sc.LockWait > 0) {
+			fmt.Fprintf(stderr, "note: scenario %s expects %d instance(s), lock TTL %s and lock wait %s; the targets' own settings apply\n",
+				sc.Name, max(sc.Instances, 1), sc.LockTTL, sc.LockWait)
+		}
+		return targets, func() {}, nil
+	}
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
+	c, err := startCluster(ctx, o.instances, cfg, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.URLs, func() {
+		if err := c.stop(); err != nil {
+			fmt.Fprintln(stderr, "loadtest: stopping the instances:", err)
+		}
+	}, nil
+}
+
+// pickProducts draws the first product id unless -product gave it, and
+// says which ids the runs use.
+func (o *options) pickProducts(stderr io.Writer) {
+	if o.spec.ProductID == 0 {
+		// A random product keeps runs apart from other users of a shared Redis.
+		o.spec.ProductID = 1_000_000 + rand.Int64N(1_000_000_000)
+	}
+	fmt.Fprintf(stderr, "product ids from %d, one per run (-product sets the first); "+
+		"each run's buyers are fresh user ids (user_base in -json and -csv)\n", o.spec.ProductID)
+}
+
+// runScenario runs sc into rep and reports whether every expectation held.
+func (o options) runScenario(ctx context.Context, sc harness.Scenario, targets []string, rep *harness.Report, bar *progressBar) (bool, error) {
+	rep.Title += ": scenario " + sc.Name
+	rows, summary, held, err := harness.RunScenario(ctx, sc, harness.ScenarioRun{
+		Targets:   targets,
+		ProductID: o.spec.ProductID,
+		Override:  func(s *harness.Spec) { o.override(s) },
+		Progress:  func(s harness.Spec, p harness.Progress) { bar.update(s.Lock+"/"+s.Mode, p) },
+		Done:      func(harness.Row) { bar.finish() },
+		Repeat:    o.repeat,
+	})
+	rep.Rows, rep.Summary = rows, summary
+	for _, r := range rows {
+		// Repeated, the summary counts what held; only what did not gets
+		// a line of its own.
+		if o.repeat == 1 || (r.Expect != nil && !r.Expect.Held && r.Verdict != harness.Skipped) {
+			rep.Summary = append(rep.Summary, expectationLine(r))
+		}
+	}
+	return held, err
+}
+
+// runGrid runs every lock under every -mode, -repeat times, into rep, each
+// run on a product of its own. It stops at the first run that fails other
+// than by the service refusing its settings.
+func (o options) runGrid(ctx context.Context, targets, locks []string, rep *harness.Report, bar *progressBar) error {
 	modes := splitList(o.modes)
 	if o.modes == "all" {
 		modes = harness.Modes
@@ -273,13 +311,23 @@ runs:
 	if o.repeat > 1 {
 		rep.Summary = harness.VerdictCounts(rep.Rows)
 	}
+	return runErr
+}
+
+// conclude writes the report and turns the runs into the exit status: the
+// error that stopped them, else a scenario's expectation not held, -expect
+// not met, or runs in which every request failed.
+func (o options) conclude(rep harness.Report, runErr, unheld error, stdout io.Writer) error {
 	if werr := o.write(rep, stdout); werr != nil {
 		return errors.Join(runErr, werr)
 	}
 	if runErr != nil {
 		return runErr
 	}
-	return o.checkExpect(rep.Rows)
+	if unheld != nil {
+		return errors.Join(unheld, allFailed(rep.Rows))
+	}
+	return errors.Join(o.checkExpect(rep.Rows), allFailed(rep.Rows))
 }
 
 // override applies the workload flags given explicitly to a scenario's run.
@@ -335,6 +383,49 @@ func (o options) checkExpect(rows []harness.Row) error {
 		return fmt.Errorf("-expect %s: %s: %w", o.expect, strings.Join(bad, "; "), errExpectation)
 	}
 	return nil
+}
+
+// errAllFailed: every request of a run failed. Its verdict is ERRORS, but
+// nothing was measured, and the likelier cause is the target, not the lock.
+var errAllFailed = errors.New("every request failed")
+
+// allFailed reports the runs in which no request was answered with a sale,
+// "sold out" or "already bought", unless a scenario expected just that, and
+// says what the errors were.
+func allFailed(rows []harness.Row) error {
+	var labels []string
+	codes := make(map[string]int)
+	var sample string
+	for _, r := range rows {
+		if r.Requests == 0 || r.Errors < r.Requests || (r.Expect != nil && r.Expect.Held) {
+			continue
+		}
+		if !slices.Contains(labels, r.Label()) {
+			labels = append(labels, r.Label())
+		}
+		for c, n := range r.ErrorCodes {
+			codes[c] += n
+		}
+		if sample == "" && len(r.ErrorSamples) > 0 {
+			sample = r.ErrorSamples[0]
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	names := slices.SortedFunc(maps.Keys(codes), func(a, b string) int { return cmp.Or(codes[b]-codes[a], strings.Compare(a, b)) })
+	var counted []string
+	for _, c := range names {
+		counted = append(counted, fmt.Sprintf("%s %d", c, codes[c]))
+	}
+	var more string
+	if sample != "" {
+		more = " (e.g. " + sample + ")"
+	}
+	if codes["rate_limited"] > 0 {
+		more += "; the target limits each user's order rate: start it with -rate-limit 0 (go run ./cmd/seckill -rate-limit 0)"
+	}
+	return fmt.Errorf("%s: %w: %s%s", strings.Join(labels, ", "), errAllFailed, strings.Join(counted, ", "), more)
 }
 
 // expandLocks turns -lock into names; "all" asks the service for its list.

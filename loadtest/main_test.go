@@ -5,15 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/app"
 	"seckill/internal/harness"
 	"seckill/internal/testenv"
 )
@@ -234,5 +239,95 @@ func TestLuaCeilingReportsTheRatios(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}
+	}
+}
+
+// -h prints the knobs and succeeds, so that main exits 0; a flag that does
+// not exist is an error.
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"/tmp/build/loadtest", "-h"}, os.Getenv, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Errorf("-h returned %v, want nil", err)
+	}
+	for _, want := range []string{"Usage of loadtest:", "-scenario", "-product", "-target"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h output lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	err := run(t.Context(), []string{"loadtest", "-no-such-flag"}, os.Getenv, strings.NewReader(""), &stdout, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Errorf("-no-such-flag returned %v, want an error naming it", err)
+	}
+}
+
+// startTarget starts a service instance as an operator would, with the
+// service's own per-user rate limit (one order request per 3s), and returns
+// its URL for -target.
+func startTarget(t *testing.T, getenv func(string) string) string {
+	t.Helper()
+	cfg, err := serviceConfig(getenv, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RateLimit = 3 * time.Second
+	return testenv.Start(t, cfg, app.Extras{}).URL
+}
+
+// Two runs against one rate-limited target, on the same product, one right
+// after the other: each run's buyers are users of its own, so neither meets
+// the rate limit, and the runs say which users they were.
+func TestTargetRunsAgainTakeFreshBuyers(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 1)
+	target := startTarget(t, getenv)
+	var bases []int64
+	for run := range 2 {
+		rep, _, err := runCommand(t, getenv, "-target", target, "-product", strconv.FormatInt(product, 10),
+			"-stock", "5", "-buyers", "20", "-concurrency", "5")
+		if err != nil {
+			t.Fatalf("run %d against the target: %v", run+1, err)
+		}
+		if len(rep.Rows) != 1 {
+			t.Fatalf("run %d: %d rows, want 1", run+1, len(rep.Rows))
+		}
+		r := rep.Rows[0]
+		if r.Verdict != harness.Safe || r.Errors != 0 || r.OK != 5 {
+			t.Errorf("run %d: verdict %s, %d errors %v, %d sold: want SAFE, no error, 5 sold", run+1, r.Verdict, r.Errors, r.ErrorCodes, r.OK)
+		}
+		if r.UserBase == 0 || r.Buyers != 20 {
+			t.Errorf("run %d: user base %d, buyers %d: want the users stated", run+1, r.UserBase, r.Buyers)
+		}
+		bases = append(bases, r.UserBase)
+	}
+	if bases[0] == bases[1] {
+		t.Errorf("both runs used users from %d", bases[0])
+	}
+}
+
+// A target that refuses every order fails the command, which says why.
+func TestAllRequestsFailedIsAnError(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/products", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("POST /api/orders", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"code":"rate_limited","error":"one order request per user per 3s"}`)
+	})
+	mux.HandleFunc("GET /api/products/{id}/audit", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"initial":5,"remaining":5,"orders":0,"verdict":"OK"}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	rep, _, err := runCommand(t, os.Getenv, "-target", srv.URL, "-stock", "5", "-buyers", "10", "-concurrency", "2")
+	if !errors.Is(err, errAllFailed) {
+		t.Fatalf("err = %v, want errAllFailed", err)
+	}
+	for _, want := range []string{"token/rmw", "rate_limited 10", "one order request per user", "-rate-limit 0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q lacks %q", err, want)
+		}
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Errors != 10 {
+		t.Errorf("rows %+v: want one row of 10 errors", rep.Rows)
 	}
 }

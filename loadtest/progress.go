@@ -7,17 +7,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
+
 	"seckill/internal/harness"
 )
 
-// progressBar shows a run's progress on stderr: a bar redrawn in place on a
-// terminal, a line every few seconds otherwise (a log or CI keeps readable).
+// progressBar shows each run's progress on stderr, with its rate and ETA: a
+// bar redrawn in place on a terminal; elsewhere (a log, CI) the same bar as
+// a plain line every few seconds and at the end, with no redraw sequences.
 // The harness calls it from one goroutine.
 type progressBar struct {
-	w    io.Writer
+	out  io.Writer
 	tty  bool
-	last time.Time
-	drew bool
+	bar  *progressbar.ProgressBar // the current run's; nil between runs
+	last time.Time                // when the last plain line was written
 }
 
 // lineEvery spaces the progress lines when stderr is not a terminal.
@@ -33,33 +36,48 @@ func newProgressBar(out io.Writer) *progressBar {
 			tty = fi.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	return &progressBar{w: out, tty: tty}
+	return &progressBar{out: out, tty: tty}
 }
 
 func (b *progressBar) update(label string, p harness.Progress) {
-	counts := fmt.Sprintf("%d/%d  ok %d  sold out %d  errors %d  %.1fs",
-		p.Done, p.Total, p.OK, p.SoldOut, p.Errors, p.Elapsed.Seconds())
-	if !b.tty {
-		if time.Since(b.last) >= lineEvery {
-			b.last = time.Now()
-			fmt.Fprintf(b.w, "%s: %s\n", label, counts)
+	desc := fmt.Sprintf("%-18s ok %d  sold out %d  errors %d ", label, p.OK, p.SoldOut, p.Errors)
+	if b.bar == nil {
+		w := io.Discard // the plain lines are written from String
+		if b.tty {
+			w = b.out
 		}
-		return
+		b.bar = progressbar.NewOptions(p.Total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("req"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetDescription(desc),
+		)
 	}
-	const width = 30
-	filled := 0
-	if p.Total > 0 {
-		filled = min(width, width*p.Done/p.Total)
+	_ = b.bar.Set(p.Done) // errors only on a count past the total, which the harness never reports
+	b.bar.Describe(desc)
+	if !b.tty && time.Since(b.last) >= lineEvery {
+		b.line()
 	}
-	fmt.Fprintf(b.w, "\r\033[K%-18s [%s%s] %s", label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled), counts)
-	b.drew = true
 }
 
-// finish ends a run's bar so that the next run starts on a fresh line.
+// line writes the bar as it stands, as one plain line.
+func (b *progressBar) line() {
+	b.last = time.Now()
+	fmt.Fprintln(b.out, strings.TrimSpace(b.bar.String()))
+}
+
+// finish ends a run's bar, leaving its last state on a line of its own.
 func (b *progressBar) finish() {
-	if b.tty && b.drew {
-		fmt.Fprintln(b.w)
+	if b.bar == nil {
+		return
 	}
-	b.drew = false
-	b.last = time.Time{}
+	if b.tty {
+		fmt.Fprintln(b.out)
+	} else {
+		b.line()
+	}
+	b.bar, b.last = nil, time.Time{}
 }

@@ -259,19 +259,7 @@ func resetProduct(t *testing.T, base string, id int64) {
 
 func getJSON(t *testing.T, url string, out any) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := get(t, url)
 	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatalf("GET %s: decoding %s: %v", url, b, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -24,23 +25,24 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "seckill:", err)
-		}
+		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}
 }
 
 // run starts the service and serves until ctx ends, then shuts down:
-// in-flight orders finish, then Redis and the database are closed.
+// in-flight orders finish, then Redis and the database are closed. -h
+// prints the usage and returns nil: asking for help is not a failure.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 1 && args[1] == "-healthcheck" {
 		return healthcheck(ctx, args[2:])
 	}
 	cfg, fs, err := app.ParseConfig(args[0], args[1:], getenv)
 	if err != nil {
-		fs.SetOutput(stderr)
-		fs.Usage()
+		usage(stderr, fs)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	var level slog.Level
@@ -85,11 +87,23 @@ func describeSQL(cfg app.Config) string {
 	return "SQLite in memory"
 }
 
+// usage lists both ways to call the command: the service's flags, and the
+// health probe, which is not a flag of the service and so not in fs.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage:\n  %[1]s [flags]             serve the flash-sale lab\n"+
+		"  %[1]s -healthcheck [URL]  exit 0 when URL answers 200 (default %[2]s): the container's probe\n\nFlags:\n",
+		filepath.Base(fs.Name()), defaultHealthURL)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+const defaultHealthURL = "http://127.0.0.1:8080/healthz"
+
 // healthcheck is the container's health probe: the image is distroless, with
 // no curl or wget to ask /healthz, so the server binary asks it itself.
 // `seckill -healthcheck [URL]` exits 0 when the URL answers 200.
 func healthcheck(ctx context.Context, args []string) error {
-	url := "http://127.0.0.1:8080/healthz"
+	url := defaultHealthURL
 	switch len(args) {
 	case 0:
 	case 1:

@@ -136,6 +136,27 @@ func TestRunRejected(t *testing.T) {
 	}
 }
 
+// A strategy the service refuses is refused alike in every repeat, on its
+// own product each time: the table says so once, with the count.
+func TestRepeatedNotesPrintedOnce(t *testing.T) {
+	srv := newFakeService(t)
+	var rep Report
+	for p := range int64(3) {
+		row, _ := Run(t.Context(), Spec{Targets: []string{srv.URL}, ProductID: 10 + p, Lock: "no-such-lock", Requests: 5}, nil)
+		rep.Rows = append(rep.Rows, row)
+	}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(table.String(), "note no-such-lock/rmw"); n != 1 {
+		t.Errorf("the note is printed %d times, want once:\n%s", n, table.String())
+	}
+	if !strings.Contains(table.String(), "note no-such-lock/rmw (3 runs): resetting the product: ") {
+		t.Errorf("the table does not count the runs behind the note:\n%s", table.String())
+	}
+}
+
 func TestOpenLoopSendsRateTimesDuration(t *testing.T) {
 	srv := newFakeService(t)
 	spec := Spec{Targets: []string{srv.URL}, ProductID: 7, Lock: "token", Stock: 1000, Buyers: 1000,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"seckill/internal/chartjs"
 )
 
 // Report is the rows of one invocation with the machine they ran on.
@@ -74,7 +76,7 @@ var csvHeader = []string{
 	"requests", "ok", "sold_out", "already_bought", "errors", "sold", "oversold",
 	"lost_updates", "undersold", "sold_out_early", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms",
 	"lock_wait_p99_ms", "elapsed_s", "verdict", "harness_verdict", "audit_verdict",
-	"agree", "expected", "held", "error_samples",
+	"agree", "expected", "held", "error_samples", "product_id", "buyers", "user_base",
 }
 
 // WriteCSV writes one line per row after a header of JSON field names; the
@@ -105,6 +107,7 @@ func (rep Report) WriteCSV(w io.Writer) error {
 			itoa(r.LostUpdates), itoa(r.Undersold), itoa(r.SoldOutEarly), f(r.RPS), f(r.P50MS), f(r.P90MS), f(r.P99MS),
 			f(r.MaxMS), f(r.LockWaitP99MS), f(r.ElapsedS), r.Verdict, r.HarnessVerdict,
 			r.AuditVerdict, strconv.FormatBool(r.Agree), want, held, strings.Join(r.ErrorSamples, " | "),
+			strconv.FormatInt(r.ProductID, 10), itoa(r.Buyers), strconv.FormatInt(r.UserBase, 10),
 		})
 	}
 	cw.Flush()
@@ -158,17 +161,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, agreement(r), exp)
 	}
 	tw.Flush()
-	for _, r := range rep.Rows {
-		for _, d := range r.Disagreements {
-			fmt.Fprintf(&b, "disagreement %s: %s\n", r.Label(), d)
-		}
-		if r.Note != "" {
-			fmt.Fprintf(&b, "note %s: %s\n", r.Label(), r.Note)
-		}
-		for _, s := range r.ErrorSamples {
-			fmt.Fprintf(&b, "error %s: %s\n", r.Label(), s)
-		}
-	}
+	rep.writeRemarks(&b)
 	for _, s := range rep.Summary {
 		b.WriteString(s + "\n")
 	}
@@ -176,6 +169,39 @@ func (rep Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// writeRemarks writes the rows' disagreements, notes and error samples,
+// each distinct one once with the number of runs that had it: repeated
+// runs on the same backend say the same things.
+func (rep Report) writeRemarks(b *strings.Builder) {
+	type remark struct{ kind, label, text string }
+	var order []remark
+	runs := make(map[remark]int)
+	add := func(m remark) {
+		if runs[m] == 0 {
+			order = append(order, m)
+		}
+		runs[m]++
+	}
+	for _, r := range rep.Rows {
+		for _, d := range r.Disagreements {
+			add(remark{"disagreement", r.Label(), d})
+		}
+		if r.Note != "" {
+			add(remark{"note", r.Label(), r.Note})
+		}
+		for _, s := range r.ErrorSamples {
+			add(remark{"error", r.Label(), s})
+		}
+	}
+	for _, m := range order {
+		if n := runs[m]; n > 1 {
+			fmt.Fprintf(b, "%s %s (%d runs): %s\n", m.kind, m.label, n, m.text)
+		} else {
+			fmt.Fprintf(b, "%s %s: %s\n", m.kind, m.label, m.text)
+		}
+	}
 }
 
 func agreement(r Row) string {
@@ -187,12 +213,6 @@ func agreement(r Row) string {
 	}
 	return "NO"
 }
-
-// chartJS is Chart.js 4 (MIT, see assets/chart.LICENSE.md), inlined so that
-// a report opens offline and fetches nothing.
-//
-//go:embed assets/chart.umd.min.js
-var chartJS string
 
 //go:embed assets/report.html.tmpl
 var reportHTML string
@@ -232,7 +252,7 @@ func (rep Report) WriteHTML(w io.Writer) error {
 		Lines   []string
 		Charts  []Chart
 		ChartJS template.JS
-	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartJS)}
+	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartjs.Script)}
 	if err := reportTmpl.Execute(w, data); err != nil {
 		return fmt.Errorf("writing the HTML report: %w", err)
 	}

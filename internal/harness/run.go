@@ -29,6 +29,9 @@ type Row struct {
 	Fallback    *bool `json:"fallback,omitempty"`
 	Concurrency int   `json:"concurrency"`
 	HoldMS      int64 `json:"hold_ms,omitempty"`
+	// The buyers were users UserBase+1 … UserBase+Buyers.
+	Buyers   int   `json:"buyers"`
+	UserBase int64 `json:"user_base"`
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.
@@ -98,10 +101,10 @@ const progressEvery = 200 * time.Millisecond
 const auditTimeout = 10 * time.Second
 
 // Run resets the product, sends the workload and judges the outcome. The
-// progress callback, when not nil, is called from one goroutine every
-// 200ms and once at the end. A run the service rejects (400, e.g. an unknown
-// lock) returns a SKIPPED row and an error matching ErrRejected; a run cut
-// short by ctx returns the row so far and ctx's error.
+// progress callback, when not nil, is called from one goroutine at the
+// start, every 200ms and once at the end. A run the service rejects (400,
+// e.g. an unknown lock) returns a SKIPPED row and an error matching
+// ErrRejected; a run cut short by ctx returns the row so far and ctx's error.
 func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	spec, err := spec.withDefaults()
 	if err != nil {
@@ -114,7 +117,7 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	defer cancel()
 	if err := reset(runCtx, c, spec); err != nil {
 		row := newRow(spec)
-		row.Verdict, row.AuditVerdict, row.Note = Skipped, Skipped, err.Error()
+		row.Verdict, row.AuditVerdict, row.Note = Skipped, Skipped, resetNote(err)
 		return row, err
 	}
 	row, err := drive(runCtx, c, spec, progress)
@@ -140,6 +143,15 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	row.Verdict, row.HarnessVerdict, row.AuditVerdict = j.Verdict, j.Harness, j.Audit
 	row.ServiceVerdict, row.Agree, row.Disagreements = audit.Verdict, j.Agree, j.Disagreements
 	return row, nil
+}
+
+// resetNote says why a reset failed without the product id, which the row
+// carries: runs the service refuses alike then read alike.
+func resetNote(err error) string {
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
+	return "resetting the product: " + err.Error()
 }
 
 // Drive sends the workload only: no reset, no audit, no verdict. It is the
@@ -174,6 +186,7 @@ func newRow(s Spec) Row {
 	return Row{
 		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
 		Shards: s.Shards, Fallback: s.Fallback, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
+		Buyers: s.Buyers, UserBase: s.UserBase,
 	}
 }
 
@@ -226,24 +239,50 @@ type shared struct {
 	done, ok, soldOut, errors atomic.Int64
 }
 
+// drive sends spec's workload through c and counts the answers: workers,
+// then their request loops with the progress calls beside, then the tally.
 func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progress)) (Row, error) {
 	row := newRow(spec)
-	urls := make([]string, len(spec.Targets))
-	for i, t := range spec.Targets {
-		urls[i] = t + "/api/orders"
-	}
 	plain, faulty, err := bodyTails(spec)
 	if err != nil {
 		return row, err
 	}
+	workers := newWorkers(c, spec)
+	defer func() {
+		for _, w := range workers {
+			w.close()
+		}
+	}()
 
-	var sh shared
+	l := &load{spec: spec, plain: plain, faulty: faulty, start: time.Now()}
+	stopProgress := l.report(progress)
+	l.send(ctx, workers)
+	elapsed := time.Since(l.start)
+	stopProgress()
+
+	tally(&row, workers, elapsed)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && row.Requests < spec.Requests {
+		row.TimedOut = true
+		row.Note = fmt.Sprintf("timed out after %s: %d of %d requests completed",
+			time.Duration(spec.Timeout), row.Requests, spec.Requests)
+	}
+	return row, nil
+}
+
+// newWorkers returns the run's workers, each with a connection of its own
+// to every target when all are plain http.
+func newWorkers(c *http.Client, spec Spec) []*worker {
+	urls := make([]string, len(spec.Targets))
+	for i, t := range spec.Targets {
+		urls[i] = t + "/api/orders"
+	}
 	workers := make([]*worker, min(spec.Concurrency, spec.Requests))
 	for k := range workers {
 		w := &worker{client: c, urls: urls, lat: newHist(), wait: newHist(), codes: make(map[string]int)}
 		for _, t := range spec.Targets {
 			cn, err := newConn(t, "/api/orders")
 			if err != nil { // https: net/http speaks it
+				w.close()
 				w.conns = nil
 				break
 			}
@@ -251,93 +290,117 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 		}
 		workers[k] = w
 	}
-	defer func() {
-		for _, w := range workers {
-			for _, cn := range w.conns {
-				cn.close()
-			}
-		}
-	}()
-	start := time.Now()
-	// work sends requests, taking their indexes from sh.next, until limit.
-	work := func(w *worker, limit int) {
-		timer := time.NewTimer(0)
-		<-timer.C
-		for {
-			i := int(sh.next.Add(1) - 1)
-			if i >= limit || ctx.Err() != nil {
-				sh.next.Add(-1) // leave the index to the next phase
-				return
-			}
-			due := time.Now()
-			if spec.Rate > 0 {
-				// Open loop: wait for this request's slot, then charge any
-				// lateness to the latency.
-				due = start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
-				if d := time.Until(due); d > 0 {
-					timer.Reset(d)
-					select {
-					case <-ctx.Done():
-						return
-					case <-timer.C:
-					}
-				}
-			} else if spec.Duration > 0 && time.Since(start) > time.Duration(spec.Duration) {
-				return
-			}
-			tail := plain
-			if spec.faulty(i) {
-				tail = faulty
-			}
-			user := spec.UserBase + 1 + int64(i%spec.Buyers)
-			w.send(ctx, i%len(urls), user, tail, due, &sh)
-		}
+	return workers
+}
+
+func (w *worker) close() {
+	for _, cn := range w.conns {
+		cn.close()
 	}
+}
+
+// load is one run's sending: what every request carries, and the counters
+// the workers share.
+type load struct {
+	spec          Spec
+	plain, faulty []byte // the body tails (see bodyTails)
+	start         time.Time
+	sh            shared
+}
+
+// send runs the workers until every request is sent, the closed loop's
+// Duration has passed or ctx ends.
+func (l *load) send(ctx context.Context, workers []*worker) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// The faulty requests of a run that limits them go first, one at a
 		// time, so that the fault (a holder that never releases) is in
 		// place before the others arrive, not at a random point among them.
-		if spec.FaultRequests > 0 && spec.hasFaults() {
-			work(workers[0], min(spec.FaultRequests, spec.Requests))
+		if l.spec.FaultRequests > 0 && l.spec.hasFaults() {
+			l.work(ctx, workers[0], min(l.spec.FaultRequests, l.spec.Requests))
 		}
 		for _, w := range workers {
-			wg.Go(func() { work(w, spec.Requests) })
+			wg.Go(func() { l.work(ctx, w, l.spec.Requests) })
 		}
 	})
+	wg.Wait()
+}
 
-	stopProgress := make(chan struct{})
-	progressDone := make(chan struct{})
-	snapshot := func() Progress {
-		return Progress{
-			Total: spec.Requests, Done: int(sh.done.Load()), OK: int(sh.ok.Load()),
-			SoldOut: int(sh.soldOut.Load()), Errors: int(sh.errors.Load()), Elapsed: time.Since(start),
-		}
-	}
-	go func() {
-		defer close(progressDone)
-		if progress == nil {
+// work sends requests, taking their indexes from l.sh.next, until limit.
+func (l *load) work(ctx context.Context, w *worker, limit int) {
+	spec := l.spec
+	timer := time.NewTimer(0)
+	<-timer.C
+	for {
+		i := int(l.sh.next.Add(1) - 1)
+		if i >= limit || ctx.Err() != nil {
+			l.sh.next.Add(-1) // leave the index to the next phase
 			return
 		}
+		due := time.Now()
+		if spec.Rate > 0 {
+			// Open loop: wait for this request's slot, then charge any
+			// lateness to the latency.
+			due = l.start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
+			if d := time.Until(due); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
+			}
+		} else if spec.Duration > 0 && time.Since(l.start) > time.Duration(spec.Duration) {
+			return
+		}
+		tail := l.plain
+		if spec.faulty(i) {
+			tail = l.faulty
+		}
+		user := spec.UserBase + 1 + int64(i%spec.Buyers)
+		w.send(ctx, i%len(spec.Targets), user, tail, due, &l.sh)
+	}
+}
+
+func (l *load) snapshot() Progress {
+	return Progress{
+		Total: l.spec.Requests, Done: int(l.sh.done.Load()), OK: int(l.sh.ok.Load()),
+		SoldOut: int(l.sh.soldOut.Load()), Errors: int(l.sh.errors.Load()), Elapsed: time.Since(l.start),
+	}
+}
+
+// report calls progress, when not nil, from one goroutine: at once, then
+// every progressEvery. The function it returns stops it and makes the last
+// call, after the workers are done.
+func (l *load) report(progress func(Progress)) (stop func()) {
+	if progress == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		progress(l.snapshot()) // at the start: a progress bar's rate counts from it
 		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-stopProgress:
+			case <-quit:
 				return
 			case <-t.C:
-				progress(snapshot())
+				progress(l.snapshot())
 			}
 		}
 	}()
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(stopProgress)
-	<-progressDone
-	if progress != nil {
-		progress(snapshot())
+	return func() {
+		close(quit)
+		<-done
+		progress(l.snapshot())
 	}
+}
 
+// tally merges the workers' counters and histograms into row.
+func tally(row *Row, workers []*worker, elapsed time.Duration) {
 	lat, wait := newHist(), newHist()
 	var lastSale time.Time
 	row.ErrorCodes = make(map[string]int)
@@ -381,12 +444,6 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	row.P99MS = ms(lat.ValueAtQuantile(99))
 	row.MaxMS = ms(lat.Max())
 	row.LockWaitP99MS = ms(wait.ValueAtQuantile(99))
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && row.Requests < spec.Requests {
-		row.TimedOut = true
-		row.Note = fmt.Sprintf("timed out after %s: %d of %d requests completed",
-			time.Duration(spec.Timeout), row.Requests, spec.Requests)
-	}
-	return row, nil
 }
 
 // orderFields are the per-request fields after user_id, the same for every

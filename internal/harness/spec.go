@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -60,7 +61,9 @@ type Spec struct {
 	// UserBase+1+i%Buyers, so requests beyond Buyers repeat users and draw
 	// "already_bought". Default: 1000.
 	Buyers int `json:"buyers,omitempty"`
-	// UserBase offsets the user ids. Default: 0.
+	// UserBase offsets the user ids. Default: drawn at random per run, from
+	// 2^40 to 2^52, so that no two runs share a buyer: the service limits
+	// each user's order rate and remembers who bought.
 	UserBase int64 `json:"user_base,omitempty"`
 	// Requests bounds the number of order requests. Default: Buyers in a
 	// closed loop; Rate×Duration in an open loop.
@@ -139,6 +142,9 @@ func (s Spec) withDefaults() (Spec, error) {
 	if s.ProductID == 0 {
 		s.ProductID = 1
 	}
+	if s.UserBase == 0 {
+		s.UserBase = freshUserBase()
+	}
 	def(&s.Stock, DefaultStock)
 	def(&s.Buyers, DefaultBuyers)
 	def(&s.Concurrency, DefaultConcurrency)
@@ -171,6 +177,18 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	return s, nil
 }
+
+// User ids of the runs that draw their own lie in [userBaseMin, 2^52+buyers):
+// above the lab's (10^9 on), below 2^53, where a JavaScript number still
+// holds them exactly.
+const (
+	userBaseMin  = 1 << 40
+	userBaseSpan = 1<<52 - userBaseMin
+)
+
+// freshUserBase draws a user base at random, so that two runs share a buyer
+// only by a chance of about buyers/2^52.
+func freshUserBase() int64 { return userBaseMin + rand.Int64N(userBaseSpan) }
 
 // faulty reports whether request i carries the fault options.
 func (s Spec) faulty(i int) bool {

@@ -1,6 +1,6 @@
 // The seckill lab page: a product's live stock, a buy form, and load runs
 // compared in charts. Plain JavaScript, no build step; the only library is
-// Chart.js, vendored next to this file.
+// Chart.js, served at vendor/ from internal/chartjs.
 "use strict";
 
 (() => {

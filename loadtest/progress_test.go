@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"seckill/internal/harness"
+)
+
+// Off a terminal the bar is plain lines: the first at once, the last at the
+// end, each with counts and rate, and no carriage return or escape sequence.
+func TestProgressOffTerminalIsPlainLines(t *testing.T) {
+	var out strings.Builder
+	bar := newProgressBar(&syncWriter{w: &out})
+	bar.update("token/rmw", harness.Progress{Total: 100})
+	bar.update("token/rmw", harness.Progress{Total: 100, Done: 40, OK: 10, SoldOut: 30})
+	bar.update("token/rmw", harness.Progress{Total: 100, Done: 100, OK: 10, SoldOut: 90})
+	bar.finish()
+	if strings.ContainsAny(out.String(), "\r\x1b") {
+		t.Errorf("the output redraws: %q", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want the first and the last (the next is due in %s):\n%s", len(lines), lineEvery, out.String())
+	}
+	for i, want := range []string{"(0/100", "sold out 90  errors 0  100% "} {
+		if !strings.HasPrefix(lines[i], "token/rmw") || !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "req/") {
+			t.Errorf("line %q: want the label, %q and the rate", lines[i], want)
+		}
+	}
+}
