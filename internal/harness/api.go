@@ -117,12 +117,15 @@ type productReset struct {
 	Lock     string `json:"lock"`
 	Mode     string `json:"mode"`
 	Fallback *bool  `json:"fallback,omitempty"`
+	// Lab: the harness's products take the per-request lock, mode, hold
+	// and faults, which the service honours on lab products only.
+	Lab bool `json:"lab"`
 }
 
 func reset(ctx context.Context, c *http.Client, s Spec) error {
 	body := productReset{
 		ID: s.ProductID, Name: "harness", Stock: s.Stock, Shards: s.Shards,
-		Lock: s.Lock, Mode: s.Mode, Fallback: s.Fallback,
+		Lock: s.Lock, Mode: s.Mode, Fallback: s.Fallback, Lab: true,
 	}
 	if err := call(ctx, c, http.MethodPost, s.Targets[0]+"/api/products", s.AdminToken, body, nil); err != nil {
 		return fmt.Errorf("resetting product %d: %w", s.ProductID, err)

@@ -3,6 +3,7 @@ package order
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -178,7 +179,33 @@ func (s *Service) giveBack(ctx context.Context, req stock.Request, e stock.Entry
 func (s *Service) sellInSQL(ctx context.Context, p Product, req stock.Request, rc *Receipt) (Order, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Budget().Take()+s.Budget().Record())
 	defer cancel()
-	tx := s.db.WithContext(ctx).Begin()
+	for try := 1; ; try++ {
+		o, err := s.sellInTx(ctx, p, req, rc)
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != mysqlDeadlock || try == maxDeadlocks {
+			return o, err
+		}
+	}
+}
+
+// A transaction that scans shards for stock can deadlock with another near
+// the sell-out, when each waited for a row the other had just emptied;
+// InnoDB then rolls one back (it took nothing) and it is run again.
+const (
+	mysqlDeadlock = 1213
+	maxDeadlocks  = 5
+)
+
+func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc *Receipt) (Order, error) {
+	// READ COMMITTED, so that a shard found empty is not kept locked while
+	// the purchase falls back to the next: under REPEATABLE READ the
+	// scans' row locks cross and deadlock. The fence against a reset is the
+	// shard row's lock: a reset rewrites the rows first (see Reset).
+	var opts []*sql.TxOptions
+	if s.db.Dialector.Name() == "mysql" {
+		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	}
+	tx := s.db.WithContext(ctx).Begin(opts...)
 	if tx.Error != nil {
 		return Order{}, fmt.Errorf("beginning the purchase's transaction: %w", tx.Error)
 	}

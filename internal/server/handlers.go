@@ -38,6 +38,7 @@ type productRequest struct {
 	Lock     string `json:"lock"`
 	Mode     string `json:"mode"`
 	Fallback *bool  `json:"fallback"`
+	Lab      bool   `json:"lab"`
 }
 
 type shardView struct {
@@ -57,11 +58,13 @@ type productView struct {
 	Mode     string      `json:"mode"`
 	Fallback bool        `json:"fallback"`
 	Store    string      `json:"store"`
+	Lab      bool        `json:"lab"`
+	Sale     int64       `json:"sale"`
 }
 
 func newProductView(v order.View) productView {
 	pv := productView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
-		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store,
+		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
 		Shards: make([]shardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {
@@ -85,7 +88,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		return
 	}
 	p, err := s.deps.Orders.Reset(c.Request.Context(), order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock,
-		Shards: req.Shards, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback})
+		Shards: req.Shards, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback, Lab: req.Lab})
 	if err != nil {
 		s.failErr(c, err)
 		return
