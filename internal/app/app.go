@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/api"
 	"seckill/internal/order"
 	"seckill/internal/server"
 )
@@ -143,20 +143,20 @@ func (a *App) Mode() string {
 	return "external"
 }
 
-func (a *App) health(ctx context.Context) (server.Health, error) {
+func (a *App) health(ctx context.Context) (api.Health, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		return server.Health{}, fmt.Errorf("redis: %w", err)
+		return api.Health{}, fmt.Errorf("redis: %w", err)
 	}
 	sqlDB, err := a.db.DB()
 	if err == nil {
 		err = sqlDB.PingContext(ctx)
 	}
 	if err != nil {
-		return server.Health{}, fmt.Errorf("database: %w", err)
+		return api.Health{}, fmt.Errorf("database: %w", err)
 	}
-	return server.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
+	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
 }
 
 // Close closes the service, then Redis and the database, then the
@@ -237,8 +237,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// A lab run is a long job sending requests through this very server:
 	// cancel it first, or Shutdown would wait for it.
 	var errs []error
-	if c, ok := s.runs.(io.Closer); ok {
-		errs = append(errs, c.Close())
+	if s.runs != nil {
+		errs = append(errs, s.runs.Close())
 	}
 	err := errors.Join(append(errs, s.http.Shutdown(ctx))...)
 	<-s.done

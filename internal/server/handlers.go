@@ -2,12 +2,14 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/api"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/order"
@@ -27,64 +29,42 @@ func (s *Server) handleHealth(c *gin.Context) {
 // handleLocks serves the lock table itself: the page explains a strategy
 // with the same text docs/LOCKS.md is generated from.
 func (s *Server) handleLocks(c *gin.Context) {
-	c.JSON(http.StatusOK, lock.Strategies())
+	var out []api.LockInfo
+	for _, l := range lock.Strategies() {
+		out = append(out, api.LockInfo{Name: l.Name, Summary: l.Summary, Fixes: l.Fixes, Breaks: l.Breaks, Commands: l.Commands, Test: l.Test})
+	}
+	c.JSON(http.StatusOK, out)
 }
 
-type productRequest struct {
-	ID       *int64 `json:"id"`
-	Name     string `json:"name"`
-	Stock    *int   `json:"stock"`
-	Shards   int    `json:"shards"`
-	Lock     string `json:"lock"`
-	Mode     string `json:"mode"`
-	Fallback *bool  `json:"fallback"`
-}
-
-type shardView struct {
-	Key   string `json:"key"`
-	Stock int    `json:"stock"`
-}
-
-type productView struct {
-	ID       int64       `json:"id"`
-	Name     string      `json:"name"`
-	Initial  int         `json:"initial"`
-	Stock    int         `json:"stock"`
-	Shards   []shardView `json:"shards"`
-	Sold     int         `json:"sold"`
-	SoldOut  bool        `json:"sold_out"`
-	Lock     string      `json:"lock"`
-	Mode     string      `json:"mode"`
-	Fallback bool        `json:"fallback"`
-	Store    string      `json:"store"`
-}
-
-func newProductView(v order.View) productView {
-	pv := productView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
+func newProductView(v order.View) api.ProductView {
+	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store,
-		Shards: make([]shardView, len(v.Levels))}
+		Shards: make([]api.ShardView, len(v.Levels))}
 	for i, n := range v.Levels {
 		key := stock.StockKey(v.ID, i)
 		if v.Store == string(stock.InSQL) {
 			key = fmt.Sprintf("product_shards(%d,%d)", v.ID, i)
 		}
-		pv.Shards[i] = shardView{Key: key, Stock: n}
+		pv.Shards[i] = api.ShardView{Key: key, Stock: n}
 	}
 	return pv
 }
 
 func (s *Server) handleResetProduct(c *gin.Context) {
-	var req productRequest
-	if err := decode(c.Request.Body, &req); err != nil {
+	var req api.ProductRequest
+	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
 		return
 	}
 	if req.ID == nil || req.Stock == nil {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, "id and stock are required")
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "id and stock are required")
 		return
 	}
-	p, err := s.deps.Orders.Reset(c.Request.Context(), order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock,
-		Shards: req.Shards, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback})
+	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback}
+	if req.Shards != nil {
+		spec.Shards = *req.Shards
+	}
+	p, err := s.deps.Orders.Reset(c.Request.Context(), spec)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -118,43 +98,32 @@ func (s *Server) handleAudit(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, api.Audit(a))
 }
 
-type orderRequest struct {
-	UserID    *int64 `json:"user_id"`
-	ProductID *int64 `json:"product_id"`
-	Lock      string `json:"lock"`
-	Mode      string `json:"mode"`
-	HoldMS    int64  `json:"hold_ms"`
-	// The lock ladder's faults.
-	Abandon           bool  `json:"abandon"`
-	CrashBeforeExpire bool  `json:"crash_before_expire"`
-	ClockSkewMS       int64 `json:"clock_skew_ms"`
+func newOrder(o order.Order) api.Order {
+	return api.Order{ID: o.ID.String(), ProductID: o.ProductID, UserID: o.UserID, Shard: o.Shard,
+		Lock: o.Lock, Mode: o.Mode, CreatedAt: o.CreatedAt}
 }
-
-// lockWaitHeader carries the time a purchase spent acquiring locks, so that
-// a load generator can report lock-wait percentiles without scraping metrics.
-const lockWaitHeader = "X-Lock-Wait-Us"
 
 func (s *Server) handleBuy(c *gin.Context) {
-	var req orderRequest
-	if err := decode(c.Request.Body, &req); err != nil {
+	var req api.OrderRequest
+	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
 		return
 	}
 	if req.UserID == nil || req.ProductID == nil {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, "user_id and product_id are required")
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id and product_id are required")
 		return
 	}
 	// Compare in milliseconds: a huge value would overflow a Duration and
 	// wrap into range.
 	if req.HoldMS < 0 || req.HoldMS > order.MaxHold.Milliseconds() {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
 		return
 	}
 	if limit := order.MaxClockSkew.Milliseconds(); req.ClockSkewMS < -limit || req.ClockSkewMS > limit {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
@@ -165,19 +134,19 @@ func (s *Server) handleBuy(c *gin.Context) {
 			ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
 		}},
 	})
-	c.Header(lockWaitHeader, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
+	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
 	if err != nil {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, o)
+	c.JSON(http.StatusCreated, newOrder(o))
 }
 
 func (s *Server) handleOrder(c *gin.Context) {
 	id, err := idgen.ParseID(c.Param("id"))
 	if err != nil || id <= 0 {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, "order id must be a positive integer, sent as a string")
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "order id must be a positive integer, sent as a string")
 		return
 	}
 	o, err := s.deps.Orders.Order(c.Request.Context(), id)
@@ -185,14 +154,46 @@ func (s *Server) handleOrder(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	c.JSON(http.StatusOK, newOrder(o))
 }
 
 func (s *Server) pathID(c *gin.Context, what string) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, what+" id must be a positive integer")
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, what+" id must be a positive integer")
 		return 0, false
 	}
 	return id, true
+}
+
+func (s *Server) handleStartRun(c *gin.Context) {
+	var spec api.RunSpec
+	if err := s.decode(c, &spec); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	// The lab sends the run's orders back through this very listener unless
+	// it is told otherwise.
+	var self string
+	if addr, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		self = "http://" + addr.String()
+	}
+	run, err := s.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.Header("Location", "/api/runs/"+run.ID)
+	c.JSON(http.StatusAccepted, run)
+}
+
+func (s *Server) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, s.deps.Runs.List()) }
+
+func (s *Server) handleRun(c *gin.Context) {
+	run, err := s.deps.Runs.Get(c.Param("id"))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, run)
 }

@@ -1,6 +1,7 @@
-// Package server is the HTTP face of the order service: Gin routes, JSON in
-// and out, the choice of status from the service's sentinel errors, metrics,
-// and the admin token.
+// Package server is the HTTP face of the order service and the lab: Gin
+// routes, JSON in and out (the types of internal/api), the choice of status
+// from the sentinel errors of the services behind it, metrics, the admin
+// token, and the edge's checks on what a request may be.
 package server
 
 import (
@@ -14,29 +15,27 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"seckill/internal/api"
 	"seckill/internal/order"
 )
 
-// Health is what /healthz reports when everything answers.
-type Health struct {
-	Status string `json:"status"`
-	Mode   string `json:"mode"`  // "embedded" or "external"
-	Redis  string `json:"redis"` // server version
-	SQL    string `json:"sql"`   // dialect and version
-}
-
 // Runs serves the lab's load runs; the web page starts them.
 type Runs interface {
-	Start(w http.ResponseWriter, r *http.Request)
-	List(w http.ResponseWriter, r *http.Request)
-	Get(w http.ResponseWriter, r *http.Request, id string)
+	// Start starts a run sending its orders to target (this service's own
+	// address) unless configured otherwise, resetting its product with
+	// token.
+	Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error)
+	List() []api.Run
+	Get(id string) (api.Run, error)
+	// Close cancels the run going and refuses new ones.
+	Close() error
 }
 
 // Deps are what the server needs.
 type Deps struct {
 	Orders *order.Service
 	// Health checks the backends; an error makes /healthz answer 503.
-	Health func(context.Context) (Health, error)
+	Health func(context.Context) (api.Health, error)
 	// AdminToken, when set, is required by product resets and lab runs.
 	AdminToken string
 	// Registry receives the server's metrics. Default: a new registry.
@@ -70,7 +69,7 @@ func New(deps Deps) *Server {
 	// gin recycles its Context when the handler returns, while database/sql
 	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
-	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, codeBadRequest, "method not allowed") })
+	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
 	r.Use(s.recover, s.metrics.observe, limitBody)
 	s.routes(r)
 	s.engine = r
@@ -78,6 +77,12 @@ func New(deps Deps) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+// bearer is the token of the Authorization header, "" without one.
+func bearer(c *gin.Context) string {
+	token, _ := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	return token
+}
 
 // admin requires the admin token when one is configured.
 func (s *Server) admin(c *gin.Context) {
@@ -87,7 +92,7 @@ func (s *Server) admin(c *gin.Context) {
 	}
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		s.fail(c, http.StatusUnauthorized, codeUnauthorized, "this action needs the header Authorization: Bearer <ADMIN_TOKEN>")
+		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized, "this action needs the header Authorization: Bearer <ADMIN_TOKEN>")
 		c.Abort()
 	}
 }
@@ -101,7 +106,7 @@ func (s *Server) recover(c *gin.Context) {
 				panic(v)
 			}
 			s.deps.Log.Error("panic serving a request", "route", c.FullPath(), "panic", v)
-			s.fail(c, http.StatusInternalServerError, "internal", "internal error")
+			s.fail(c, http.StatusInternalServerError, api.CodeInternal, "internal error")
 			c.Abort()
 		}
 	}()

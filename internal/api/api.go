@@ -1,0 +1,60 @@
+// Package api is the HTTP contract shared by the server, the lab, the
+// harness and loadtest: the request and response bodies, the error codes,
+// the header names, and the names and defaults of modes and locks.
+// docs/API.md documents it. It imports only the standard library, so that a
+// client such as the harness speaks the contract without the service's
+// dependencies.
+package api
+
+// Error is the body of every error answer.
+type Error struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// Error codes, one per outcome a client may branch on.
+const (
+	CodeBadRequest    = "bad_request"     // 400, and 405
+	CodeUnauthorized  = "unauthorized"    // 401
+	CodeNotFound      = "not_found"       // 404
+	CodeSoldOut       = "sold_out"        // 409
+	CodeAlreadyBought = "already_bought"  // 409
+	CodeRunInProgress = "run_in_progress" // 409
+	CodeTooLarge      = "too_large"       // 413
+	CodeRateLimited   = "rate_limited"    // 429
+	CodeInternal      = "internal"        // 500
+	CodeLockTimeout   = "lock_timeout"    // 503
+	CodeLeaseLost     = "lease_lost"      // 503
+	CodeHolderCrashed = "holder_crashed"  // 503
+	CodeUnavailable   = "unavailable"     // 503
+)
+
+// MediaType is the Content-Type of the bodies, both ways.
+const MediaType = "application/json"
+
+// HeaderLockWait carries the microseconds a purchase spent acquiring locks,
+// so that a load generator reports lock-wait percentiles without scraping
+// metrics.
+const HeaderLockWait = "X-Lock-Wait-Us"
+
+// Stock modes.
+const (
+	// ModeRMW is GET, check, an optional hold, then SET, inside the lock.
+	ModeRMW = "rmw"
+	// ModeLua is one atomic script; it takes no lock.
+	ModeLua = "lua"
+	// ModeDB is a conditional SQL UPDATE; it takes no lock.
+	ModeDB = "db"
+)
+
+// Modes lists the stock modes in teaching order.
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB} }
+
+// Defaults of a product, and of a purchase that names no lock or mode.
+const (
+	DefaultLock   = "token"
+	DefaultMode   = ModeRMW
+	DefaultShards = 5
+	// MaxShards bounds the shards of one product; the least is 1.
+	MaxShards = 64
+)
