@@ -14,22 +14,26 @@ type Error struct {
 
 // Error codes, one per outcome a client may branch on.
 const (
-	CodeBadRequest    = "bad_request"     // 400, and 405
-	CodeUnauthorized  = "unauthorized"    // 401
-	CodeNotFound      = "not_found"       // 404
-	CodeSoldOut       = "sold_out"        // 409
-	CodeAlreadyBought = "already_bought"  // 409
-	CodeRunInProgress = "run_in_progress" // 409
-	CodeTooLarge      = "too_large"       // 413
-	CodeRateLimited   = "rate_limited"    // 429
-	CodeInternal      = "internal"        // 500
-	CodeLockTimeout   = "lock_timeout"    // 503
-	CodeLeaseLost     = "lease_lost"      // 503
-	CodeHolderCrashed = "holder_crashed"  // 503
-	CodeUnavailable   = "unavailable"     // 503
+	CodeBadRequest           = "bad_request"            // 400, and 405
+	CodeUnauthorized         = "unauthorized"           // 401
+	CodeForbiddenOrigin      = "forbidden_origin"       // 403
+	CodeNotFound             = "not_found"              // 404
+	CodeTimeout              = "timeout"                // 408
+	CodeSoldOut              = "sold_out"               // 409
+	CodeAlreadyBought        = "already_bought"         // 409
+	CodeRunInProgress        = "run_in_progress"        // 409
+	CodeTooLarge             = "too_large"              // 413
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeRateLimited          = "rate_limited"           // 429
+	CodeInternal             = "internal"               // 500
+	CodeLockTimeout          = "lock_timeout"           // 503
+	CodeLeaseLost            = "lease_lost"             // 503
+	CodeHolderCrashed        = "holder_crashed"         // 503
+	CodeUnavailable          = "unavailable"            // 503
 )
 
-// MediaType is the Content-Type of the bodies, both ways.
+// MediaType is the Content-Type of the bodies, both ways; a request body
+// sent with another is refused (parameters such as charset aside).
 const MediaType = "application/json"
 
 // HeaderLockWait carries the microseconds a purchase spent acquiring locks,

@@ -100,7 +100,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	a.Handler = server.New(server.Deps{
-		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken,
+		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
 		Web: extras.Web, Runs: extras.Runs, Log: log,
 	})
 	return a, nil
@@ -147,14 +147,14 @@ func (a *App) health(ctx context.Context) (api.Health, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		return api.Health{}, fmt.Errorf("redis: %w", err)
+		return api.Health{}, fmt.Errorf("%w: %w", server.ErrRedisDown, err)
 	}
 	sqlDB, err := a.db.DB()
 	if err == nil {
 		err = sqlDB.PingContext(ctx)
 	}
 	if err != nil {
-		return api.Health{}, fmt.Errorf("database: %w", err)
+		return api.Health{}, fmt.Errorf("%w: %w", server.ErrDatabaseDown, err)
 	}
 	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
 }
@@ -220,6 +220,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      order.MaxHold + cfg.LockWait + 30*time.Second,
 			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    server.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		done: make(chan struct{}),

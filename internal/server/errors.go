@@ -26,6 +26,9 @@ func (s *Server) failErr(c *gin.Context, err error) {
 		s.deps.Log.Error("request failed", "route", c.FullPath(), "error", err)
 		msg = "a backend (Redis or the database) did not answer; nothing was sold, try again"
 	}
+	if status == http.StatusRequestTimeout {
+		c.Header("Connection", "close") // the rest of the body may still come
+	}
 	s.fail(c, status, code, msg)
 }
 
@@ -38,6 +41,10 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, true
 	case errors.Is(err, errBadBody), errors.Is(err, order.ErrInvalid), errors.Is(err, lab.ErrInvalid):
 		return http.StatusBadRequest, api.CodeBadRequest, true
+	case errors.Is(err, errMediaType):
+		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, true
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout, api.CodeTimeout, true
 	case errors.Is(err, order.ErrNotFound), errors.Is(err, lab.ErrNotFound):
 		return http.StatusNotFound, api.CodeNotFound, true
 	case errors.Is(err, stock.ErrSoldOut):

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,7 +21,16 @@ func (s *Server) handleHealth(c *gin.Context) {
 	h, err := s.deps.Health(c.Request.Context())
 	if err != nil {
 		s.deps.Log.Warn("health check failed", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": err.Error()})
+		msg := "a backend did not answer"
+		for _, down := range []error{ErrRedisDown, ErrDatabaseDown} {
+			if errors.Is(err, down) {
+				msg = down.Error()
+			}
+		}
+		c.JSON(http.StatusServiceUnavailable, struct {
+			Status string `json:"status"`
+			api.Error
+		}{"unavailable", api.Error{Code: api.CodeUnavailable, Error: msg}})
 		return
 	}
 	c.JSON(http.StatusOK, h)
@@ -62,6 +72,11 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 	}
 	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback}
 	if req.Shards != nil {
+		// order takes 0 for the default; here only an absent field is.
+		if n := *req.Shards; n < 1 || n > api.MaxShards {
+			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("shards must be between 1 and %d", api.MaxShards))
+			return
+		}
 		spec.Shards = *req.Shards
 	}
 	p, err := s.deps.Orders.Reset(c.Request.Context(), spec)
@@ -144,9 +159,10 @@ func (s *Server) handleBuy(c *gin.Context) {
 }
 
 func (s *Server) handleOrder(c *gin.Context) {
-	id, err := idgen.ParseID(c.Param("id"))
-	if err != nil || id <= 0 {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "order id must be a positive integer, sent as a string")
+	raw := c.Param("id")
+	id, err := idgen.ParseID(raw)
+	if !digits(raw) || err != nil || id <= 0 {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "order id must be a positive integer in decimal digits, sent as a string")
 		return
 	}
 	o, err := s.deps.Orders.Order(c.Request.Context(), id)
@@ -158,12 +174,24 @@ func (s *Server) handleOrder(c *gin.Context) {
 }
 
 func (s *Server) pathID(c *gin.Context, what string) (int64, bool) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, what+" id must be a positive integer")
+	raw := c.Param("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if !digits(raw) || err != nil || id <= 0 {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, what+" id must be a positive integer in decimal digits")
 		return 0, false
 	}
 	return id, true
+}
+
+// digits reports whether s is plain decimal digits: strconv also takes a
+// sign ("+5"), which makes two paths name one resource.
+func digits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func (s *Server) handleStartRun(c *gin.Context) {

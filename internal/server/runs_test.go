@@ -112,6 +112,8 @@ func TestRunsRejectBadBodies(t *testing.T) {
 		{"not JSON", `{"lock":`, "malformed JSON"},
 		{"trailing data", `{} {}`, "unexpected data"},
 		{"unknown field", `{"lokc":"none"}`, `unknown field "lokc"`},
+		{"wrong case", `{"Lock":"none"}`, `unknown field "Lock": names are case-sensitive, this one is "lock"`},
+		{"duplicate key", `{"lock":"token","lock":"none"}`, `duplicate key "lock"`},
 		{"wrong type", `{"stock":"many"}`, `field "stock" must be an integer`},
 		{"unknown lock", `{"lock":"magic"}`, `lock: "magic" is not a registered strategy`},
 		{"stock over the limit", `{"stock":10001}`, "stock: 10001 is out of range; it must be between 1 and 10000"},

@@ -7,10 +7,12 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,13 +33,27 @@ type Runs interface {
 	Close() error
 }
 
+// Errors Deps.Health wraps to say which backend did not answer: /healthz
+// names the backend and leaves the cause (an address, a driver message) to
+// the log.
+var (
+	ErrRedisDown    = errors.New("redis did not answer")
+	ErrDatabaseDown = errors.New("the database did not answer")
+)
+
 // Deps are what the server needs.
 type Deps struct {
 	Orders *order.Service
-	// Health checks the backends; an error makes /healthz answer 503.
+	// Health checks the backends; an error makes /healthz answer 503. It
+	// wraps ErrRedisDown or ErrDatabaseDown.
 	Health func(context.Context) (api.Health, error)
 	// AdminToken, when set, is required by product resets and lab runs.
 	AdminToken string
+	// AllowedOrigins may send state-changing requests beside the service's
+	// own origin, e.g. "https://lab.example.com". Default: none.
+	AllowedOrigins []string
+	// BodyTimeout bounds the reading of a request body. Default: 5s.
+	BodyTimeout time.Duration
 	// Registry receives the server's metrics. Default: a new registry.
 	Registry *prometheus.Registry
 	// Web is the page served at /. Default: none.
@@ -47,9 +63,18 @@ type Deps struct {
 	Log  *slog.Logger // default slog.Default()
 }
 
+// DefaultBodyTimeout is Deps.BodyTimeout's default: with ReadHeaderTimeout
+// (5s) it keeps a request within the ReadTimeout (10s) it had before.
+const DefaultBodyTimeout = 5 * time.Second
+
+// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes);
+// net/http answers 431 beyond it.
+const MaxHeaderBytes = 64 << 10
+
 // Server is the HTTP handler.
 type Server struct {
 	deps    Deps
+	origins map[string]bool // normalized AllowedOrigins
 	metrics *metrics
 	engine  *gin.Engine
 }
@@ -62,15 +87,21 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
+	if deps.BodyTimeout <= 0 {
+		deps.BodyTimeout = DefaultBodyTimeout
+	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{deps: deps, metrics: newMetrics(deps.Registry)}
+	s := &Server{deps: deps, metrics: newMetrics(deps.Registry), origins: make(map[string]bool)}
+	for _, o := range deps.AllowedOrigins {
+		s.origins[normalizeOrigin(o)] = true
+	}
 	r := gin.New()
 	// Handlers pass c.Request.Context(), never c itself, to Redis and SQL:
 	// gin recycles its Context when the handler returns, while database/sql
 	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
-	r.Use(s.recover, s.metrics.observe, limitBody)
+	r.Use(s.recover, s.metrics.observe, s.checkOrigin, s.allowMethods, limitBody)
 	s.routes(r)
 	s.engine = r
 	return s
@@ -111,13 +142,4 @@ func (s *Server) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
-}
-
-// maxBody bounds request bodies; every body this API takes is small.
-const maxBody = 64 << 10
-
-func limitBody(c *gin.Context) {
-	if c.Request.Body != nil {
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
-	}
 }

@@ -530,8 +530,8 @@ func TestRedisGoneIs503(t *testing.T) {
 	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, &ae); st != http.StatusServiceUnavailable {
 		t.Errorf("product read without Redis: %d, want 503", st)
 	}
-	if st := e.do("GET", "/healthz", nil, nil); st != http.StatusServiceUnavailable {
-		t.Errorf("healthz without Redis: %d, want 503", st)
+	if st := e.do("GET", "/healthz", nil, &ae); st != http.StatusServiceUnavailable || ae.Error != "redis did not answer" {
+		t.Errorf("healthz without Redis: %d %+v, want 503 naming redis and no address", st, ae)
 	}
 	var orders int64
 	if err := e.srv.DB().Table("orders").Where("product_id = ?", id).Count(&orders).Error; err != nil || orders != 0 {
