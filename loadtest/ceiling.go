@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/api"
 	"seckill/internal/harness"
 	"seckill/internal/idgen"
 	"seckill/internal/order"
@@ -63,7 +64,7 @@ func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
 	take := func(c *gin.Context, level bareLevel) {
 		var in bareOrder
 		if err := c.ShouldBindJSON(&in); err != nil {
-			c.JSON(http.StatusBadRequest, gin.H{"code": "bad_request", "error": err.Error()})
+			c.JSON(http.StatusBadRequest, api.Error{Code: api.CodeBadRequest, Error: err.Error()})
 			return
 		}
 		ctx := c.Request.Context()
@@ -77,7 +78,7 @@ func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
 			n, _ = res[0].(int64)
 		}
 		user := in.UserID
-		o := order.Order{ProductID: in.ProductID, Sale: 1, Buyer: &user, UserID: user, Lock: "none", Mode: string(stock.Lua),
+		o := order.Order{ProductID: in.ProductID, Sale: 1, Buyer: &user, UserID: user, Lock: "none", Mode: api.ModeLua,
 			Status: order.Unpaid, Key: "bare"}
 		if err == nil && n == 1 && level >= evalIncr {
 			var seq int64
@@ -89,13 +90,13 @@ func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
 		}
 		switch {
 		case err != nil:
-			c.JSON(http.StatusInternalServerError, gin.H{"code": "internal", "error": err.Error()})
+			c.JSON(http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Error: err.Error()})
 		case n == 1:
 			c.JSON(http.StatusCreated, o)
 		case n == 0:
-			c.JSON(http.StatusConflict, gin.H{"code": "sold_out", "error": "sold out"})
+			c.JSON(http.StatusConflict, api.Error{Code: api.CodeSoldOut, Error: "sold out"})
 		default:
-			c.JSON(http.StatusConflict, gin.H{"code": "already_bought", "error": "already bought"})
+			c.JSON(http.StatusConflict, api.Error{Code: api.CodeAlreadyBought, Error: "already bought"})
 		}
 	}
 	for level, l := range bareLevels {
@@ -192,7 +193,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 		sides = append(sides, ceilingSide{name: l.name})
 	}
 	load := harness.Spec{
-		Stock: order.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none", Mode: "lua",
+		Stock: order.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none", Mode: api.ModeLua,
 		Duration: harness.Duration(o.selfDur), Timeout: harness.Duration(o.selfDur + time.Minute),
 	}
 	for round := range o.selfRounds {

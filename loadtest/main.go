@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/harness"
 )
 
@@ -88,8 +89,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.Float64Var(&s.Rate, "rate", 0, "open loop: requests per second, latency counted from each request's due time")
 	dur(&s.Duration, "duration", 0, "open loop length; in a closed loop, stop sending after it (0: no limit)")
 	dur(&s.Timeout, "timeout", harness.DefaultTimeout, "hard bound on each run")
-	fs.StringVar(&o.locks, "lock", harness.DefaultLock, `lock strategy, a comma-separated list, or "all" (every one the service lists)`)
-	fs.StringVar(&o.modes, "mode", harness.DefaultMode, `stock mode (rmw, lua, db), a list, or "all"`)
+	fs.StringVar(&o.locks, "lock", api.DefaultLock, `lock strategy, a comma-separated list, or "all" (every one the service lists)`)
+	fs.StringVar(&o.modes, "mode", api.DefaultMode, `stock mode (rmw, lua, db), a list, or "all"`)
 	dur(&s.Hold, "hold", 0, "pause inside the critical section")
 	fs.BoolVar(&s.Abandon, "abandon", false, "fault: the lock holder never releases")
 	fs.BoolVar(&s.CrashBeforeExpire, "crash-before-expire", false, "fault: the holder crashes before its lease expires")
@@ -286,7 +287,7 @@ func (o options) runScenario(ctx context.Context, sc harness.Scenario, targets [
 func (o options) runGrid(ctx context.Context, targets, locks []string, rep *harness.Report, bar *progressBar) error {
 	modes := splitList(o.modes)
 	if o.modes == "all" {
-		modes = harness.Modes
+		modes = api.Modes()
 	}
 	var runErr error
 runs:

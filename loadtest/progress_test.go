@@ -4,17 +4,20 @@ import (
 	"strings"
 	"testing"
 
+	"seckill/internal/api"
 	"seckill/internal/harness"
 )
+
+func progress(p api.RunProgress) harness.Progress { return harness.Progress{RunProgress: p} }
 
 // Off a terminal the bar is plain lines: the first at once, the last at the
 // end, each with counts and rate, and no carriage return or escape sequence.
 func TestProgressOffTerminalIsPlainLines(t *testing.T) {
 	var out strings.Builder
 	bar := newProgressBar(&syncWriter{w: &out})
-	bar.update("token/rmw", harness.Progress{Total: 100})
-	bar.update("token/rmw", harness.Progress{Total: 100, Done: 40, OK: 10, SoldOut: 30})
-	bar.update("token/rmw", harness.Progress{Total: 100, Done: 100, OK: 10, SoldOut: 90})
+	bar.update("token/rmw", progress(api.RunProgress{Total: 100}))
+	bar.update("token/rmw", progress(api.RunProgress{Total: 100, Done: 40, OK: 10, SoldOut: 30}))
+	bar.update("token/rmw", progress(api.RunProgress{Total: 100, Done: 100, OK: 10, SoldOut: 90}))
 	bar.finish()
 	if strings.ContainsAny(out.String(), "\r\x1b") {
 		t.Errorf("the output redraws: %q", out.String())

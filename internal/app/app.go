@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/api"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/server"
@@ -94,7 +94,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	a.Handler = server.New(server.Deps{
-		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken,
+		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
 		Web: extras.Web, Runs: extras.Runs, Log: log,
 	})
 	return a, nil
@@ -138,20 +138,20 @@ func (a *App) Mode() string {
 	return "external"
 }
 
-func (a *App) health(ctx context.Context) (server.Health, error) {
+func (a *App) health(ctx context.Context) (api.Health, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		return server.Health{}, fmt.Errorf("redis: %w", err)
+		return api.Health{}, fmt.Errorf("%w: %w", server.ErrRedisDown, err)
 	}
 	sqlDB, err := a.db.DB()
 	if err == nil {
 		err = sqlDB.PingContext(ctx)
 	}
 	if err != nil {
-		return server.Health{}, fmt.Errorf("database: %w", err)
+		return api.Health{}, fmt.Errorf("%w: %w", server.ErrDatabaseDown, err)
 	}
-	return server.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
+	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
 }
 
 // Close closes the service, then Redis and the database, then the
@@ -212,9 +212,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 			ReadTimeout:       10 * time.Second,
 			// A purchase runs to its end even if the client hangs up, within
 			// its budget; the response must be allowed to outlast it.
-			WriteTimeout: a.Orders.Budget().Purchase() + 5*time.Second,
-			IdleTimeout:  2 * time.Minute,
-			ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			WriteTimeout:   a.Orders.Budget().Purchase() + 5*time.Second,
+			IdleTimeout:    2 * time.Minute,
+			MaxHeaderBytes: server.MaxHeaderBytes,
+			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		done: make(chan struct{}),
 	}
@@ -231,8 +232,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// A lab run is a long job sending requests through this very server:
 	// cancel it first, or Shutdown would wait for it.
 	var errs []error
-	if c, ok := s.runs.(io.Closer); ok {
-		errs = append(errs, c.Close())
+	if s.runs != nil {
+		errs = append(errs, s.runs.Close())
 	}
 	err := errors.Join(append(errs, s.http.Shutdown(ctx))...)
 	<-s.done

@@ -26,6 +26,7 @@ type Config struct {
 	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
+	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
 }
@@ -40,6 +41,11 @@ type setting struct {
 func (c *Config) settings() []setting {
 	str := func(p *string) func(*flag.FlagSet, string, string, string) {
 		return func(fs *flag.FlagSet, name, def, help string) { fs.StringVar(p, name, def, help) }
+	}
+	list := func(p *[]string) func(*flag.FlagSet, string, string, string) {
+		return func(fs *flag.FlagSet, name, def, help string) {
+			fs.Func(name, help, func(s string) error { *p = splitList(s); return nil })
+		}
 	}
 	dur := func(p *time.Duration) func(*flag.FlagSet, string, string, string) {
 		return func(fs *flag.FlagSet, name, def, help string) {
@@ -60,9 +66,7 @@ func (c *Config) settings() []setting {
 	return []setting{
 		{"addr", "HTTP_ADDR", "listen address (loopback unless you ask otherwise)", str(&c.Addr), "127.0.0.1:8080"},
 		{"redis", "REDIS_ADDR", "Redis host:port; empty starts an embedded Redis", str(&c.RedisAddr), ""},
-		{"redis-nodes", "REDIS_ADDRS", "comma-separated independent Redis nodes for the redlock strategy", func(fs *flag.FlagSet, name, def, help string) {
-			fs.Func(name, help, func(s string) error { c.RedisAddrs = splitList(s); return nil })
-		}, ""},
+		{"redis-nodes", "REDIS_ADDRS", "comma-separated independent Redis nodes for the redlock strategy", list(&c.RedisAddrs), ""},
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
 		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
@@ -73,6 +77,7 @@ func (c *Config) settings() []setting {
 		}, "100"},
 		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
+		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
 	}
@@ -148,6 +153,6 @@ func (c Config) String() string {
 			dsn = dsn[:colon+1] + "****" + dsn[at:]
 		}
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q",
-		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken))
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q",
+		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins)
 }

@@ -9,42 +9,13 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"seckill/internal/api"
 )
 
 // ErrRejected: the service refused the run's settings with 400, typically a
 // lock strategy or fault option it does not know (yet).
 var ErrRejected = errors.New("harness: rejected by the service")
-
-// Audit is the service's GET /api/products/:id/audit.
-type Audit struct {
-	ProductID   int64  `json:"product_id"`
-	Initial     int    `json:"initial"`
-	Remaining   int    `json:"remaining"`
-	Orders      int    `json:"orders"`
-	Oversold    int    `json:"oversold"`
-	LostUpdates int    `json:"lost_updates"`
-	Verdict     string `json:"verdict"`
-}
-
-// Health is the service's GET /healthz.
-type Health struct {
-	Status string `json:"status"`
-	Mode   string `json:"mode"`
-	Redis  string `json:"redis"`
-	SQL    string `json:"sql"`
-}
-
-// LockInfo is one entry of GET /api/locks.
-type LockInfo struct {
-	Name    string `json:"name"`
-	Summary string `json:"summary"`
-}
-
-// apiError is the service's error body.
-type apiError struct {
-	Code  string `json:"code"`
-	Error string `json:"error"`
-}
 
 // maxBody bounds what the harness reads of any response.
 const maxBody = 1 << 20
@@ -66,7 +37,7 @@ func call(ctx context.Context, c *http.Client, method, url, token string, in, ou
 		return fmt.Errorf("building %s %s: %w", method, url, err)
 	}
 	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", api.MediaType)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -98,7 +69,7 @@ func call(ctx context.Context, c *http.Client, method, url, token string, in, ou
 
 // describe turns an error answer into "409 sold_out: message".
 func describe(status int, body []byte) string {
-	var e apiError
+	var e api.Error
 	if json.Unmarshal(body, &e) == nil && (e.Code != "" || e.Error != "") {
 		return strconv.Itoa(status) + " " + e.Code + ": " + e.Error
 	}
@@ -108,24 +79,15 @@ func describe(status int, body []byte) string {
 	return strconv.Itoa(status) + " " + http.StatusText(status) + ": " + string(bytes.TrimSpace(body))
 }
 
-// productReset is the body of POST /api/products.
-type productReset struct {
-	ID       int64  `json:"id"`
-	Name     string `json:"name"`
-	Stock    int    `json:"stock"`
-	Shards   int    `json:"shards,omitempty"`
-	Lock     string `json:"lock"`
-	Mode     string `json:"mode"`
-	Fallback *bool  `json:"fallback,omitempty"`
+func reset(ctx context.Context, c *http.Client, s Spec) error {
 	// Lab: the harness's products take the per-request lock, mode, hold
 	// and faults, which the service honours on lab products only.
-	Lab bool `json:"lab"`
-}
-
-func reset(ctx context.Context, c *http.Client, s Spec) error {
-	body := productReset{
-		ID: s.ProductID, Name: "harness", Stock: s.Stock, Shards: s.Shards,
+	body := api.ProductRequest{
+		ID: &s.ProductID, Name: "harness", Stock: &s.Stock,
 		Lock: s.Lock, Mode: s.Mode, Fallback: s.Fallback, Lab: true,
+	}
+	if s.Shards != 0 { // 0 is the service's default, which an absent field asks for
+		body.Shards = &s.Shards
 	}
 	if err := call(ctx, c, http.MethodPost, s.Targets[0]+"/api/products", s.AdminToken, body, nil); err != nil {
 		return fmt.Errorf("resetting product %d: %w", s.ProductID, err)
@@ -133,8 +95,8 @@ func reset(ctx context.Context, c *http.Client, s Spec) error {
 	return nil
 }
 
-func fetchAudit(ctx context.Context, c *http.Client, target string, product int64) (Audit, error) {
-	var a Audit
+func fetchAudit(ctx context.Context, c *http.Client, target string, product int64) (api.Audit, error) {
+	var a api.Audit
 	url := target + "/api/products/" + strconv.FormatInt(product, 10) + "/audit"
 	if err := call(ctx, c, http.MethodGet, url, "", nil, &a); err != nil {
 		return a, fmt.Errorf("auditing product %d: %w", product, err)
@@ -144,8 +106,8 @@ func fetchAudit(ctx context.Context, c *http.Client, target string, product int6
 
 // Locks lists the lock strategies the service at target has registered, in
 // its teaching order.
-func Locks(ctx context.Context, c *http.Client, target string) ([]LockInfo, error) {
-	var ls []LockInfo
+func Locks(ctx context.Context, c *http.Client, target string) ([]api.LockInfo, error) {
+	var ls []api.LockInfo
 	if err := call(ctx, c, http.MethodGet, target+"/api/locks", "", nil, &ls); err != nil {
 		return nil, fmt.Errorf("listing lock strategies: %w", err)
 	}
@@ -153,8 +115,8 @@ func Locks(ctx context.Context, c *http.Client, target string) ([]LockInfo, erro
 }
 
 // CheckHealth returns the service's /healthz.
-func CheckHealth(ctx context.Context, c *http.Client, target string) (Health, error) {
-	var h Health
+func CheckHealth(ctx context.Context, c *http.Client, target string) (api.Health, error) {
+	var h api.Health
 	if err := call(ctx, c, http.MethodGet, target+"/healthz", "", nil, &h); err != nil {
 		return h, fmt.Errorf("checking health: %w", err)
 	}

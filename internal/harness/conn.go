@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // conn is one worker's keep-alive HTTP/1.1 connection to one target. The
@@ -41,7 +43,7 @@ func newConn(target, path string) (*conn, error) {
 		host = net.JoinHostPort(u.Hostname(), "80")
 	}
 	head := "POST " + u.EscapedPath() + path + " HTTP/1.1\r\nHost: " + u.Host +
-		"\r\nUser-Agent: seckill-harness\r\nContent-Type: application/json\r\nContent-Length: "
+		"\r\nUser-Agent: seckill-harness\r\nContent-Type: " + api.MediaType + "\r\nContent-Length: "
 	return &conn{addr: host, head: []byte(head)}, nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // fakeService speaks the order API from memory, so that the engine and the
@@ -36,12 +38,12 @@ func newFakeService(t *testing.T) *httptest.Server {
 	f := &fakeService{products: make(map[int64]*fakeProduct)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, Health{Status: "ok", Mode: "embedded", Redis: "fake", SQL: "fake"})
+		writeJSON(w, http.StatusOK, api.Health{Status: "ok", Mode: "embedded", Redis: "fake", SQL: "fake"})
 	})
 	mux.HandleFunc("GET /api/locks", func(w http.ResponseWriter, r *http.Request) {
-		var ls []LockInfo
+		var ls []api.LockInfo
 		for _, l := range fakeLocks {
-			ls = append(ls, LockInfo{Name: l})
+			ls = append(ls, api.LockInfo{Name: l})
 		}
 		writeJSON(w, http.StatusOK, ls)
 	})
@@ -60,17 +62,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func fail(w http.ResponseWriter, status int, code string) {
-	writeJSON(w, status, apiError{Code: code, Error: strings.ReplaceAll(code, "_", " ")})
+	writeJSON(w, status, api.Error{Code: code, Error: strings.ReplaceAll(code, "_", " ")})
 }
 
 func (f *fakeService) reset(w http.ResponseWriter, r *http.Request) {
-	var p productReset
-	if err := json.NewDecoder(r.Body).Decode(&p); err != nil || !slices.Contains(fakeLocks, p.Lock) {
-		fail(w, http.StatusBadRequest, "bad_request")
+	var p api.ProductRequest
+	if err := json.NewDecoder(r.Body).Decode(&p); err != nil || p.ID == nil || p.Stock == nil || !slices.Contains(fakeLocks, p.Lock) {
+		fail(w, http.StatusBadRequest, api.CodeBadRequest)
 		return
 	}
 	f.mu.Lock()
-	f.products[p.ID] = &fakeProduct{initial: p.Stock, remaining: p.Stock, orders: make(map[int64]bool)}
+	f.products[*p.ID] = &fakeProduct{initial: *p.Stock, remaining: *p.Stock, orders: make(map[int64]bool)}
 	f.mu.Unlock()
 	writeJSON(w, http.StatusOK, p)
 }
@@ -82,65 +84,61 @@ func (f *fakeService) product(id int64) *fakeProduct {
 }
 
 func (f *fakeService) buy(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		UserID    int64  `json:"user_id"`
-		ProductID int64  `json:"product_id"`
-		Lock      string `json:"lock"`
-		HoldMS    int64  `json:"hold_ms"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || !slices.Contains(fakeLocks, in.Lock) {
-		fail(w, http.StatusBadRequest, "bad_request")
+	var in api.OrderRequest
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.UserID == nil || in.ProductID == nil || !slices.Contains(fakeLocks, in.Lock) {
+		fail(w, http.StatusBadRequest, api.CodeBadRequest)
 		return
 	}
-	p := f.product(in.ProductID)
+	user, product := *in.UserID, *in.ProductID
+	p := f.product(product)
 	if p == nil {
-		fail(w, http.StatusNotFound, "not_found")
+		fail(w, http.StatusNotFound, api.CodeNotFound)
 		return
 	}
-	w.Header().Set("X-Lock-Wait-Us", "0")
+	w.Header().Set(api.HeaderLockWait, "0")
 	if in.Lock != "none" {
 		start := time.Now()
 		p.lock.Lock()
 		defer p.lock.Unlock()
-		w.Header().Set("X-Lock-Wait-Us", strconv.FormatInt(time.Since(start).Microseconds(), 10))
+		w.Header().Set(api.HeaderLockWait, strconv.FormatInt(time.Since(start).Microseconds(), 10))
 	}
 	f.mu.Lock()
-	bought, stock := p.orders[in.UserID], p.remaining
+	bought, stock := p.orders[user], p.remaining
 	f.mu.Unlock()
 	switch {
 	case bought:
-		fail(w, http.StatusConflict, "already_bought")
+		fail(w, http.StatusConflict, api.CodeAlreadyBought)
 		return
 	case stock <= 0:
-		fail(w, http.StatusConflict, "sold_out")
+		fail(w, http.StatusConflict, api.CodeSoldOut)
 		return
 	}
 	// The critical section's pause, as the real service's hold_ms.
 	time.Sleep(time.Duration(in.HoldMS) * time.Millisecond)
 	f.mu.Lock()
 	p.remaining = stock - 1
-	p.orders[in.UserID] = true
+	p.orders[user] = true
 	f.mu.Unlock()
-	writeJSON(w, http.StatusCreated, map[string]any{"id": "1", "user_id": in.UserID, "product_id": in.ProductID})
+	writeJSON(w, http.StatusCreated, api.Order{ID: "1", UserID: user, ProductID: product})
 }
 
 func (f *fakeService) audit(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	p := f.product(id)
 	if p == nil {
-		fail(w, http.StatusNotFound, "not_found")
+		fail(w, http.StatusNotFound, api.CodeNotFound)
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := Audit{ProductID: id, Initial: p.initial, Remaining: p.remaining, Orders: len(p.orders)}
+	a := api.Audit{ProductID: id, Initial: p.initial, Remaining: p.remaining, Orders: len(p.orders)}
 	a.Oversold = max(0, a.Orders-a.Initial)
 	a.LostUpdates = a.Orders - (a.Initial - a.Remaining)
-	a.Verdict = "OK"
+	a.Verdict = api.VerdictOK
 	if a.Oversold > 0 {
-		a.Verdict = "OVERSOLD"
+		a.Verdict = api.VerdictOversold
 	} else if a.LostUpdates != 0 {
-		a.Verdict = "INCONSISTENT"
+		a.Verdict = api.VerdictInconsistent
 	}
 	writeJSON(w, http.StatusOK, a)
 }

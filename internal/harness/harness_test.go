@@ -15,17 +15,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/net/html"
+
+	"seckill/internal/api"
 )
 
 func TestJudge(t *testing.T) {
-	audit := func(initial, remaining, orders int) Audit {
-		return Audit{Initial: initial, Remaining: remaining, Orders: orders,
+	audit := func(initial, remaining, orders int) api.Audit {
+		return api.Audit{Initial: initial, Remaining: remaining, Orders: orders,
 			Oversold: max(0, orders-initial), LostUpdates: orders - (initial - remaining)}
 	}
 	tests := []struct {
 		name  string
 		tally Tally
-		audit Audit
+		audit api.Audit
 		want  Judgement
 	}{{
 		name:  "every unit sold once",
@@ -185,14 +187,14 @@ func TestTimeoutStopsTheRun(t *testing.T) {
 
 func sampleReport() Report {
 	rows := []Row{
-		{Strategy: "none", Mode: "rmw", Instances: 1, Stock: 100, Requests: 1000, OK: 140, SoldOut: 860, Sold: 140,
+		{RunResult: api.RunResult{Strategy: "none", Mode: "rmw", Instances: 1, Stock: 100, Requests: 1000, OK: 140, SoldOut: 860, Sold: 140,
 			Oversold: 40, LostUpdates: 40, RPS: 5321.5, P50MS: 2.1, P90MS: 3.3, P99MS: 7.9, MaxMS: 12,
 			Verdict: Oversold, HarnessVerdict: Oversold, AuditVerdict: Oversold, ServiceVerdict: "OVERSOLD", Agree: true,
-			ErrorCodes: map[string]int{}, Expect: &Expectation{Want: []string{Oversold}, Held: true}},
-		{Strategy: "token", Mode: "rmw", Instances: 3, Shards: 5, Stock: 100, Requests: 1000, OK: 100, SoldOut: 899, Errors: 1,
+			ErrorCodes: map[string]int{}}, Expect: &Expectation{Want: []string{Oversold}, Held: true}},
+		{RunResult: api.RunResult{Strategy: "token", Mode: "rmw", Instances: 3, Shards: 5, Stock: 100, Requests: 1000, OK: 100, SoldOut: 899, Errors: 1,
 			Sold: 100, RPS: 2100, P50MS: 9, P90MS: 20, P99MS: 41.25, MaxMS: 80, LockWaitP99MS: 30,
 			Verdict: Errors, AuditVerdict: Errors, Agree: true, ErrorCodes: map[string]int{"lock_timeout": 1},
-			ErrorSamples: []string{`503 lock_timeout: <lock> "not" obtained`}},
+			ErrorSamples: []string{`503 lock_timeout: <lock> "not" obtained`}}},
 	}
 	return Report{
 		Title: "seckill load test", Started: time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC), Rows: rows,
@@ -415,11 +417,11 @@ func TestRunScenarioRepeats(t *testing.T) {
 func TestVerdictCounts(t *testing.T) {
 	no := false
 	rows := []Row{
-		{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Undersold, Expect: &Expectation{Held: true}},
-		{Strategy: "none", Mode: "rmw", Verdict: Oversold, Oversold: 4},
-		{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Safe, Expect: &Expectation{}},
-		{Strategy: "none", Mode: "rmw", Verdict: Oversold, Oversold: 3},
-		{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Skipped, Expect: &Expectation{}},
+		{RunResult: api.RunResult{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Undersold}, Expect: &Expectation{Held: true}},
+		{RunResult: api.RunResult{Strategy: "none", Mode: "rmw", Verdict: Oversold, Oversold: 4}},
+		{RunResult: api.RunResult{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Safe}, Expect: &Expectation{}},
+		{RunResult: api.RunResult{Strategy: "none", Mode: "rmw", Verdict: Oversold, Oversold: 3}},
+		{RunResult: api.RunResult{Strategy: "token", Mode: "rmw", Shards: 5, Fallback: &no, Verdict: Skipped}, Expect: &Expectation{}},
 	}
 	want := []string{
 		"token/rmw 5sh no-fallback: 3 runs: SAFE 1, UNDERSOLD 1, SKIPPED 1; oversold units 0; expectation held 1/2",
@@ -432,10 +434,10 @@ func TestVerdictCounts(t *testing.T) {
 
 func TestShardingRatiosPerHold(t *testing.T) {
 	rows := []Row{
-		{Shards: 1, RPS: 1000, Verdict: Safe}, {Shards: 5, RPS: 1500, Verdict: Safe},
-		{Shards: 1, HoldMS: 1, RPS: 500, Verdict: Safe}, {Shards: 5, HoldMS: 1, RPS: 2000, Verdict: Safe},
-		{Shards: 1, RPS: 1200, Verdict: Safe}, {Shards: 5, RPS: 1800, Verdict: Safe},
-		{Shards: 1, RPS: 800, Verdict: Safe}, {Shards: 5, RPS: 1000, Verdict: Safe},
+		{RunResult: api.RunResult{Shards: 1, RPS: 1000, Verdict: Safe}}, {RunResult: api.RunResult{Shards: 5, RPS: 1500, Verdict: Safe}},
+		{RunResult: api.RunResult{Shards: 1, HoldMS: 1, RPS: 500, Verdict: Safe}}, {RunResult: api.RunResult{Shards: 5, HoldMS: 1, RPS: 2000, Verdict: Safe}},
+		{RunResult: api.RunResult{Shards: 1, RPS: 1200, Verdict: Safe}}, {RunResult: api.RunResult{Shards: 5, RPS: 1800, Verdict: Safe}},
+		{RunResult: api.RunResult{Shards: 1, RPS: 800, Verdict: Safe}}, {RunResult: api.RunResult{Shards: 5, RPS: 1000, Verdict: Safe}},
 	}
 	got := shardingRatios(rows)
 	if len(got) != 2 ||

@@ -15,81 +15,21 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"seckill/internal/api"
 )
 
-// Row is the outcome of one run. Its JSON names are read by the web page.
+// Row is the outcome of one run: the result the lab's runs carry over the
+// API, and what a scenario expected of it.
 type Row struct {
-	ProductID int64  `json:"product_id"`
-	Strategy  string `json:"strategy"`
-	Mode      string `json:"mode"`
-	Instances int    `json:"instances"`
-	Stock     int    `json:"stock"`
-	Shards    int    `json:"shards,omitempty"` // 0: the service's default
-	// Fallback is the product's fallback setting; nil: the service's default.
-	Fallback    *bool `json:"fallback,omitempty"`
-	Concurrency int   `json:"concurrency"`
-	HoldMS      int64 `json:"hold_ms,omitempty"`
-	// The buyers were users UserBase+1 … UserBase+Buyers.
-	Buyers   int   `json:"buyers"`
-	UserBase int64 `json:"user_base"`
-
-	// Requests is the number of order requests that completed (answered or
-	// failed); OK + SoldOut + AlreadyBought + Errors.
-	Requests      int `json:"requests"`
-	OK            int `json:"ok"`
-	SoldOut       int `json:"sold_out"`
-	AlreadyBought int `json:"already_bought"`
-	Errors        int `json:"errors"`
-
-	// Sold is the orders in the service's audit.
-	Sold        int `json:"sold"`
-	Oversold    int `json:"oversold"`
-	LostUpdates int `json:"lost_updates"`
-	// Undersold is the units left unsold while buyers were told "sold out".
-	Undersold int `json:"undersold"`
-	// SoldOutEarly is the "sold out" answers received before the request of
-	// a later sale was sent: those buyers were refused while a unit was
-	// still there (stock only goes down, unless a unit is given back after
-	// an error or a lost update writes it back). An end-state audit cannot
-	// see them; a closed loop with few workers can.
-	SoldOutEarly int `json:"sold_out_early,omitempty"`
-
-	RPS           float64 `json:"rps"`
-	P50MS         float64 `json:"p50_ms"`
-	P90MS         float64 `json:"p90_ms"`
-	P99MS         float64 `json:"p99_ms"`
-	MaxMS         float64 `json:"max_ms"`
-	LockWaitP99MS float64 `json:"lock_wait_p99_ms"`
-	ElapsedS      float64 `json:"elapsed_s"`
-
-	// Verdict is the worse of HarnessVerdict and AuditVerdict.
-	Verdict        string `json:"verdict"`
-	HarnessVerdict string `json:"harness_verdict,omitempty"`
-	AuditVerdict   string `json:"audit_verdict"`
-	// ServiceVerdict is the audit's own word: OK, OVERSOLD or INCONSISTENT.
-	ServiceVerdict string   `json:"service_verdict,omitempty"`
-	Agree          bool     `json:"agree"`
-	Disagreements  []string `json:"disagreements,omitempty"`
-
-	// ErrorCodes counts the errors by the service's code ("lock_timeout"),
-	// "http_NNN" when it gave none, "transport" or "timeout".
-	ErrorCodes   map[string]int `json:"error_codes,omitempty"`
-	ErrorSamples []string       `json:"error_samples,omitempty"`
-	// TimedOut: the run hit Spec.Timeout before sending everything.
-	TimedOut bool `json:"timed_out,omitempty"`
-	// Note says why a row is SKIPPED or incomplete.
-	Note string `json:"note,omitempty"`
+	api.RunResult
 	// Expect is what a scenario expected of this row (see Check).
 	Expect *Expectation `json:"expect,omitempty"`
 }
 
 // Progress is a snapshot of a run, passed to the progress callback.
 type Progress struct {
-	Total   int
-	Done    int
-	OK      int
-	SoldOut int
-	Errors  int
+	api.RunProgress
 	Elapsed time.Duration
 }
 
@@ -183,11 +123,11 @@ func NewClient(concurrency int) *http.Client {
 }
 
 func newRow(s Spec) Row {
-	return Row{
+	return Row{RunResult: api.RunResult{
 		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
 		Shards: s.Shards, Fallback: s.Fallback, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
 		Buyers: s.Buyers, UserBase: s.UserBase,
-	}
+	}}
 }
 
 // Histogram bounds, in microseconds: 1µs to 5 minutes at 3 significant
@@ -363,10 +303,10 @@ func (l *load) work(ctx context.Context, w *worker, limit int) {
 }
 
 func (l *load) snapshot() Progress {
-	return Progress{
+	return Progress{RunProgress: api.RunProgress{
 		Total: l.spec.Requests, Done: int(l.sh.done.Load()), OK: int(l.sh.ok.Load()),
-		SoldOut: int(l.sh.soldOut.Load()), Errors: int(l.sh.errors.Load()), Elapsed: time.Since(l.start),
-	}
+		SoldOut: int(l.sh.soldOut.Load()), Errors: int(l.sh.errors.Load()),
+	}, Elapsed: time.Since(l.start)}
 }
 
 // report calls progress, when not nil, from one goroutine: at once, then
@@ -446,23 +386,12 @@ func tally(row *Row, workers []*worker, elapsed time.Duration) {
 	row.LockWaitP99MS = ms(wait.ValueAtQuantile(99))
 }
 
-// orderFields are the per-request fields after user_id, the same for every
-// request of a run (or of its faulty part).
-type orderFields struct {
-	ProductID         int64  `json:"product_id"`
-	Lock              string `json:"lock"`
-	Mode              string `json:"mode"`
-	HoldMS            int64  `json:"hold_ms,omitempty"`
-	Abandon           bool   `json:"abandon,omitempty"`
-	CrashBeforeExpire bool   `json:"crash_before_expire,omitempty"`
-	ClockSkewMS       int64  `json:"clock_skew_ms,omitempty"`
-}
-
 // bodyTails encodes the request fields once; a request's body is then
 // `{"user_id":N,` + tail, which keeps encoding off the hot path.
 func bodyTails(s Spec) (plain, faulty []byte, err error) {
-	f := orderFields{
-		ProductID: s.ProductID, Lock: s.Lock, Mode: s.Mode,
+	// UserID stays nil, hence absent: each request writes its own.
+	f := api.OrderRequest{
+		ProductID: &s.ProductID, Lock: s.Lock, Mode: s.Mode,
 		HoldMS: time.Duration(s.Hold).Milliseconds(),
 	}
 	if plain, err = json.Marshal(f); err != nil {
@@ -496,7 +425,7 @@ func (w *worker) roundTrip(ctx context.Context, target int, user int64, tail []b
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", api.MediaType)
 	return w.client.Do(req)
 }
 
@@ -516,7 +445,7 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 		sh.done.Add(1)
 		return
 	}
-	if v := resp.Header.Get("X-Lock-Wait-Us"); v != "" {
+	if v := resp.Header.Get(api.HeaderLockWait); v != "" {
 		if us, err := strconv.ParseInt(v, 10, 64); err == nil {
 			_ = w.wait.RecordValue(min(max(us, histMin), histMax)) // clamped: cannot fail
 		}
@@ -526,14 +455,14 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 	} else {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, errorPeek))
-		var e apiError
+		var e api.Error
 		_ = json.Unmarshal(b, &e) // a body that is not the service's error keeps an empty code
 		switch {
-		case resp.StatusCode == http.StatusConflict && e.Code == "sold_out":
+		case resp.StatusCode == http.StatusConflict && e.Code == api.CodeSoldOut:
 			w.soldOut++
 			w.soldOutAt = append(w.soldOutAt, time.Now())
 			sh.soldOut.Add(1)
-		case resp.StatusCode == http.StatusConflict && e.Code == "already_bought":
+		case resp.StatusCode == http.StatusConflict && e.Code == api.CodeAlreadyBought:
 			w.already++
 		default:
 			code := e.Code

@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // ErrSpec wraps every error caused by an invalid Spec.
@@ -85,9 +87,9 @@ type Spec struct {
 	// follows gets 10s of its own. Default: 60s.
 	Timeout Duration `json:"timeout,omitempty"`
 
-	// Lock is the lock strategy's name. Default: "token".
+	// Lock is the lock strategy's name. Default: api.DefaultLock.
 	Lock string `json:"lock,omitempty"`
-	// Mode is the stock mode: rmw, lua or db. Default: "rmw".
+	// Mode is one of api.Modes. Default: api.DefaultMode.
 	Mode string `json:"mode,omitempty"`
 	// Hold is a pause inside the critical section (sent as hold_ms).
 	Hold Duration `json:"hold,omitempty"`
@@ -112,14 +114,9 @@ const (
 	DefaultStock       = 100
 	DefaultBuyers      = 1000
 	DefaultConcurrency = 100
-	DefaultLock        = "token"
-	DefaultMode        = "rmw"
 	DefaultTimeout     = 60 * time.Second
 	DefaultOpenLoop    = 10 * time.Second
 )
-
-// Modes are the service's stock modes, for "-mode all".
-var Modes = []string{"rmw", "lua", "db"}
 
 // withDefaults returns s with its zero fields set and checks it.
 func (s Spec) withDefaults() (Spec, error) {
@@ -149,10 +146,10 @@ func (s Spec) withDefaults() (Spec, error) {
 	def(&s.Buyers, DefaultBuyers)
 	def(&s.Concurrency, DefaultConcurrency)
 	if s.Lock == "" {
-		s.Lock = DefaultLock
+		s.Lock = api.DefaultLock
 	}
 	if s.Mode == "" {
-		s.Mode = DefaultMode
+		s.Mode = api.DefaultMode
 	}
 	if s.Timeout == 0 {
 		s.Timeout = Duration(DefaultTimeout)

@@ -1,6 +1,10 @@
 package harness
 
-import "fmt"
+import (
+	"fmt"
+
+	"seckill/internal/api"
+)
 
 // Verdicts of a run, most severe first.
 const (
@@ -79,7 +83,7 @@ func undersold(t Tally, initial, sold int) int {
 // Judge computes the verdict of a run from the harness's tally and the
 // service's audit. The two must tell the same story: every 201 is one order,
 // the initial stock is the one the harness set, and the verdicts match.
-func Judge(t Tally, a Audit) Judgement {
+func Judge(t Tally, a api.Audit) Judgement {
 	harness := classify(max(0, t.OK-t.Stock), 0, undersold(t, t.Stock, t.OK), t.Errors)
 	audit := classify(a.Oversold, a.LostUpdates, undersold(t, a.Initial, a.Orders), t.Errors)
 	j := Judgement{

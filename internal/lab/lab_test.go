@@ -1,76 +1,40 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"seckill/internal/api"
 	"seckill/internal/harness"
-	"seckill/internal/server"
 )
 
-const adminToken = "s3cret"
+const target = "http://127.0.0.1:1"
 
-// serve mounts l on the service's real routes, behind the admin token, and
-// returns the base URL.
-func serve(t *testing.T, l *Lab) string {
+// open returns a Lab closed when the test ends.
+func open(t *testing.T, opt Options) *Lab {
 	t.Helper()
-	srv := httptest.NewServer(server.New(server.Deps{Runs: l, AdminToken: adminToken}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { l.Close() }) // runs first: the run ends before the server goes
-	return srv.URL
-}
-
-// send makes one request and decodes the JSON answer into out, if not nil.
-func send(t *testing.T, method, url, body string, out any) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: decoding %q: %v", method, url, b, err)
-		}
-	}
-	return resp.StatusCode
-}
-
-type apiError struct {
-	Code  string `json:"code"`
-	Error string `json:"error"`
+	l := New(opt)
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // waitFinished polls the run until it is no longer running.
-func waitFinished(t *testing.T, base, id string) Run {
+func waitFinished(t *testing.T, l *Lab, id string) api.Run {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var r Run
-		if code := send(t, http.MethodGet, base+"/api/runs/"+id, "", &r); code != http.StatusOK {
-			t.Fatalf("GET run %s: %d", id, code)
+		r, err := l.Get(id)
+		if err != nil {
+			t.Fatalf("Get(%s): %v", id, err)
 		}
-		if r.Status != Running {
+		if r.Status != api.RunRunning {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -82,12 +46,12 @@ func waitFinished(t *testing.T, base, id string) Run {
 
 // instant is a runner that reports full progress and a SAFE row at once.
 func instant(_ context.Context, s harness.Spec, progress func(harness.Progress)) (harness.Row, error) {
-	progress(harness.Progress{Total: s.Requests, Done: s.Requests, OK: s.Stock})
-	return harness.Row{
+	progress(harness.Progress{RunProgress: api.RunProgress{Total: s.Requests, Done: s.Requests, OK: s.Stock}})
+	return harness.Row{RunResult: api.RunResult{
 		Strategy: s.Lock, Mode: s.Mode, Instances: 1, Stock: s.Stock, Shards: s.Shards,
 		Concurrency: s.Concurrency, Requests: s.Requests, OK: s.Stock, SoldOut: s.Requests - s.Stock,
 		Sold: s.Stock, Verdict: harness.Safe, AuditVerdict: harness.Safe, Agree: true,
-	}, nil
+	}}, nil
 }
 
 // blocking is a runner that holds its run until released or cancelled.
@@ -106,50 +70,41 @@ func (b *blocking) run(ctx context.Context, s harness.Spec, _ func(harness.Progr
 	case <-b.release:
 		return instant(ctx, s, func(harness.Progress) {})
 	case <-ctx.Done():
-		return harness.Row{Strategy: s.Lock, Mode: s.Mode}, ctx.Err()
+		return harness.Row{RunResult: api.RunResult{Strategy: s.Lock, Mode: s.Mode}}, ctx.Err()
 	}
 }
 
 func TestStartRejectsBadSpecs(t *testing.T) {
 	ran := make(chan struct{}, 1)
-	l := New(Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+	l := open(t, Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
 		ran <- struct{}{}
 		return instant(ctx, s, p)
 	}})
-	base := serve(t, l)
 	for _, tc := range []struct {
-		name, body, want string // want: a part of the error message
+		name string
+		spec api.RunSpec
+		want string // a part of the error message
 	}{
-		{"empty body", ``, "reading the run's JSON"},
-		{"not JSON", `{"lock":`, "reading the run's JSON"},
-		{"trailing data", `{} {}`, "unexpected data"},
-		{"unknown field", `{"lokc":"none"}`, `unknown field "lokc"`},
-		{"wrong type", `{"stock":"many"}`, `field "stock" must be a int`},
-		{"unknown lock", `{"lock":"magic"}`, `lock: "magic" is not a registered strategy`},
-		{"unknown mode", `{"mode":"cas"}`, `mode: "cas" is not one of rmw, lua, db`},
-		{"unknown fault", `{"fault":"meteor"}`, `fault: "meteor"`},
-		{"negative stock", `{"stock":-1}`, "stock: -1 is out of range"},
-		{"stock over the limit", `{"stock":10001}`, "stock: 10001 is out of range; it must be between 1 and 10000"},
-		{"buyers over the limit", `{"buyers":20001}`, "buyers: 20001 is out of range"},
-		{"requests over the limit", `{"buyers":10,"requests":20001}`, "requests: 20001 is out of range"},
-		{"concurrency over the limit", `{"concurrency":257}`, "concurrency: 257 is out of range; it must be between 1 and 256"},
-		{"negative concurrency", `{"concurrency":-4}`, "concurrency: -4 is out of range"},
-		{"hold over the limit", `{"hold_ms":2001}`, "hold_ms: 2001 is out of range"},
-		{"negative hold", `{"hold_ms":-1}`, "hold_ms: -1 is out of range"},
-		{"too many shards", `{"shards":65}`, "shards: 65 is out of range"},
-		{"more faulty requests than requests", `{"buyers":10,"fault":"abandon","fault_requests":11}`, "fault_requests: 11 is out of range"},
+		{"unknown lock", api.RunSpec{Lock: "magic"}, `lock: "magic" is not a registered strategy`},
+		{"unknown mode", api.RunSpec{Mode: "cas"}, `mode: "cas" is not one of rmw, lua, db`},
+		{"unknown fault", api.RunSpec{Fault: "meteor"}, `fault: "meteor"`},
+		{"negative stock", api.RunSpec{Stock: -1}, "stock: -1 is out of range"},
+		{"stock over the limit", api.RunSpec{Stock: 10001}, "stock: 10001 is out of range; it must be between 1 and 10000"},
+		{"buyers over the limit", api.RunSpec{Buyers: 20001}, "buyers: 20001 is out of range"},
+		{"requests over the limit", api.RunSpec{Buyers: 10, Requests: 20001}, "requests: 20001 is out of range"},
+		{"concurrency over the limit", api.RunSpec{Concurrency: 257}, "concurrency: 257 is out of range; it must be between 1 and 256"},
+		{"negative concurrency", api.RunSpec{Concurrency: -4}, "concurrency: -4 is out of range"},
+		{"hold over the limit", api.RunSpec{HoldMS: 2001}, "hold_ms: 2001 is out of range"},
+		{"negative hold", api.RunSpec{HoldMS: -1}, "hold_ms: -1 is out of range"},
+		{"too many shards", api.RunSpec{Shards: 65}, "shards: 65 is out of range"},
+		{"more faulty requests than requests", api.RunSpec{Buyers: 10, Fault: api.FaultAbandon, FaultRequests: 11}, "fault_requests: 11 is out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var e apiError
-			code := send(t, http.MethodPost, base+"/api/runs", tc.body, &e)
-			if code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Error, tc.want) {
-				t.Errorf("got %d %+v, want 400 bad_request with %q", code, e, tc.want)
+			_, err := l.Start(t.Context(), tc.spec, target, "")
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want ErrInvalid with %q", err, tc.want)
 			}
 		})
-	}
-	var e apiError
-	if code := send(t, http.MethodPost, base+"/api/runs", `{"lock":"`+strings.Repeat("x", 70<<10)+`"}`, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" {
-		t.Errorf("a body over the limit: %d %+v, want 413 too_large", code, e)
 	}
 	select {
 	case <-ran:
@@ -159,77 +114,58 @@ func TestStartRejectsBadSpecs(t *testing.T) {
 }
 
 func TestSpecLimitsAreInclusive(t *testing.T) {
-	for _, s := range []Spec{
-		{Stock: MaxStock, Buyers: MaxBuyers, Requests: MaxRequests, Concurrency: MaxConcurrency, HoldMS: MaxHoldMS, Shards: 64},
-		{Stock: 1, Buyers: 1, Requests: 1, Concurrency: 1, HoldMS: 0, Shards: 1, Fault: "abandon", FaultRequests: 1},
+	for _, s := range []api.RunSpec{
+		{Stock: api.MaxRunStock, Buyers: api.MaxRunBuyers, Requests: api.MaxRunRequests, Concurrency: api.MaxRunConcurrency, HoldMS: api.MaxRunHoldMS, Shards: api.MaxShards},
+		{Stock: 1, Buyers: 1, Requests: 1, Concurrency: 1, HoldMS: 0, Shards: 1, Fault: api.FaultAbandon, FaultRequests: 1},
 	} {
-		if _, err := s.check(); err != nil {
+		if _, err := check(s); err != nil {
 			t.Errorf("%+v: %v", s, err)
 		}
 	}
 }
 
-func TestStartNeedsTheAdminToken(t *testing.T) {
-	base := serve(t, New(Options{Run: instant}))
-	resp, err := http.Post(base+"/api/runs", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("POST without the token: %d, want 401", resp.StatusCode)
-	}
-}
-
 func TestHappyPathReachesDone(t *testing.T) {
 	var got []harness.Spec
-	l := New(Options{ProductID: 4242, Timeout: 7 * time.Second, Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+	l := open(t, Options{ProductID: 4242, Timeout: 7 * time.Second, Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
 		got = append(got, s) // runs are sequential: waitFinished orders them
 		return instant(ctx, s, p)
 	}})
-	base := serve(t, l)
 
-	var started Run
-	code := send(t, http.MethodPost, base+"/api/runs",
-		`{"lock":"none","mode":"rmw","stock":50,"buyers":300,"concurrency":64,"hold_ms":2}`, &started)
-	if code != http.StatusAccepted || started.Status != Running || started.ID == "" {
-		t.Fatalf("POST: %d %+v, want 202 running with an id", code, started)
+	started, err := l.Start(t.Context(), api.RunSpec{Lock: "none", Mode: "rmw", Stock: 50, Buyers: 300, Concurrency: 64, HoldMS: 2}, target, "s3cret")
+	if err != nil || started.Status != api.RunRunning || started.ID == "" {
+		t.Fatalf("Start: %+v %v, want running with an id", started, err)
 	}
-	wantSpec := Spec{Lock: "none", Mode: "rmw", Shards: 5, Stock: 50, Buyers: 300, Requests: 300, Concurrency: 64, HoldMS: 2, Fault: "none"}
+	wantSpec := api.RunSpec{Lock: "none", Mode: "rmw", Shards: 5, Stock: 50, Buyers: 300, Requests: 300, Concurrency: 64, HoldMS: 2, Fault: "none"}
 	if diff := cmp.Diff(wantSpec, started.Spec); diff != "" {
 		t.Errorf("spec with defaults (-want +got):\n%s", diff)
 	}
 
-	done := waitFinished(t, base, started.ID)
-	if done.Status != Done || done.Error != "" || done.Result == nil {
+	done := waitFinished(t, l, started.ID)
+	if done.Status != api.RunDone || done.Error != "" || done.Result == nil {
 		t.Fatalf("finished run: %+v, want done with a result", done)
 	}
 	if done.Result.Verdict != harness.Safe || done.Result.Strategy != "none" || done.Product != 4242 {
 		t.Errorf("result: %+v on product %d", *done.Result, done.Product)
 	}
-	if done.Progress != (Progress{Done: 300, Total: 300, OK: 50}) {
+	if done.Progress != (api.RunProgress{Done: 300, Total: 300, OK: 50}) {
 		t.Errorf("progress: %+v", done.Progress)
 	}
 
 	// A second run starts once the first is over, and the list holds both.
-	var second Run
-	if code := send(t, http.MethodPost, base+"/api/runs", `{"lock":"token"}`, &second); code != http.StatusAccepted {
-		t.Fatalf("second POST: %d", code)
+	second, err := l.Start(t.Context(), api.RunSpec{Lock: "token"}, target, "s3cret")
+	if err != nil {
+		t.Fatalf("second Start: %v", err)
 	}
-	waitFinished(t, base, second.ID)
-	var list []Run
-	if code := send(t, http.MethodGet, base+"/api/runs", "", &list); code != http.StatusOK {
-		t.Fatalf("GET /api/runs: %d", code)
-	}
-	if len(list) != 2 || list[0].ID != started.ID || list[1].ID != second.ID {
+	waitFinished(t, l, second.ID)
+	if list := l.List(); len(list) != 2 || list[0].ID != started.ID || list[1].ID != second.ID {
 		t.Errorf("list: %+v, want runs %s then %s", list, started.ID, second.ID)
 	}
 
-	// What the harness was told: this server, the lab's product, the
+	// What the harness was told: the target, the lab's product, the
 	// token, the time limit, and users of its own for each run.
 	first := got[0]
-	if len(first.Targets) != 1 || first.Targets[0] != base || first.ProductID != 4242 ||
-		first.AdminToken != adminToken || time.Duration(first.Timeout) != 7*time.Second ||
+	if len(first.Targets) != 1 || first.Targets[0] != target || first.ProductID != 4242 ||
+		first.AdminToken != "s3cret" || time.Duration(first.Timeout) != 7*time.Second ||
 		first.Hold != harness.Duration(2*time.Millisecond) || first.Lock != "none" {
 		t.Errorf("harness spec: %+v", first)
 	}
@@ -238,21 +174,38 @@ func TestHappyPathReachesDone(t *testing.T) {
 	}
 }
 
+func TestConfiguredTargetWins(t *testing.T) {
+	specs := make(chan harness.Spec, 1)
+	l := open(t, Options{Target: "http://lb:8080", Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+		specs <- s
+		return instant(ctx, s, p)
+	}})
+	if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-specs; len(s.Targets) != 1 || s.Targets[0] != "http://lb:8080" {
+		t.Errorf("targets %q, want the configured one", s.Targets)
+	}
+	if _, err := open(t, Options{Run: instant}).Start(t.Context(), api.RunSpec{}, "", ""); !errors.Is(err, ErrNoTarget) {
+		t.Errorf("Start with no target at all: %v, want ErrNoTarget", err)
+	}
+}
+
 func TestFaultsReachTheHarness(t *testing.T) {
 	for _, tc := range []struct {
 		fault string
 		want  harness.Spec
 	}{
-		{"none", harness.Spec{}},
-		{"abandon", harness.Spec{Abandon: true, FaultRequests: 1}},
-		{"crash-before-expire", harness.Spec{CrashBeforeExpire: true, FaultRequests: 1}},
-		{"clock-skew", harness.Spec{ClockSkew: harness.Duration(ClockSkew), FaultRequests: 1}},
+		{api.FaultNone, harness.Spec{}},
+		{api.FaultAbandon, harness.Spec{Abandon: true, FaultRequests: 1}},
+		{api.FaultCrashBeforeExpire, harness.Spec{CrashBeforeExpire: true, FaultRequests: 1}},
+		{api.FaultClockSkew, harness.Spec{ClockSkew: harness.Duration(ClockSkew), FaultRequests: 1}},
 	} {
-		s, err := Spec{Fault: tc.fault, FaultRequests: tc.want.FaultRequests}.check()
+		s, err := check(api.RunSpec{Fault: tc.fault, FaultRequests: tc.want.FaultRequests})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.fault, err)
 		}
-		h := s.harness("http://x", 1, 0, time.Second)
+		h := toHarness(s, "http://x", 1, 0, time.Second)
 		got := harness.Spec{Abandon: h.Abandon, CrashBeforeExpire: h.CrashBeforeExpire, ClockSkew: h.ClockSkew, FaultRequests: h.FaultRequests}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.fault, diff)
@@ -262,125 +215,100 @@ func TestFaultsReachTheHarness(t *testing.T) {
 
 func TestSecondRunWhileOneGoesIsRefused(t *testing.T) {
 	b := newBlocking()
-	base := serve(t, New(Options{Run: b.run}))
-	var first Run
-	if code := send(t, http.MethodPost, base+"/api/runs", `{}`, &first); code != http.StatusAccepted {
-		t.Fatalf("first POST: %d", code)
+	l := open(t, Options{Run: b.run})
+	first, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+	if err != nil {
+		t.Fatalf("first Start: %v", err)
 	}
 	<-b.started
 
-	var e apiError
-	code := send(t, http.MethodPost, base+"/api/runs", `{}`, &e)
-	if code != http.StatusConflict || e.Code != "run_in_progress" || !strings.Contains(e.Error, "run "+first.ID) {
-		t.Errorf("second POST: %d %+v, want 409 run_in_progress naming run %s", code, e, first.ID)
+	_, err = l.Start(t.Context(), api.RunSpec{}, target, "")
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "run "+first.ID) {
+		t.Errorf("second Start: %v, want ErrBusy naming run %s", err, first.ID)
 	}
-	var list []Run
-	send(t, http.MethodGet, base+"/api/runs", "", &list)
-	if len(list) != 0 {
+	if list := l.List(); len(list) != 0 {
 		t.Errorf("the list holds unfinished runs: %+v", list)
 	}
 
 	close(b.release)
-	if r := waitFinished(t, base, first.ID); r.Status != Done {
+	if r := waitFinished(t, l, first.ID); r.Status != api.RunDone {
 		t.Errorf("released run: %+v", r)
 	}
-	var third Run
-	if code := send(t, http.MethodPost, base+"/api/runs", `{}`, &third); code != http.StatusAccepted {
-		t.Errorf("POST after the run ended: %d, want 202", code)
+	if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); err != nil {
+		t.Errorf("Start after the run ended: %v", err)
 	}
 	<-b.started
 }
 
 func TestTimeLimitCancelsTheRun(t *testing.T) {
 	b := newBlocking()
-	l := New(Options{Run: b.run, Timeout: time.Millisecond})
+	l := open(t, Options{Run: b.run, Timeout: time.Millisecond})
 	l.grace = 0
-	base := serve(t, l)
-	var r Run
-	send(t, http.MethodPost, base+"/api/runs", `{}`, &r)
-	r = waitFinished(t, base, r.ID)
-	if r.Status != Failed || !strings.Contains(r.Error, "time limit") {
+	r, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = waitFinished(t, l, r.ID)
+	if r.Status != api.RunFailed || !strings.Contains(r.Error, "time limit") {
 		t.Errorf("run past its limit: %+v, want failed on the time limit", r)
 	}
 }
 
 func TestHarnessTimeoutIsAFailure(t *testing.T) {
-	base := serve(t, New(Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+	l := open(t, Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
 		row, _ := instant(ctx, s, p)
 		row.TimedOut, row.Note = true, "timed out after 60s: 10 of 300 requests completed"
 		return row, nil
-	}}))
-	var r Run
-	send(t, http.MethodPost, base+"/api/runs", `{}`, &r)
-	r = waitFinished(t, base, r.ID)
-	if r.Status != Failed || !strings.Contains(r.Error, "10 of 300") || r.Result == nil {
+	}})
+	r, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = waitFinished(t, l, r.ID)
+	if r.Status != api.RunFailed || !strings.Contains(r.Error, "10 of 300") || r.Result == nil {
 		t.Errorf("timed-out run: %+v, want failed with its partial row", r)
 	}
 }
 
 func TestCloseCancelsAndWaits(t *testing.T) {
 	b := newBlocking()
-	l := New(Options{Run: b.run})
-	base := serve(t, l)
-	var r Run
-	send(t, http.MethodPost, base+"/api/runs", `{}`, &r)
+	l := open(t, Options{Run: b.run})
+	r, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	<-b.started
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// Close returned, so the run has been filed: no polling needed.
-	send(t, http.MethodGet, base+"/api/runs/"+r.ID, "", &r)
-	if r.Status != Failed || !strings.Contains(r.Error, "shutting down") {
-		t.Errorf("run after Close: %+v", r)
+	if r, err = l.Get(r.ID); err != nil || r.Status != api.RunFailed || !strings.Contains(r.Error, "shutting down") {
+		t.Errorf("run after Close: %+v %v", r, err)
 	}
-	var e apiError
-	if code := send(t, http.MethodPost, base+"/api/runs", `{}`, &e); code != http.StatusServiceUnavailable {
-		t.Errorf("POST after Close: %d %+v, want 503", code, e)
-	}
-}
-
-func TestUnknownRunIsNotFound(t *testing.T) {
-	base := serve(t, New(Options{Run: instant}))
-	var e apiError
-	if code := send(t, http.MethodGet, base+"/api/runs/nope", "", &e); code != http.StatusNotFound || e.Code != "not_found" {
-		t.Errorf("GET unknown run: %d %+v", code, e)
+	if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Close: %v, want ErrClosed", err)
 	}
 }
 
 func TestOnlyTheLastRunsAreKept(t *testing.T) {
-	base := serve(t, New(Options{Run: instant, Keep: 2}))
+	l := open(t, Options{Run: instant, Keep: 2})
 	var ids []string
 	for range 3 {
-		var r Run
-		send(t, http.MethodPost, base+"/api/runs", `{}`, &r)
-		waitFinished(t, base, r.ID)
+		r, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFinished(t, l, r.ID)
 		ids = append(ids, r.ID)
 	}
-	var list []Run
-	send(t, http.MethodGet, base+"/api/runs", "", &list)
 	var got []string
-	for _, r := range list {
+	for _, r := range l.List() {
 		got = append(got, r.ID)
 	}
 	if diff := cmp.Diff(ids[1:], got); diff != "" {
 		t.Errorf("kept runs (-want +got):\n%s", diff)
 	}
-	if code := send(t, http.MethodGet, base+"/api/runs/"+ids[0], "", nil); code != http.StatusNotFound {
-		t.Errorf("GET the dropped run: %d, want 404", code)
-	}
-}
-
-// TestListIsJSONArray pins that an empty list is [], which the page iterates.
-func TestListIsJSONArray(t *testing.T) {
-	base := serve(t, New(Options{Run: instant}))
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/api/runs", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if got := string(bytes.TrimSpace(b)); got != "[]" {
-		t.Errorf("empty list: %q, want []", got)
+	if _, err := l.Get(ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get the dropped run: %v, want ErrNotFound", err)
 	}
 }

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/api"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/order"
@@ -18,7 +21,16 @@ func (s *Server) handleHealth(c *gin.Context) {
 	h, err := s.deps.Health(c.Request.Context())
 	if err != nil {
 		s.deps.Log.Warn("health check failed", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": err.Error()})
+		msg := "a backend did not answer"
+		for _, down := range []error{ErrRedisDown, ErrDatabaseDown} {
+			if errors.Is(err, down) {
+				msg = down.Error()
+			}
+		}
+		c.JSON(http.StatusServiceUnavailable, struct {
+			Status string `json:"status"`
+			api.Error
+		}{"unavailable", api.Error{Code: api.CodeUnavailable, Error: msg}})
 		return
 	}
 	c.JSON(http.StatusOK, h)
@@ -27,68 +39,49 @@ func (s *Server) handleHealth(c *gin.Context) {
 // handleLocks serves the lock table itself: the page explains a strategy
 // with the same text docs/LOCKS.md is generated from.
 func (s *Server) handleLocks(c *gin.Context) {
-	c.JSON(http.StatusOK, lock.Strategies())
+	var out []api.LockInfo
+	for _, l := range lock.Strategies() {
+		out = append(out, api.LockInfo{Name: l.Name, Summary: l.Summary, Fixes: l.Fixes, Breaks: l.Breaks, Commands: l.Commands, Test: l.Test})
+	}
+	c.JSON(http.StatusOK, out)
 }
 
-type productRequest struct {
-	ID       *int64 `json:"id"`
-	Name     string `json:"name"`
-	Stock    *int   `json:"stock"`
-	Shards   int    `json:"shards"`
-	Lock     string `json:"lock"`
-	Mode     string `json:"mode"`
-	Fallback *bool  `json:"fallback"`
-	Lab      bool   `json:"lab"`
-}
-
-type shardView struct {
-	Key   string `json:"key"`
-	Stock int    `json:"stock"`
-}
-
-type productView struct {
-	ID       int64       `json:"id"`
-	Name     string      `json:"name"`
-	Initial  int         `json:"initial"`
-	Stock    int         `json:"stock"`
-	Shards   []shardView `json:"shards"`
-	Sold     int         `json:"sold"`
-	SoldOut  bool        `json:"sold_out"`
-	Lock     string      `json:"lock"`
-	Mode     string      `json:"mode"`
-	Fallback bool        `json:"fallback"`
-	Store    string      `json:"store"`
-	Lab      bool        `json:"lab"`
-	Sale     int64       `json:"sale"`
-}
-
-func newProductView(v order.View) productView {
-	pv := productView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
+func newProductView(v order.View) api.ProductView {
+	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
-		Shards: make([]shardView, len(v.Levels))}
+		Shards: make([]api.ShardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {
 		key := layout.StockKey(i)
 		if v.Store == string(stock.InSQL) {
 			key = fmt.Sprintf("product_shards(%d,%d)", v.ID, i)
 		}
-		pv.Shards[i] = shardView{Key: key, Stock: n}
+		pv.Shards[i] = api.ShardView{Key: key, Stock: n}
 	}
 	return pv
 }
 
 func (s *Server) handleResetProduct(c *gin.Context) {
-	var req productRequest
-	if err := decode(c.Request.Body, &req); err != nil {
+	var req api.ProductRequest
+	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
 		return
 	}
 	if req.ID == nil || req.Stock == nil {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, "id and stock are required")
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "id and stock are required")
 		return
 	}
-	p, err := s.deps.Orders.Reset(c.Request.Context(), order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock,
-		Shards: req.Shards, Lock: req.Lock, Mode: req.Mode, Fallback: req.Fallback, Lab: req.Lab})
+	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
+		Fallback: req.Fallback, Lab: req.Lab}
+	if req.Shards != nil {
+		// order takes 0 for the default; here only an absent field is.
+		if n := *req.Shards; n < 1 || n > api.MaxShards {
+			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("shards must be between 1 and %d", api.MaxShards))
+			return
+		}
+		spec.Shards = *req.Shards
+	}
+	p, err := s.deps.Orders.Reset(c.Request.Context(), spec)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -122,51 +115,64 @@ func (s *Server) handleAudit(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, newAuditView(a))
+	c.JSON(http.StatusOK, newAudit(a))
 }
 
-type orderRequest struct {
-	UserID    *int64 `json:"user_id"`
-	ProductID *int64 `json:"product_id"`
-	Lock      string `json:"lock"`
-	Mode      string `json:"mode"`
-	HoldMS    int64  `json:"hold_ms"`
-	// The lock ladder's faults.
-	Abandon           bool  `json:"abandon"`
-	CrashBeforeExpire bool  `json:"crash_before_expire"`
-	ClockSkewMS       int64 `json:"clock_skew_ms"`
+func newAudit(a order.Audit) api.Audit {
+	return api.Audit{ProductID: a.ProductID, Sale: a.Sale, Initial: a.Initial, Remaining: a.Remaining, Taken: a.Taken,
+		Orders: a.Orders, Oversold: a.Oversold, LostUpdates: a.LostUpdates, Unsettled: a.Unsettled, Verdict: a.Verdict,
+		Reconciled: newReconciliation(a.Reconciled)}
 }
 
-// lockWaitHeader carries the time a purchase spent acquiring locks, so that
-// a load generator can report lock-wait percentiles without scraping metrics.
-const lockWaitHeader = "X-Lock-Wait-Us"
+func newReconciliation(r *order.Reconciliation) *api.Reconciliation {
+	if r == nil {
+		return nil
+	}
+	v := api.Reconciliation(*r)
+	return &v
+}
 
-// idempotencyHeader carries the client's key for a purchase: a retry with
-// the same key gets the first attempt's outcome instead of buying again.
-const idempotencyHeader = "Idempotency-Key"
+// handleReconcile runs a pass of the reconciler over the product now.
+func (s *Server) handleReconcile(c *gin.Context) {
+	id, ok := s.pathID(c, "product")
+	if !ok {
+		return
+	}
+	r, err := s.deps.Orders.Reconcile(c.Request.Context(), id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, newReconciliation(&r))
+}
+
+func newOrder(o order.Order) api.Order {
+	return api.Order{ID: o.ID.String(), ProductID: o.ProductID, Sale: o.Sale, UserID: o.UserID, Shard: o.Shard,
+		Lock: o.Lock, Mode: o.Mode, Status: o.Status, CreatedAt: o.CreatedAt}
+}
 
 func (s *Server) handleBuy(c *gin.Context) {
-	var req orderRequest
-	if err := decode(c.Request.Body, &req); err != nil {
+	var req api.OrderRequest
+	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
 		return
 	}
 	if req.UserID == nil || req.ProductID == nil {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, "user_id and product_id are required")
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id and product_id are required")
 		return
 	}
 	// Compare in milliseconds: a huge value would overflow a Duration and
 	// wrap into range.
 	if req.HoldMS < 0 || req.HoldMS > order.MaxHold.Milliseconds() {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
 		return
 	}
 	if limit := order.MaxClockSkew.Milliseconds(); req.ClockSkewMS < -limit || req.ClockSkewMS > limit {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
-		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(idempotencyHeader),
+		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode,
 			Hold: time.Duration(req.HoldMS) * time.Millisecond,
 			Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
@@ -175,19 +181,20 @@ func (s *Server) handleBuy(c *gin.Context) {
 			}},
 		},
 	})
-	c.Header(lockWaitHeader, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
+	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
 	if err != nil {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, newOrderView(o))
+	c.JSON(http.StatusCreated, newOrder(o))
 }
 
 func (s *Server) handleOrder(c *gin.Context) {
-	id, err := idgen.ParseID(c.Param("id"))
-	if err != nil || id <= 0 {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, "order id must be a positive integer, sent as a string")
+	raw := c.Param("id")
+	id, err := idgen.ParseID(raw)
+	if !digits(raw) || err != nil || id <= 0 {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "order id must be a positive integer in decimal digits, sent as a string")
 		return
 	}
 	o, err := s.deps.Orders.Order(c.Request.Context(), id)
@@ -195,51 +202,58 @@ func (s *Server) handleOrder(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, newOrderView(o))
-}
-
-type orderView struct {
-	ID        idgen.ID  `json:"id"`
-	ProductID int64     `json:"product_id"`
-	Sale      int64     `json:"sale"`
-	UserID    int64     `json:"user_id"`
-	Shard     int       `json:"shard"`
-	Lock      string    `json:"lock"`
-	Mode      string    `json:"mode"`
-	Status    string    `json:"status"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-func newOrderView(o order.Order) orderView {
-	return orderView{ID: o.ID, ProductID: o.ProductID, Sale: o.Sale, UserID: o.UserID, Shard: o.Shard,
-		Lock: o.Lock, Mode: o.Mode, Status: o.Status, CreatedAt: o.CreatedAt}
-}
-
-type auditView struct {
-	ProductID   int64                 `json:"product_id"`
-	Sale        int64                 `json:"sale"`
-	Initial     int                   `json:"initial"`
-	Remaining   int                   `json:"remaining"`
-	Taken       int                   `json:"taken"`
-	Orders      int                   `json:"orders"`
-	Oversold    int                   `json:"oversold"`
-	LostUpdates int                   `json:"lost_updates"`
-	Unsettled   int                   `json:"unsettled"`
-	Verdict     string                `json:"verdict"`
-	Reconciled  *order.Reconciliation `json:"reconciled,omitempty"`
-}
-
-func newAuditView(a order.Audit) auditView {
-	return auditView{ProductID: a.ProductID, Sale: a.Sale, Initial: a.Initial, Remaining: a.Remaining, Taken: a.Taken,
-		Orders: a.Orders, Oversold: a.Oversold, LostUpdates: a.LostUpdates, Unsettled: a.Unsettled, Verdict: a.Verdict,
-		Reconciled: a.Reconciled}
+	c.JSON(http.StatusOK, newOrder(o))
 }
 
 func (s *Server) pathID(c *gin.Context, what string) (int64, bool) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.fail(c, http.StatusBadRequest, codeBadRequest, what+" id must be a positive integer")
+	raw := c.Param("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if !digits(raw) || err != nil || id <= 0 {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, what+" id must be a positive integer in decimal digits")
 		return 0, false
 	}
 	return id, true
+}
+
+// digits reports whether s is plain decimal digits: strconv also takes a
+// sign ("+5"), which makes two paths name one resource.
+func digits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func (s *Server) handleStartRun(c *gin.Context) {
+	var spec api.RunSpec
+	if err := s.decode(c, &spec); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	// The lab sends the run's orders back through this very listener unless
+	// it is told otherwise.
+	var self string
+	if addr, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		self = "http://" + addr.String()
+	}
+	run, err := s.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.Header("Location", "/api/runs/"+run.ID)
+	c.JSON(http.StatusAccepted, run)
+}
+
+func (s *Server) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, s.deps.Runs.List()) }
+
+func (s *Server) handleRun(c *gin.Context) {
+	run, err := s.deps.Runs.Get(c.Param("id"))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, run)
 }

@@ -58,16 +58,29 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
 // observe records every request under its route template, so that
-// /api/orders/123 and /api/orders/456 are one series.
+// /api/orders/123 and /api/orders/456 are one series. Every label comes from
+// a closed set: a client that invents methods or paths must not grow
+// /metrics.
 func (m *metrics) observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	route := c.FullPath()
+	route := c.FullPath() // a route template, or "" when none matched
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
-	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+	method := c.Request.Method
+	if !knownMethods[method] {
+		method = "other"
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(c.Writer.Status())).Inc()
+	m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+}
+
+// knownMethods are the methods of RFC 9110 and PATCH, the method labels
+// besides "other".
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
+	http.MethodDelete: true, http.MethodConnect: true, http.MethodOptions: true, http.MethodTrace: true,
 }
 
 func (m *metrics) purchase(rc order.Receipt, err error) {

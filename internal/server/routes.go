@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"seckill/internal/api"
 )
 
 // routes is the whole API in one screen.
@@ -12,25 +14,26 @@ func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.handleHealth)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
 
-	api := r.Group("/api")
-	api.GET("/locks", s.handleLocks)
-	api.POST("/products", s.admin, s.handleResetProduct)
-	api.GET("/products/:id", s.handleProduct)
-	api.GET("/products/:id/audit", s.handleAudit)
-	api.POST("/orders", s.handleBuy)
-	api.GET("/orders/:id", s.handleOrder)
+	g := r.Group("/api")
+	g.GET("/locks", s.handleLocks)
+	g.POST("/products", s.admin, s.handleResetProduct)
+	g.GET("/products/:id", s.handleProduct)
+	g.GET("/products/:id/audit", s.handleAudit)
+	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
+	g.POST("/orders", s.handleBuy)
+	g.GET("/orders/:id", s.handleOrder)
 	if s.deps.Runs != nil {
-		api.POST("/runs", s.admin, gin.WrapF(s.deps.Runs.Start))
-		api.GET("/runs", gin.WrapF(s.deps.Runs.List))
-		api.GET("/runs/:id", func(c *gin.Context) { s.deps.Runs.Get(c.Writer, c.Request, c.Param("id")) })
+		g.POST("/runs", s.admin, s.handleStartRun)
+		g.GET("/runs", s.handleRuns)
+		g.GET("/runs/:id", s.handleRun)
 	}
 
-	noRoute := func(c *gin.Context) { s.fail(c, http.StatusNotFound, codeNotFound, "no such route") }
+	noRoute := func(c *gin.Context) { s.fail(c, http.StatusNotFound, api.CodeNotFound, "no such route") }
 	if s.deps.Web != nil {
 		files := gin.WrapH(http.FileServerFS(s.deps.Web))
 		noRoute = func(c *gin.Context) {
 			if strings.HasPrefix(c.Request.URL.Path, "/api/") {
-				s.fail(c, http.StatusNotFound, codeNotFound, "no such route")
+				s.fail(c, http.StatusNotFound, api.CodeNotFound, "no such route")
 				return
 			}
 			files(c)

@@ -1,44 +1,59 @@
-// Package server is the HTTP face of the order service: Gin routes, JSON in
-// and out, the choice of status from the service's sentinel errors, metrics,
-// and the admin token.
+// Package server is the HTTP face of the order service and the lab: Gin
+// routes, JSON in and out (the types of internal/api), the choice of status
+// from the sentinel errors of the services behind it, metrics, the admin
+// token, and the edge's checks on what a request may be.
 package server
 
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"seckill/internal/api"
 	"seckill/internal/order"
 )
 
-// Health is what /healthz reports when everything answers.
-type Health struct {
-	Status string `json:"status"`
-	Mode   string `json:"mode"`  // "embedded" or "external"
-	Redis  string `json:"redis"` // server version
-	SQL    string `json:"sql"`   // dialect and version
-}
-
 // Runs serves the lab's load runs; the web page starts them.
 type Runs interface {
-	Start(w http.ResponseWriter, r *http.Request)
-	List(w http.ResponseWriter, r *http.Request)
-	Get(w http.ResponseWriter, r *http.Request, id string)
+	// Start starts a run sending its orders to target (this service's own
+	// address) unless configured otherwise, resetting its product with
+	// token.
+	Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error)
+	List() []api.Run
+	Get(id string) (api.Run, error)
+	// Close cancels the run going and refuses new ones.
+	Close() error
 }
+
+// Errors Deps.Health wraps to say which backend did not answer: /healthz
+// names the backend and leaves the cause (an address, a driver message) to
+// the log.
+var (
+	ErrRedisDown    = errors.New("redis did not answer")
+	ErrDatabaseDown = errors.New("the database did not answer")
+)
 
 // Deps are what the server needs.
 type Deps struct {
 	Orders *order.Service
-	// Health checks the backends; an error makes /healthz answer 503.
-	Health func(context.Context) (Health, error)
+	// Health checks the backends; an error makes /healthz answer 503. It
+	// wraps ErrRedisDown or ErrDatabaseDown.
+	Health func(context.Context) (api.Health, error)
 	// AdminToken, when set, is required by product resets and lab runs.
 	AdminToken string
+	// AllowedOrigins may send state-changing requests beside the service's
+	// own origin, e.g. "https://lab.example.com". Default: none.
+	AllowedOrigins []string
+	// BodyTimeout bounds the reading of a request body. Default: 5s.
+	BodyTimeout time.Duration
 	// Registry receives the server's metrics. Default: a new registry.
 	Registry *prometheus.Registry
 	// Web is the page served at /. Default: none.
@@ -48,9 +63,18 @@ type Deps struct {
 	Log  *slog.Logger // default slog.Default()
 }
 
+// DefaultBodyTimeout is Deps.BodyTimeout's default: with ReadHeaderTimeout
+// (5s) it keeps a request within the ReadTimeout (10s) it had before.
+const DefaultBodyTimeout = 5 * time.Second
+
+// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes);
+// net/http answers 431 beyond it.
+const MaxHeaderBytes = 64 << 10
+
 // Server is the HTTP handler.
 type Server struct {
 	deps    Deps
+	origins map[string]bool // normalized AllowedOrigins
 	metrics *metrics
 	engine  *gin.Engine
 }
@@ -63,21 +87,33 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
+	if deps.BodyTimeout <= 0 {
+		deps.BodyTimeout = DefaultBodyTimeout
+	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{deps: deps, metrics: newMetrics(deps.Registry)}
+	s := &Server{deps: deps, metrics: newMetrics(deps.Registry), origins: make(map[string]bool)}
+	for _, o := range deps.AllowedOrigins {
+		s.origins[normalizeOrigin(o)] = true
+	}
 	r := gin.New()
 	// Handlers pass c.Request.Context(), never c itself, to Redis and SQL:
 	// gin recycles its Context when the handler returns, while database/sql
 	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
-	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, codeBadRequest, "method not allowed") })
-	r.Use(s.recover, s.metrics.observe, limitBody)
+	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
+	r.Use(s.recover, s.metrics.observe, s.checkOrigin, s.allowMethods, limitBody)
 	s.routes(r)
 	s.engine = r
 	return s
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+// bearer is the token of the Authorization header, "" without one.
+func bearer(c *gin.Context) string {
+	token, _ := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	return token
+}
 
 // admin requires the admin token when one is configured.
 func (s *Server) admin(c *gin.Context) {
@@ -87,7 +123,7 @@ func (s *Server) admin(c *gin.Context) {
 	}
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		s.fail(c, http.StatusUnauthorized, codeUnauthorized, "this action needs the header Authorization: Bearer <ADMIN_TOKEN>")
+		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized, "this action needs the header Authorization: Bearer <ADMIN_TOKEN>")
 		c.Abort()
 	}
 }
@@ -101,18 +137,9 @@ func (s *Server) recover(c *gin.Context) {
 				panic(v)
 			}
 			s.deps.Log.Error("panic serving a request", "route", c.FullPath(), "panic", v)
-			s.fail(c, http.StatusInternalServerError, "internal", "internal error")
+			s.fail(c, http.StatusInternalServerError, api.CodeInternal, "internal error")
 			c.Abort()
 		}
 	}()
 	c.Next()
-}
-
-// maxBody bounds request bodies; every body this API takes is small.
-const maxBody = 64 << 10
-
-func limitBody(c *gin.Context) {
-	if c.Request.Body != nil {
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,24 +17,40 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/order"
+	"seckill/internal/server"
 	"seckill/internal/testenv"
 )
 
 // env is one service under test, spoken to over real HTTP.
 type env struct {
 	t      *testing.T
-	srv    *app.Server
+	url    string
+	srv    *app.Server // nil when the handler is served alone
 	client *http.Client
+	token  string // sent as the bearer token when set
 }
 
-func start(t *testing.T, cfg app.Config) *env {
+func start(t *testing.T, cfg app.Config) *env { return startWith(t, cfg, app.Extras{}) }
+
+func startWith(t *testing.T, cfg app.Config, extras app.Extras) *env {
 	t.Helper()
-	return &env{t: t, srv: testenv.Start(t, cfg, app.Extras{}), client: &http.Client{
-		Timeout:   30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 512},
-	}}
+	srv := testenv.Start(t, cfg, extras)
+	return &env{t: t, url: srv.URL, srv: srv, client: newClient()}
+}
+
+// serve serves a handler built from deps alone, without backends: enough
+// for what the edge refuses before a handler reaches them.
+func serve(t *testing.T, deps server.Deps) *env {
+	t.Helper()
+	srv := httptest.NewServer(server.New(deps))
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, client: newClient(), token: deps.AdminToken}
+}
+
+func newClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 }
 
 func startDefault(t *testing.T) *env { return start(t, testenv.Config(t)) }
@@ -53,10 +70,23 @@ func (e *env) do(method, path string, body any, out any) int {
 		}
 		r = bytes.NewReader(buf)
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, r)
+	req, err := http.NewRequest(method, e.url+path, r)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if r != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	return e.send(req, out)
+}
+
+// send sends req and decodes the JSON answer into out (when not nil).
+func (e *env) send(req *http.Request, out any) int {
+	e.t.Helper()
+	method, path := req.Method, req.URL.Path
 	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Errorf("%s %s: %v", method, path, err)
@@ -92,31 +122,16 @@ func (e *env) reset(p product) int64 {
 	return id
 }
 
-// auditBody is GET /api/products/:id/audit, less the reconciler's pass.
-type auditBody struct {
-	ProductID   int64  `json:"product_id"`
-	Initial     int    `json:"initial"`
-	Remaining   int    `json:"remaining"`
-	Taken       int    `json:"taken"`
-	Orders      int    `json:"orders"`
-	Oversold    int    `json:"oversold"`
-	LostUpdates int    `json:"lost_updates"`
-	Unsettled   int    `json:"unsettled"`
-	Verdict     string `json:"verdict"`
-}
-
-func (e *env) audit(id int64) auditBody {
+// audit reads a product's audit, less the sale and the reconciler's pass,
+// so that the tests compare the counts.
+func (e *env) audit(id int64) api.Audit {
 	e.t.Helper()
-	var a auditBody
+	var a api.Audit
 	if st := e.do("GET", fmt.Sprintf("/api/products/%d/audit", id), nil, &a); st != http.StatusOK {
 		e.t.Fatalf("audit of %d: status %d", id, st)
 	}
+	a.Sale, a.Reconciled = 0, nil
 	return a
-}
-
-type apiError struct {
-	Code  string `json:"code"`
-	Error string `json:"error"`
 }
 
 // outcome is one buyer's answer: the status and, on error, the code.
@@ -135,7 +150,7 @@ func (e *env) rush(buyers int, body func(user int) map[string]any) []outcome {
 	for i := range buyers {
 		wg.Go(func() {
 			<-gate
-			var ae apiError
+			var ae api.Error
 			out[i].status = e.do("POST", "/api/orders", body(i+1), &ae)
 			out[i].code = ae.Code
 		})
@@ -162,7 +177,7 @@ func TestOversellWithoutLock(t *testing.T) {
 		return map[string]any{"user_id": u, "product_id": id, "hold_ms": 2}
 	})
 	a := e.audit(id)
-	if a.Oversold <= 0 || a.Verdict != order.VerdictOversold {
+	if a.Oversold <= 0 || a.Verdict != api.VerdictOversold {
 		t.Errorf("audit %+v: want an oversell with no lock", a)
 	}
 	if created := count(got, http.StatusCreated, ""); created != a.Orders {
@@ -188,7 +203,7 @@ func TestEveryBuyerGetsExactlyTheStock(t *testing.T) {
 				return map[string]any{"user_id": u, "product_id": id, "hold_ms": 2}
 			})
 			a := e.audit(id)
-			want := auditBody{ProductID: id, Initial: 50, Remaining: 0, Taken: 50, Orders: 50, Verdict: order.VerdictOK}
+			want := api.Audit{ProductID: id, Initial: 50, Remaining: 0, Taken: 50, Orders: 50, Verdict: api.VerdictOK}
 			if a != want {
 				t.Errorf("audit = %+v, want %+v", a, want)
 			}
@@ -206,7 +221,7 @@ func TestShardFallback(t *testing.T) {
 	e := startDefault(t)
 	id := e.reset(product{"stock": 7, "shards": 5, "lock": "token"})
 	e.rush(100, func(u int) map[string]any { return map[string]any{"user_id": u, "product_id": id} })
-	if a := e.audit(id); a.Orders != 7 || a.Remaining != 0 || a.Verdict != order.VerdictOK {
+	if a := e.audit(id); a.Orders != 7 || a.Remaining != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("with fallback: audit %+v, want all 7 sold", a)
 	}
 }
@@ -217,7 +232,7 @@ func TestWithoutFallbackSoldOutWhileStockRemains(t *testing.T) {
 	// the 2-unit shards still hold stock.
 	id := e.reset(product{"stock": 7, "shards": 5, "lock": "token", "fallback": false})
 	for u := 1; u <= 7; u++ {
-		var ae apiError
+		var ae api.Error
 		st := e.do("POST", "/api/orders", map[string]any{"user_id": u, "product_id": id}, &ae)
 		if st == http.StatusCreated {
 			continue
@@ -246,7 +261,7 @@ func TestSameUserTwice(t *testing.T) {
 				t.Fatalf("first purchase: status %d", st)
 			}
 			before := e.audit(id)
-			var ae apiError
+			var ae api.Error
 			if st := e.do("POST", "/api/orders", buy, &ae); st != http.StatusConflict || ae.Code != "already_bought" {
 				t.Errorf("second purchase: status %d %+v, want 409 already_bought", st, ae)
 			}
@@ -270,12 +285,12 @@ func TestFailedOrderWriteGivesTheUnitBack(t *testing.T) {
 			if err := db.Exec(trigger).Error; err != nil {
 				t.Fatalf("installing the trigger: %v", err)
 			}
-			var ae apiError
+			var ae api.Error
 			st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, &ae)
 			if st != http.StatusServiceUnavailable || ae.Code != "unavailable" {
 				t.Errorf("purchase with a failing insert: status %d %+v, want 503 unavailable", st, ae)
 			}
-			want := auditBody{ProductID: id, Initial: 5, Remaining: 5, Verdict: order.VerdictOK}
+			want := api.Audit{ProductID: id, Initial: 5, Remaining: 5, Verdict: api.VerdictOK}
 			if a := e.audit(id); a != want {
 				t.Errorf("after the failed write: audit %+v, want %+v (the unit back in its shard)", a, want)
 			}
@@ -320,7 +335,7 @@ func TestRateLimit(t *testing.T) {
 	if st := e.do("POST", "/api/orders", buy, nil); st != http.StatusCreated {
 		t.Fatalf("first request: status %d", st)
 	}
-	var ae apiError
+	var ae api.Error
 	if st := e.do("POST", "/api/orders", buy, &ae); st != http.StatusTooManyRequests || ae.Code != "rate_limited" {
 		t.Errorf("second request within the period: status %d %+v, want 429 rate_limited", st, ae)
 	}
@@ -401,7 +416,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong method", "DELETE", "/api/orders", ``, 405, "bad_request", "method not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ae apiError
+			var ae api.Error
 			st := e.do(tc.method, tc.path, tc.body, &ae)
 			if st != tc.status || ae.Code != tc.code || !strings.Contains(ae.Error, tc.message) {
 				t.Errorf("got %d %+v, want %d %s containing %q", st, ae, tc.status, tc.code, tc.message)
@@ -416,14 +431,14 @@ func TestBadInput(t *testing.T) {
 func TestHealthAndMetrics(t *testing.T) {
 	e := startDefault(t)
 	var h map[string]string
-	if st := e.do("GET", "/healthz", nil, &h); st != http.StatusOK || h["status"] != "ok" {
-		t.Fatalf("healthz: %d %v", st, h)
+	if st := e.do("GET", "/healthz", nil, &h); st != http.StatusOK || h["status"] != "ok" || h["mode"] == "" || h["redis"] == "" || h["sql"] == "" {
+		t.Fatalf("healthz: %d %v, want status ok, mode, redis and sql", st, h)
 	}
 	id := e.reset(product{"stock": 1})
 	var o map[string]any
 	e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, &o)
 	e.do("GET", fmt.Sprintf("/api/orders/%v", o["id"]), nil, nil)
-	resp, err := e.client.Get(e.srv.URL + "/metrics")
+	resp, err := e.client.Get(e.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,10 +481,10 @@ func TestPausedHolder(t *testing.T) {
 			})
 			a := e.audit(id)
 			t.Logf("audit %+v; 201s: %d, lease_lost: %d", a, count(got, http.StatusCreated, ""), count(got, http.StatusServiceUnavailable, "lease_lost"))
-			if oversold := a.Verdict == order.VerdictOversold; oversold != tc.oversell {
+			if oversold := a.Verdict == api.VerdictOversold; oversold != tc.oversell {
 				t.Errorf("verdict %s, want oversold=%v", a.Verdict, tc.oversell)
 			}
-			if !tc.oversell && (a.Verdict != order.VerdictOK || a.Orders+a.Remaining != a.Initial) {
+			if !tc.oversell && (a.Verdict != api.VerdictOK || a.Orders+a.Remaining != a.Initial) {
 				t.Errorf("audit %+v: want every unit either sold or in stock", a)
 			}
 			if created := count(got, http.StatusCreated, ""); created != a.Orders {
@@ -514,15 +529,15 @@ func TestRedisGoneIs503(t *testing.T) {
 	e := start(t, cfg)
 	id := e.reset(product{"stock": 5})
 	mr.Close()
-	var ae apiError
+	var ae api.Error
 	if st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, &ae); st != http.StatusServiceUnavailable || ae.Code != "unavailable" {
 		t.Errorf("purchase without Redis: %d %+v, want 503 unavailable", st, ae)
 	}
 	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, &ae); st != http.StatusServiceUnavailable {
 		t.Errorf("product read without Redis: %d, want 503", st)
 	}
-	if st := e.do("GET", "/healthz", nil, nil); st != http.StatusServiceUnavailable {
-		t.Errorf("healthz without Redis: %d, want 503", st)
+	if st := e.do("GET", "/healthz", nil, &ae); st != http.StatusServiceUnavailable || ae.Error != "redis did not answer" {
+		t.Errorf("healthz without Redis: %d %+v, want 503 naming redis and no address", st, ae)
 	}
 	var orders int64
 	if err := e.srv.DB().Table("orders").Where("product_id = ?", id).Count(&orders).Error; err != nil || orders != 0 {
@@ -535,12 +550,12 @@ func TestRedisGoneIs503(t *testing.T) {
 
 func TestUnknownAPIRouteBesideThePageIsJSON(t *testing.T) {
 	page := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>lab</title>")}}
-	e := &env{t: t, srv: testenv.Start(t, testenv.Config(t), app.Extras{Web: page}), client: http.DefaultClient}
-	var ae apiError
+	e := startWith(t, testenv.Config(t), app.Extras{Web: page})
+	var ae api.Error
 	if st := e.do("GET", "/api/nothing", nil, &ae); st != http.StatusNotFound || ae.Code != "not_found" {
 		t.Errorf("/api/nothing: %d %+v, want a JSON 404", st, ae)
 	}
-	resp, err := http.Get(e.srv.URL + "/")
+	resp, err := http.Get(e.url + "/")
 	if err != nil {
 		t.Fatal(err)
 	}

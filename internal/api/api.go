@@ -1,0 +1,76 @@
+// Package api is the HTTP contract shared by the server, the lab, the
+// harness and loadtest: the request and response bodies, the error codes,
+// the header names, and the names and defaults of modes and locks.
+// docs/API.md documents it. It imports only the standard library, so that a
+// client such as the harness speaks the contract without the service's
+// dependencies.
+package api
+
+// Error is the body of every error answer.
+type Error struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+	// OrderID names the order an error is about: the buyer's order
+	// (already_bought), or one whose outcome is unknown (outcome_unknown).
+	OrderID string `json:"order_id,omitempty"`
+}
+
+// Error codes, one per outcome a client may branch on.
+const (
+	CodeBadRequest           = "bad_request"            // 400, and 405
+	CodeUnauthorized         = "unauthorized"           // 401
+	CodeForbiddenOrigin      = "forbidden_origin"       // 403
+	CodeLabOnly              = "lab_only"               // 403
+	CodeNotFound             = "not_found"              // 404
+	CodeTimeout              = "timeout"                // 408
+	CodeSoldOut              = "sold_out"               // 409
+	CodeAlreadyBought        = "already_bought"         // 409
+	CodeRunInProgress        = "run_in_progress"        // 409
+	CodeBusy                 = "busy"                   // 409
+	CodeTooLarge             = "too_large"              // 413
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeRateLimited          = "rate_limited"           // 429
+	CodeInternal             = "internal"               // 500
+	CodeLockTimeout          = "lock_timeout"           // 503
+	CodeLeaseLost            = "lease_lost"             // 503
+	CodeHolderCrashed        = "holder_crashed"         // 503
+	CodeUnavailable          = "unavailable"            // 503
+	CodeRebuilding           = "rebuilding"             // 503
+	CodeOutcomeUnknown       = "outcome_unknown"        // 503
+)
+
+// MediaType is the Content-Type of the bodies, both ways; a request body
+// sent with another is refused (parameters such as charset aside).
+const MediaType = "application/json"
+
+// HeaderLockWait carries the microseconds a purchase spent acquiring locks,
+// so that a load generator reports lock-wait percentiles without scraping
+// metrics.
+const HeaderLockWait = "X-Lock-Wait-Us"
+
+// HeaderIdempotencyKey carries a client's key for a purchase: a retry with
+// the same key gets the first attempt's outcome instead of buying again.
+// 1–64 characters among A–Z a–z 0–9 . _ : -.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// Stock modes.
+const (
+	// ModeRMW is GET, check, an optional hold, then SET, inside the lock.
+	ModeRMW = "rmw"
+	// ModeLua is one atomic script; it takes no lock.
+	ModeLua = "lua"
+	// ModeDB is a conditional SQL UPDATE; it takes no lock.
+	ModeDB = "db"
+)
+
+// Modes lists the stock modes in teaching order.
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB} }
+
+// Defaults of a product, and of a purchase that names no lock or mode.
+const (
+	DefaultLock   = "token"
+	DefaultMode   = ModeRMW
+	DefaultShards = 5
+	// MaxShards bounds the shards of one product; the least is 1.
+	MaxShards = 64
+)

@@ -1,0 +1,143 @@
+package api
+
+import "time"
+
+// ProductRequest is the body of POST /api/products. An absent field takes
+// its default; ID and Stock are required.
+type ProductRequest struct {
+	ID    *int64 `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Stock *int   `json:"stock"`
+	// Shards is 1–MaxShards. Default: DefaultShards.
+	Shards   *int   `json:"shards,omitempty"`
+	Lock     string `json:"lock,omitempty"` // default DefaultLock
+	Mode     string `json:"mode,omitempty"` // default DefaultMode
+	Fallback *bool  `json:"fallback,omitempty"`
+	// Lab products take the per-request lock, mode, hold and faults; others
+	// refuse them (403 lab_only). Fixed when the product is created.
+	Lab bool `json:"lab,omitempty"`
+}
+
+// ProductView is a product with its stock, the answer of GET
+// /api/products/:id and POST /api/products.
+type ProductView struct {
+	ID       int64       `json:"id"`
+	Name     string      `json:"name"`
+	Initial  int         `json:"initial"`
+	Stock    int         `json:"stock"`
+	Shards   []ShardView `json:"shards"`
+	Sold     int         `json:"sold"`
+	SoldOut  bool        `json:"sold_out"`
+	Lock     string      `json:"lock"`
+	Mode     string      `json:"mode"`
+	Fallback bool        `json:"fallback"`
+	Store    string      `json:"store"` // "redis" or "sql"
+	Lab      bool        `json:"lab"`
+	// Sale counts the product's sales: each reset starts one.
+	Sale int64 `json:"sale"`
+}
+
+// ShardView is one shard's stock and where it is kept.
+type ShardView struct {
+	Key   string `json:"key"`
+	Stock int    `json:"stock"`
+}
+
+// Verdicts of an Audit.
+const (
+	VerdictOK = "OK"
+	// VerdictOversold: more orders than the sale's stock.
+	VerdictOversold = "OVERSOLD"
+	// VerdictInconsistent: more orders than units the store counts as gone
+	// (lost updates): the store will sell those units again.
+	VerdictInconsistent = "INCONSISTENT"
+	// VerdictLost: units left the store and are in no order: in flight,
+	// or stranded until the reconciler returns them.
+	VerdictLost = "LOST"
+)
+
+// Audit is GET /api/products/:id/audit: the current sale's orders against
+// the stock left in the store and the takes recorded.
+type Audit struct {
+	ProductID int64 `json:"product_id"`
+	Sale      int64 `json:"sale"`
+	Initial   int   `json:"initial"`
+	Remaining int   `json:"remaining"`
+	// Taken is the takes the store recorded (its ledger, for stock in
+	// Redis), or Initial − Remaining for stock in SQL.
+	Taken  int `json:"taken"`
+	Orders int `json:"orders"`
+	// Oversold is max(0, Orders − Initial).
+	Oversold int `json:"oversold"`
+	// LostUpdates is Orders − (Initial − Remaining).
+	LostUpdates int `json:"lost_updates"`
+	// Unsettled is max(0, Taken − Orders): purchases in flight, or takes
+	// stranded until the reconciler returns their units.
+	Unsettled int    `json:"unsettled"`
+	Verdict   string `json:"verdict"`
+	// Reconciled is the reconciler's last pass over the product, if any.
+	Reconciled *Reconciliation `json:"reconciled,omitempty"`
+}
+
+// Reconciliation is one pass of the reconciler over a product's sale, the
+// answer of POST /api/products/:id/reconcile.
+type Reconciliation struct {
+	At time.Time `json:"at"`
+	// Takes is the takes the pass examined.
+	Takes int `json:"takes"`
+	// Pending is the takes too young to judge: their purchase may be in flight.
+	Pending int `json:"pending"`
+	// Returned is the units of stranded takes that went back to the store.
+	Returned int `json:"returned"`
+	// Orphans is the orders that no take names: reported, not changed.
+	Orphans int `json:"orphans"`
+	// Error is why the pass stopped early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// OrderRequest is the body of POST /api/orders. UserID and ProductID are
+// required; the rest are per-request options, absent by default.
+type OrderRequest struct {
+	UserID    *int64 `json:"user_id,omitempty"`
+	ProductID *int64 `json:"product_id,omitempty"`
+	Lock      string `json:"lock,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	HoldMS    int64  `json:"hold_ms,omitempty"`
+	// The lock ladder's faults.
+	Abandon           bool  `json:"abandon,omitempty"`
+	CrashBeforeExpire bool  `json:"crash_before_expire,omitempty"`
+	ClockSkewMS       int64 `json:"clock_skew_ms,omitempty"`
+}
+
+// Order is an order, the answer of POST /api/orders and GET
+// /api/orders/:id. Its id is a decimal string: ids exceed 2^53, past which a
+// JavaScript number loses integers.
+type Order struct {
+	ID        string    `json:"id"`
+	ProductID int64     `json:"product_id"`
+	Sale      int64     `json:"sale"`
+	UserID    int64     `json:"user_id"`
+	Shard     int       `json:"shard"`
+	Lock      string    `json:"lock"`
+	Mode      string    `json:"mode"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Health is GET /healthz when Redis and the database answer.
+type Health struct {
+	Status string `json:"status"` // "ok"
+	Mode   string `json:"mode"`   // "embedded" or "external"
+	Redis  string `json:"redis"`  // server version
+	SQL    string `json:"sql"`    // dialect and version
+}
+
+// LockInfo is one rung of the lock ladder, GET /api/locks.
+type LockInfo struct {
+	Name     string   `json:"name"`
+	Summary  string   `json:"summary"`
+	Fixes    string   `json:"fixes"`
+	Breaks   string   `json:"breaks"`
+	Commands []string `json:"commands"`
+	Test     string   `json:"test"`
+}

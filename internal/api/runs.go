@@ -1,0 +1,188 @@
+package api
+
+import "time"
+
+// RunSpec is the body of POST /api/runs. A zero field takes its default.
+type RunSpec struct {
+	// Lock is the lock strategy's name. Default: DefaultLock.
+	Lock string `json:"lock"`
+	// Mode is one of Modes. Default: DefaultMode.
+	Mode string `json:"mode"`
+	// Shards is the number of stock keys, 1–MaxShards. Default: DefaultShards.
+	Shards int `json:"shards"`
+	// Stock is the initial stock, 1–MaxRunStock. Default: 100.
+	Stock int `json:"stock"`
+	// Buyers is the number of distinct users, 1–MaxRunBuyers. Default: 1000.
+	Buyers int `json:"buyers"`
+	// Requests is the number of order requests, 1–MaxRunRequests; beyond
+	// Buyers, users repeat and are told "already bought". Default: Buyers.
+	Requests int `json:"requests"`
+	// Concurrency is the number of requests in flight,
+	// 1–MaxRunConcurrency. Default: 64.
+	Concurrency int `json:"concurrency"`
+	// HoldMS is a pause inside the critical section, 0–MaxRunHoldMS. It
+	// widens the race window so that a flawed lock shows its flaw on every
+	// run.
+	HoldMS int `json:"hold_ms"`
+	// Fault is one of Faults. Default: FaultNone.
+	Fault string `json:"fault"`
+	// FaultRequests applies the fault to the first this many requests only,
+	// so that the rest show whether the lock recovers. Default: 0, every
+	// request.
+	FaultRequests int `json:"fault_requests,omitempty"`
+}
+
+// Bounds of a RunSpec: one run must not take the machine from the service.
+const (
+	MaxRunStock       = 10_000
+	MaxRunBuyers      = 20_000
+	MaxRunRequests    = 20_000
+	MaxRunConcurrency = 256
+	MaxRunHoldMS      = 2_000
+)
+
+// Defaults of a RunSpec beside DefaultLock, DefaultMode and DefaultShards.
+const (
+	DefaultRunStock       = 100
+	DefaultRunBuyers      = 1000
+	DefaultRunConcurrency = 64
+)
+
+// Faults a run injects, by the lock ladder.
+const (
+	FaultNone = "none"
+	// FaultAbandon: the holder never releases.
+	FaultAbandon = "abandon"
+	// FaultCrashBeforeExpire: setnx-expire's holder dies between SETNX and
+	// EXPIRE.
+	FaultCrashBeforeExpire = "crash-before-expire"
+	// FaultClockSkew: the holder's clock runs past any lock TTL.
+	FaultClockSkew = "clock-skew"
+)
+
+// Faults lists the faults a run accepts, FaultNone first.
+func Faults() []string {
+	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew}
+}
+
+// WithDefaults returns s with its zero fields set to their defaults.
+func (s RunSpec) WithDefaults() RunSpec {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if s.Lock == "" {
+		s.Lock = DefaultLock
+	}
+	if s.Mode == "" {
+		s.Mode = DefaultMode
+	}
+	if s.Fault == "" {
+		s.Fault = FaultNone
+	}
+	def(&s.Shards, DefaultShards)
+	def(&s.Stock, DefaultRunStock)
+	def(&s.Buyers, DefaultRunBuyers)
+	def(&s.Requests, s.Buyers)
+	def(&s.Concurrency, DefaultRunConcurrency)
+	return s
+}
+
+// Statuses of a Run.
+const (
+	RunRunning = "running"
+	RunDone    = "done"
+	RunFailed  = "failed"
+)
+
+// Run is a lab run, the answer of POST /api/runs and GET /api/runs/:id.
+type Run struct {
+	// ID is a decimal string.
+	ID       string      `json:"id"`
+	Status   string      `json:"status"`
+	Progress RunProgress `json:"progress"`
+	Spec     RunSpec     `json:"spec"` // with its defaults applied
+	Product  int64       `json:"product_id"`
+	// Result is absent until the run has sent its load.
+	Result   *RunResult `json:"result,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Started  time.Time  `json:"started_at"`
+	Finished *time.Time `json:"finished_at,omitempty"`
+}
+
+// RunProgress counts the requests of a run.
+type RunProgress struct {
+	Done    int `json:"done"`
+	Total   int `json:"total"`
+	OK      int `json:"ok"`
+	SoldOut int `json:"sold_out"`
+	Errors  int `json:"errors"`
+}
+
+// RunResult is what one load run measured and judged: the harness computes
+// it, a lab run carries it, the page charts it.
+type RunResult struct {
+	ProductID int64  `json:"product_id"`
+	Strategy  string `json:"strategy"`
+	Mode      string `json:"mode"`
+	Instances int    `json:"instances"`
+	Stock     int    `json:"stock"`
+	Shards    int    `json:"shards,omitempty"` // 0: the service's default
+	// Fallback is the product's fallback setting; nil: the service's default.
+	Fallback    *bool `json:"fallback,omitempty"`
+	Concurrency int   `json:"concurrency"`
+	HoldMS      int64 `json:"hold_ms,omitempty"`
+	// The buyers were users UserBase+1 … UserBase+Buyers.
+	Buyers   int   `json:"buyers"`
+	UserBase int64 `json:"user_base"`
+
+	// Requests is the number of order requests that completed (answered or
+	// failed); OK + SoldOut + AlreadyBought + Errors.
+	Requests      int `json:"requests"`
+	OK            int `json:"ok"`
+	SoldOut       int `json:"sold_out"`
+	AlreadyBought int `json:"already_bought"`
+	Errors        int `json:"errors"`
+
+	// Sold is the orders in the service's audit.
+	Sold        int `json:"sold"`
+	Oversold    int `json:"oversold"`
+	LostUpdates int `json:"lost_updates"`
+	// Undersold is the units left unsold while buyers were told "sold out".
+	Undersold int `json:"undersold"`
+	// SoldOutEarly is the "sold out" answers received before the request of
+	// a later sale was sent: those buyers were refused while a unit was
+	// still there (stock only goes down, unless a unit is given back after
+	// an error or a lost update writes it back). An end-state audit cannot
+	// see them; a closed loop with few workers can.
+	SoldOutEarly int `json:"sold_out_early,omitempty"`
+
+	RPS           float64 `json:"rps"`
+	P50MS         float64 `json:"p50_ms"`
+	P90MS         float64 `json:"p90_ms"`
+	P99MS         float64 `json:"p99_ms"`
+	MaxMS         float64 `json:"max_ms"`
+	LockWaitP99MS float64 `json:"lock_wait_p99_ms"`
+	ElapsedS      float64 `json:"elapsed_s"`
+
+	// Verdict is the worse of HarnessVerdict and AuditVerdict: SAFE,
+	// OVERSOLD, UNDERSOLD or ERRORS, or SKIPPED when the service refused the
+	// run's settings.
+	Verdict        string `json:"verdict"`
+	HarnessVerdict string `json:"harness_verdict,omitempty"`
+	AuditVerdict   string `json:"audit_verdict"`
+	// ServiceVerdict is the audit's own word: one of the Audit verdicts.
+	ServiceVerdict string   `json:"service_verdict,omitempty"`
+	Agree          bool     `json:"agree"`
+	Disagreements  []string `json:"disagreements,omitempty"`
+
+	// ErrorCodes counts the errors by the service's code ("lock_timeout"),
+	// "http_NNN" when it gave none, "transport" or "timeout".
+	ErrorCodes   map[string]int `json:"error_codes,omitempty"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+	// TimedOut: the run hit its time limit before sending everything.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Note says why a result is SKIPPED or incomplete.
+	Note string `json:"note,omitempty"`
+}

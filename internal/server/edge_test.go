@@ -1,0 +1,270 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/app"
+	"seckill/internal/lab"
+	"seckill/internal/server"
+	"seckill/internal/testenv"
+)
+
+// TestBodiesAreStrictJSON: every body (products, orders, runs) goes through
+// one decoder that takes each name once and exactly as documented.
+func TestBodiesAreStrictJSON(t *testing.T) {
+	e := startWith(t, testenv.Config(t), app.Extras{Runs: lab.New(lab.Options{Run: instant})})
+	id := e.reset(product{"stock": 10})
+	pid := fmt.Sprint(id)
+	for _, tc := range []struct {
+		name, path, body, want string
+	}{
+		{"order: duplicate key", "/api/orders", `{"user_id": 1, "user_id": 2, "product_id": ` + pid + `}`, `duplicate key "user_id"`},
+		{"order: wrong case", "/api/orders", `{"User_ID": 1, "product_id": ` + pid + `}`, `unknown field "User_ID": names are case-sensitive, this one is "user_id"`},
+		{"order: unknown field", "/api/orders", `{"user_id": 1, "product_id": ` + pid + `, "hold": 5}`, `unknown field "hold"`},
+		{"product: duplicate key", "/api/products", `{"id": ` + pid + `, "stock": 5, "stock": 500}`, `duplicate key "stock"`},
+		{"product: wrong case", "/api/products", `{"ID": ` + pid + `, "stock": 5}`, `unknown field "ID"`},
+		{"run: duplicate key", "/api/runs", `{"lock": "token", "lock": "none"}`, `duplicate key "lock"`},
+		{"run: wrong case", "/api/runs", `{"Lock": "none"}`, `unknown field "Lock"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae api.Error
+			if st := e.do("POST", tc.path, tc.body, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Error, tc.want) {
+				t.Errorf("got %d %+v, want 400 bad_request with %q", st, ae, tc.want)
+			}
+		})
+	}
+	if a := e.audit(id); a.Orders != 0 || a.Initial != 10 {
+		t.Errorf("refused bodies changed the product: %+v", a)
+	}
+}
+
+func TestBodiesMustBeSentAsJSON(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 10})
+	body := fmt.Sprintf(`{"user_id": 1, "product_id": %d}`, id)
+	post := func(contentType string) (int, api.Error) {
+		req, _ := http.NewRequest("POST", e.url+"/api/orders", strings.NewReader(body))
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		var ae api.Error
+		return e.send(req, &ae), ae
+	}
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx"} {
+		if st, ae := post(ct); st != http.StatusUnsupportedMediaType || ae.Code != api.CodeUnsupportedMediaType || !strings.Contains(ae.Error, "application/json") {
+			t.Errorf("Content-Type %q: %d %+v, want 415 unsupported_media_type", ct, st, ae)
+		}
+	}
+	if a := e.audit(id); a.Orders != 0 {
+		t.Fatalf("a refused body sold: %+v", a)
+	}
+	if st, ae := post("Application/JSON; charset=utf-8"); st != http.StatusCreated {
+		t.Errorf("JSON with a charset: %d %+v, want 201", st, ae)
+	}
+}
+
+func TestZeroShardsIsRefused(t *testing.T) {
+	e := startDefault(t)
+	var ae api.Error
+	if st := e.do("POST", "/api/products", product{"id": testenv.ProductID(t), "stock": 5, "shards": 0}, &ae); st != http.StatusBadRequest || !strings.Contains(ae.Error, "shards must be between 1 and 64") {
+		t.Errorf("shards 0: %d %+v, want 400 naming shards", st, ae)
+	}
+	id := e.reset(product{"stock": 5}) // no shards: the default
+	var v api.ProductView
+	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, &v); st != http.StatusOK || len(v.Shards) != api.DefaultShards {
+		t.Errorf("absent shards: %d, %d shards, want %d", st, len(v.Shards), api.DefaultShards)
+	}
+}
+
+func TestPathIDsArePlainDigits(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 5})
+	for _, path := range []string{
+		fmt.Sprintf("/api/products/+%d", id), fmt.Sprintf("/api/products/+%d/audit", id), "/api/products/05x",
+		"/api/products/-1", "/api/orders/+1", "/api/orders/1e3", "/api/orders/%201",
+	} {
+		var ae api.Error
+		if st := e.do("GET", path, nil, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Error, "decimal digits") {
+			t.Errorf("GET %s: %d %+v, want 400 bad_request", path, st, ae)
+		}
+	}
+	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, nil); st != http.StatusOK {
+		t.Errorf("GET the product by its digits: %d", st)
+	}
+}
+
+// TestHeadersOver64KiB goes through the service's real listener: the bound
+// is http.Server's, not the handler's.
+func TestHeadersOver64KiB(t *testing.T) {
+	e := startDefault(t)
+	get := func(n int) int {
+		req, _ := http.NewRequest("GET", e.url+"/api/locks", nil)
+		req.Header.Set("X-Padding", strings.Repeat("x", n))
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatalf("GET with %d bytes of header: %v", n, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := get(60 << 10); st != http.StatusOK {
+		t.Errorf("60 KiB of headers: %d, want 200", st)
+	}
+	if st := get(server.MaxHeaderBytes + 8<<10); st != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("72 KiB of headers: %d, want 431", st)
+	}
+}
+
+// TestSlowBodyIsTimeout sends half a body and stops: the answer is a 408
+// saying so, not a dropped connection.
+func TestSlowBodyIsTimeout(t *testing.T) {
+	e := serve(t, server.Deps{BodyTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"user_id": 1, "product_id": 1}`
+	fmt.Fprintf(conn, "POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"code":"timeout"`) || !strings.Contains(string(b), "did not arrive in time") {
+		t.Errorf("stalled body: %d %s, want 408 timeout with a message", resp.StatusCode, b)
+	}
+}
+
+// TestUnroutedMethodsAre405: no method the API does not route reaches a
+// handler, not even the page's file server, which answers any method.
+func TestUnroutedMethodsAre405(t *testing.T) {
+	e := serve(t, server.Deps{Web: fstest.MapFS{"index.html": {Data: []byte("<title>lab</title>")}}})
+	for _, tc := range []struct{ method, path string }{
+		{"TRACE", "/"}, {"TRACE", "/api/orders"}, {"OPTIONS", "/api/orders"}, {"PUT", "/api/products"},
+		{"DELETE", "/index.html"}, {"PATCH", "/healthz"}, {"BREW", "/"},
+	} {
+		req, _ := http.NewRequest(tc.method, e.url+tc.path, nil)
+		var ae api.Error
+		if st := e.send(req, &ae); st != http.StatusMethodNotAllowed || ae.Code != api.CodeBadRequest {
+			t.Errorf("%s %s: %d %+v, want 405", tc.method, tc.path, st, ae)
+		}
+	}
+	resp, err := e.client.Head(e.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD /: %d, want the page's 200", resp.StatusCode)
+	}
+}
+
+// TestMetricLabelsAreBounded: a client inventing methods and paths adds no
+// series to /metrics.
+func TestMetricLabelsAreBounded(t *testing.T) {
+	e := serve(t, server.Deps{})
+	size := func() int {
+		resp, err := e.client.Get(e.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return len(b)
+	}
+	invent := func(from, to int) {
+		for i := from; i < to; i++ {
+			req, _ := http.NewRequest(fmt.Sprintf("M%05d", i), fmt.Sprintf("%s/nowhere/%d", e.url, i), nil)
+			resp, err := e.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	invent(0, 1) // the one "other" series
+	size()       // and /metrics' own
+	before := size()
+	invent(1, 5001)
+	if after := size(); after-before > 1<<10 {
+		t.Errorf("/metrics grew from %d to %d bytes over 5,000 invented methods and paths", before, after)
+	}
+}
+
+func TestForeignOriginsMayNotChangeAnything(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.AllowedOrigins = []string{"https://lab.example.com/"}
+	e := start(t, cfg)
+	id := e.reset(product{"stock": 10})
+	buy := func(user int, origin string) (int, api.Error) {
+		req, _ := http.NewRequest("POST", e.url+"/api/orders", strings.NewReader(fmt.Sprintf(`{"user_id": %d, "product_id": %d}`, user, id)))
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		var ae api.Error
+		return e.send(req, &ae), ae
+	}
+	for _, origin := range []string{"http://evil.example", "null", e.url + ".evil.example", "https://" + strings.TrimPrefix(e.url, "http://")} {
+		if st, ae := buy(1, origin); st != http.StatusForbidden || ae.Code != api.CodeForbiddenOrigin {
+			t.Errorf("Origin %s: %d %+v, want 403 forbidden_origin", origin, st, ae)
+		}
+	}
+	if a := e.audit(id); a.Orders != 0 {
+		t.Fatalf("a refused origin bought: %+v", a)
+	}
+	for user, origin := range []string{"", e.url, "HTTPS://LAB.EXAMPLE.COM"} {
+		if st, ae := buy(user+1, origin); st != http.StatusCreated {
+			t.Errorf("Origin %q: %d %+v, want 201", origin, st, ae)
+		}
+	}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/products/%d", e.url, id), nil)
+	req.Header.Set("Origin", "http://evil.example")
+	if st := e.send(req, nil); st != http.StatusOK {
+		t.Errorf("a read from another origin: %d, want 200", st)
+	}
+}
+
+// TestHealthNamesTheBackendNotTheCause: the address and the driver's words
+// go to the log; the answer says which backend did not answer.
+func TestHealthNamesTheBackendNotTheCause(t *testing.T) {
+	for _, tc := range []struct {
+		down error
+		want string
+	}{
+		{server.ErrRedisDown, "redis did not answer"},
+		{server.ErrDatabaseDown, "the database did not answer"},
+	} {
+		cause := errors.New("dial tcp 10.9.8.7:3306: connect: Access denied for user 'root'")
+		e := serve(t, server.Deps{Health: func(context.Context) (api.Health, error) {
+			return api.Health{}, fmt.Errorf("%w: %w", tc.down, cause)
+		}})
+		resp, err := e.client.Get(e.url + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), tc.want) ||
+			strings.Contains(string(b), "10.9.8.7") || strings.Contains(string(b), "denied") {
+			t.Errorf("%v: %d %s, want 503 saying %q and nothing of the cause", tc.down, resp.StatusCode, b, tc.want)
+		}
+	}
+}

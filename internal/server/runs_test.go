@@ -1,0 +1,245 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/app"
+	"seckill/internal/harness"
+	"seckill/internal/lab"
+	"seckill/internal/server"
+)
+
+const adminToken = "s3cret"
+
+// serveRuns mounts l on the service's real routes, behind the admin token.
+func serveRuns(t *testing.T, l *lab.Lab) *env {
+	t.Helper()
+	e := serve(t, server.Deps{Runs: l, AdminToken: adminToken})
+	t.Cleanup(func() { l.Close() }) // runs first: the run ends before the server goes
+	return e
+}
+
+// waitFinished polls the run until it is no longer running.
+func (e *env) waitFinished(id string) api.Run {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var r api.Run
+		if code := e.do(http.MethodGet, "/api/runs/"+id, nil, &r); code != http.StatusOK {
+			e.t.Fatalf("GET run %s: %d", id, code)
+		}
+		if r.Status != api.RunRunning {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("run %s still running after 30s: %+v", id, r)
+		}
+		<-tick.C
+	}
+}
+
+// instant is a runner that reports a SAFE row at once.
+func instant(_ context.Context, s harness.Spec, _ func(harness.Progress)) (harness.Row, error) {
+	return harness.Row{RunResult: api.RunResult{Strategy: s.Lock, Mode: s.Mode, Stock: s.Stock, Requests: s.Requests,
+		OK: s.Stock, Verdict: harness.Safe, AuditVerdict: harness.Safe, Agree: true}}, nil
+}
+
+// held is a runner that holds its run until the test ends.
+func held() (lab.Runner, <-chan struct{}) {
+	started := make(chan struct{}, 1)
+	return func(ctx context.Context, s harness.Spec, _ func(harness.Progress)) (harness.Row, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return harness.Row{}, ctx.Err()
+	}, started
+}
+
+func TestRunStartsAndReportsOverHTTP(t *testing.T) {
+	targets := make(chan []string, 1)
+	e := serveRuns(t, lab.New(lab.Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+		targets <- s.Targets
+		return instant(ctx, s, p)
+	}}))
+
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/api/runs", strings.NewReader(`{"lock":"none","stock":50,"buyers":300}`))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || !strings.HasPrefix(resp.Header.Get("Location"), "/api/runs/") {
+		t.Fatalf("POST: %d, Location %q; want 202 and the run's URL", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The run's orders go back through the listener the request arrived on.
+	if got := <-targets; len(got) != 1 || got[0] != e.url {
+		t.Errorf("targets %q, want [%s]", got, e.url)
+	}
+	var r api.Run
+	if code := e.do(http.MethodGet, resp.Header.Get("Location"), nil, &r); code != http.StatusOK {
+		t.Fatalf("GET %s: %d", resp.Header.Get("Location"), code)
+	}
+	r = e.waitFinished(r.ID)
+	if r.Status != api.RunDone || r.Result == nil || r.Result.Verdict != harness.Safe || r.Spec.Requests != 300 {
+		t.Errorf("finished run: %+v", r)
+	}
+	var list []api.Run
+	if code := e.do(http.MethodGet, "/api/runs", nil, &list); code != http.StatusOK || len(list) != 1 || list[0].ID != r.ID {
+		t.Errorf("GET /api/runs: %d %+v, want the one run", code, list)
+	}
+}
+
+func TestRunsRejectBadBodies(t *testing.T) {
+	ran := make(chan struct{}, 1)
+	e := serveRuns(t, lab.New(lab.Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+		ran <- struct{}{}
+		return instant(ctx, s, p)
+	}}))
+	for _, tc := range []struct {
+		name, body, want string // want: a part of the error message
+	}{
+		{"empty body", ``, "empty body"},
+		{"not JSON", `{"lock":`, "malformed JSON"},
+		{"trailing data", `{} {}`, "unexpected data"},
+		{"unknown field", `{"lokc":"none"}`, `unknown field "lokc"`},
+		{"wrong case", `{"Lock":"none"}`, `unknown field "Lock": names are case-sensitive, this one is "lock"`},
+		{"duplicate key", `{"lock":"token","lock":"none"}`, `duplicate key "lock"`},
+		{"wrong type", `{"stock":"many"}`, `field "stock" must be an integer`},
+		{"unknown lock", `{"lock":"magic"}`, `lock: "magic" is not a registered strategy`},
+		{"stock over the limit", `{"stock":10001}`, "stock: 10001 is out of range; it must be between 1 and 10000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae api.Error
+			code := e.do(http.MethodPost, "/api/runs", tc.body, &ae)
+			if code != http.StatusBadRequest || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Error, tc.want) {
+				t.Errorf("got %d %+v, want 400 bad_request with %q", code, ae, tc.want)
+			}
+		})
+	}
+	var ae api.Error
+	if code := e.do(http.MethodPost, "/api/runs", `{"lock":"`+strings.Repeat("x", 70<<10)+`"}`, &ae); code != http.StatusRequestEntityTooLarge || ae.Code != api.CodeTooLarge {
+		t.Errorf("a body over the limit: %d %+v, want 413 too_large", code, ae)
+	}
+	select {
+	case <-ran:
+		t.Error("a rejected spec started a run")
+	default:
+	}
+}
+
+func TestRunsNeedTheAdminToken(t *testing.T) {
+	e := serveRuns(t, lab.New(lab.Options{Run: instant}))
+	e.token = ""
+	var ae api.Error
+	if code := e.do(http.MethodPost, "/api/runs", `{}`, &ae); code != http.StatusUnauthorized || ae.Code != api.CodeUnauthorized {
+		t.Errorf("POST without the token: %d %+v, want 401 unauthorized", code, ae)
+	}
+}
+
+func TestSecondRunIsAConflict(t *testing.T) {
+	run, started := held()
+	e := serveRuns(t, lab.New(lab.Options{Run: run}))
+	var first api.Run
+	if code := e.do(http.MethodPost, "/api/runs", `{}`, &first); code != http.StatusAccepted {
+		t.Fatalf("first POST: %d", code)
+	}
+	<-started
+	var ae api.Error
+	code := e.do(http.MethodPost, "/api/runs", `{}`, &ae)
+	if code != http.StatusConflict || ae.Code != api.CodeRunInProgress || !strings.Contains(ae.Error, "run "+first.ID) {
+		t.Errorf("second POST: %d %+v, want 409 run_in_progress naming run %s", code, ae, first.ID)
+	}
+}
+
+func TestRunsAfterCloseAreUnavailable(t *testing.T) {
+	run, started := held()
+	l := lab.New(lab.Options{Run: run})
+	e := serveRuns(t, l)
+	var r api.Run
+	e.do(http.MethodPost, "/api/runs", `{}`, &r)
+	<-started
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e.do(http.MethodGet, "/api/runs/"+r.ID, nil, &r); r.Status != api.RunFailed || !strings.Contains(r.Error, "shutting down") {
+		t.Errorf("run after Close: %+v", r)
+	}
+	var ae api.Error
+	if code := e.do(http.MethodPost, "/api/runs", `{}`, &ae); code != http.StatusServiceUnavailable || ae.Code != api.CodeUnavailable ||
+		!strings.Contains(ae.Error, "shutting down") {
+		t.Errorf("POST after Close: %d %+v, want 503 unavailable saying why", code, ae)
+	}
+}
+
+func TestUnknownRunIsNotFound(t *testing.T) {
+	e := serveRuns(t, lab.New(lab.Options{Run: instant}))
+	var ae api.Error
+	if code := e.do(http.MethodGet, "/api/runs/nope", nil, &ae); code != http.StatusNotFound || ae.Code != api.CodeNotFound {
+		t.Errorf("GET unknown run: %d %+v", code, ae)
+	}
+}
+
+// TestRunListIsJSONArray pins that an empty list is [], which the page iterates.
+func TestRunListIsJSONArray(t *testing.T) {
+	e := serveRuns(t, lab.New(lab.Options{Run: instant}))
+	resp, err := e.client.Get(e.url + "/api/runs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if got := string(bytes.TrimSpace(b)); got != "[]" {
+		t.Errorf("empty list: %q, want []", got)
+	}
+}
+
+// TestRunsAgainstTheService runs the real harness through the real service
+// on its embedded Redis and SQLite: the lab sends the run back through the
+// service's own address, the absent lock oversells and the token lock does
+// not.
+func TestRunsAgainstTheService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the service and sends a few hundred orders")
+	}
+	// The embedded backends: the lab sells product 9001, which a test on a
+	// shared real Redis must not touch.
+	cfg, _, err := app.ParseConfig("seckill", []string{"-addr", "127.0.0.1:0", "-rate-limit", "0", "-demo-stock", "0"},
+		func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, cfg, app.Extras{Runs: lab.New(lab.Options{})})
+
+	for _, tc := range []struct{ lock, want string }{
+		{"none", harness.Oversold},
+		{"token", harness.Safe},
+	} {
+		var r api.Run
+		body := `{"lock":"` + tc.lock + `","mode":"rmw","stock":50,"buyers":300,"concurrency":64,"hold_ms":2}`
+		if code := e.do(http.MethodPost, "/api/runs", body, &r); code != http.StatusAccepted {
+			t.Fatalf("%s: POST %d", tc.lock, code)
+		}
+		r = e.waitFinished(r.ID)
+		if r.Status != api.RunDone || r.Result == nil {
+			t.Fatalf("%s: %+v", tc.lock, r)
+		}
+		row := *r.Result
+		if row.Verdict != tc.want || row.Requests != 300 || !row.Agree {
+			t.Errorf("%s: verdict %s over %d requests (agree %v: %v), want %s over 300",
+				tc.lock, row.Verdict, row.Requests, row.Agree, row.Disagreements, tc.want)
+		}
+		if tc.want == harness.Oversold && row.Oversold+row.LostUpdates == 0 {
+			t.Errorf("%s: OVERSOLD with nothing oversold or lost: %+v", tc.lock, row)
+		}
+	}
+}
