@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +31,8 @@ const token = "e2e-admin-token"
 
 // TestPage drives the page in a headless Chromium: a purchase shows its
 // order id, the oversell scenario shows OVERSOLD, the token lock shows SAFE,
-// the comparison charts hold both runs, and the console stays clean at
-// desktop width and at 375 px.
+// the comparison charts hold both runs, a link to the lab's product names it
+// as the lab's, and the console stays clean at desktop width and at 375 px.
 func TestPage(t *testing.T) {
 	browser := findChromium(t)
 	product, labProduct := 7_000_000+rand.Int64N(1_000_000), 8_000_000+rand.Int64N(1_000_000)
@@ -81,6 +82,9 @@ func TestPage(t *testing.T) {
 	}
 	if unlabelled := run[int](t, ctx, `[...document.querySelectorAll("input, select")].filter(e => e.labels.length === 0).length`); unlabelled != 0 {
 		t.Errorf("%d form controls have no label", unlabelled)
+	}
+	if got, want := watching(t, ctx), []string{fmt.Sprint(product, " · from the link"), "1 · demo", "9001 · lab runs"}; !slices.Equal(got, want) {
+		t.Errorf("product choices %q, want %q: the linked product, the demo, the lab's (9001 until a run names it)", got, want)
 	}
 
 	// Buy once: the id on the page is the string the API sent, digit for digit.
@@ -175,6 +179,13 @@ func TestPage(t *testing.T) {
 	do(t, ctx, "reload", chromedp.Reload())
 	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 2`)
 
+	// A link to the lab's product names it as the lab's, once.
+	do(t, ctx, "open the lab's product by its link", chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(labProduct, 10)))
+	waitFor[bool](t, ctx, "the runs, which name the lab's product", `window.seckill.runs.length === 2`)
+	if got, want := watching(t, ctx), []string{fmt.Sprint(labProduct, " · lab runs"), "1 · demo"}; !slices.Equal(got, want) {
+		t.Errorf("?product=%d: product choices %q, want %q", labProduct, got, want)
+	}
+
 	// Stop the run machinery before reading the console: nothing more comes.
 	l.Close()
 	mu.Lock()
@@ -182,6 +193,12 @@ func TestPage(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("console: %s", p)
 	}
+}
+
+// watching returns the product selector's choices.
+func watching(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return run[[]string](t, ctx, `[...document.querySelector("#product-id").options].map(o => o.textContent)`)
 }
 
 // findChromium returns the browser to drive, or skips.

@@ -157,12 +157,17 @@
 
   const pct = (v, of) => (of > 0 ? Math.max(0, Math.min(100, (100 * v) / of)) : 0);
 
-  // productOptions offers the home product and the lab's.
+  // productOptions offers the home product, the demo, the lab's and the one
+  // watched, once each, named for what they are: a link may name the lab's.
   function productOptions() {
+    const what = (id) => {
+      if (id === 1) return "demo";
+      if (id === state.labProduct) return "lab runs";
+      return id === homeProduct ? "from the link" : "";
+    };
+    const ids = [...new Set([homeProduct, 1, state.labProduct, state.productID])];
     const sel = $("#product-id");
-    const opts = [[homeProduct, homeProduct === 1 ? "demo" : "from the link"], [state.labProduct, "lab runs"]];
-    if (state.productID !== homeProduct && state.productID !== state.labProduct) opts.push([state.productID, ""]);
-    sel.replaceChildren(...opts.map(([id, what]) => el("option", { value: String(id) }, id + (what ? " · " + what : ""))));
+    sel.replaceChildren(...ids.map((id) => el("option", { value: String(id) }, id + (what(id) ? " · " + what(id) : ""))));
     sel.value = String(state.productID);
   }
 
