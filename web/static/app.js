@@ -428,16 +428,20 @@
       type: "bar",
       data: { labels: [], datasets: [{ label, data: [], backgroundColor: color, borderRadius: 3, maxBarThickness: 36 }] },
       options: {
+        // Bars lie along x and runs stack down y, newest on top as in the
+        // table: every run's label reads level at any width, and the chart
+        // grows a row per run (the CSS's --runs) instead of skipping labels.
+        indexAxis: "y",
         responsive: true,
         maintainAspectRatio: false,
         animation: reduceMotion ? false : { duration: 250 },
         plugins: {
           legend: { display: false },
-          tooltip: { callbacks: { afterLabel: (c) => state.runs[c.dataIndex]?.result?.verdict || "" } },
+          tooltip: { callbacks: { afterLabel: (c) => runDetail(state.runs[c.dataIndex]) } },
         },
         scales: {
-          x: { ticks: { autoSkip: true, maxRotation: 0 } },
-          y: { beginAtZero: true, ticks: { precision: 0 } },
+          x: { beginAtZero: true, ticks: { precision: 0, maxRotation: 0 } },
+          y: { reverse: true, ticks: { autoSkip: false } },
         },
       },
     });
@@ -455,7 +459,8 @@
     $("#charts-empty").hidden = runs.length > 0;
     $("#charts").hidden = runs.length === 0;
     $("#runs-table-wrap").hidden = runs.length === 0;
-    const labels = runs.map((r) => ["#" + r.id + " " + r.result.strategy, r.result.mode]);
+    $("#charts").style.setProperty("--runs", String(runs.length));
+    const labels = runs.map((r) => "#" + r.id + " " + r.result.strategy + " · " + r.result.mode);
     const series = {
       throughput: runs.map((r) => Math.round(r.result.rps)),
       p99: runs.map((r) => Number(r.result.p99_ms.toFixed(1))),
@@ -471,13 +476,22 @@
     }
     $("#runs-body").replaceChildren(...runs.slice().reverse().map((r) => {
       const x = r.result;
+      const fault = r.spec.fault !== "none" ? el("span", { class: "muted" }, " + " + r.spec.fault) : "";
       return el("tr", {},
-        el("td", {}, r.id), el("td", {}, x.strategy), el("td", {}, x.mode), el("td", { class: "num" }, r.spec.shards),
+        el("td", {}, r.id), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
+        el("td", { class: "num" }, r.spec.shards),
         el("td", { class: "num" }, fmt(x.stock)), el("td", { class: "num" }, fmt(x.sold)),
         el("td", { class: "num" }, fmt(x.oversold)), el("td", { class: "num" }, fmt(x.lost_updates)),
-        el("td", { class: "num" }, fmt(x.rps)), el("td", { class: "num" }, fmt(x.p99_ms, 1)),
-        el("td", {}, badge(x.verdict)));
+        el("td", { class: "num" }, fmt(x.rps)), el("td", { class: "num" }, fmt(x.p99_ms, 1)));
     }));
+  }
+
+  // runDetail is a run's verdict and the settings its label leaves out.
+  function runDetail(run) {
+    if (!run) return "";
+    const s = run.spec;
+    return [run.result.verdict, s.shards + " shards, stock " + fmt(s.stock) + ", " + fmt(s.buyers) + " buyers",
+      "concurrency " + s.concurrency + ", hold " + s.hold_ms + " ms" + (s.fault !== "none" ? ", fault " + s.fault : "")];
   }
 
   async function loadRuns() {
