@@ -33,7 +33,8 @@ const token = "e2e-admin-token"
 // order id, the oversell scenario shows OVERSOLD, the token lock shows SAFE,
 // the comparison charts hold both runs, a dozen runs keep every chart label
 // and every verdict in sight at 390 px, a link to the lab's product names it
-// as the lab's, and the console stays clean at desktop width and at 375 px.
+// as the lab's, a refused run shows no counts, and the console stays clean
+// at desktop width and at 375 px.
 func TestPage(t *testing.T) {
 	browser := findChromium(t)
 	product, labProduct := 7_000_000+rand.Int64N(1_000_000), 8_000_000+rand.Int64N(1_000_000)
@@ -133,6 +134,11 @@ func TestPage(t *testing.T) {
 				run[string](t, ctx, `document.querySelector("#run-result").innerText`))
 		}
 	}
+	// The run moved the page to the lab's product: the purchase shown was of
+	// the product watched before, and would read as this one's.
+	if stale := run[string](t, ctx, `document.querySelector("#buy-result").textContent`); stale != "" {
+		t.Errorf("watching the lab's product, the buy box still shows %q", stale)
+	}
 
 	// The comparison charts hold both runs, read from Chart.js itself.
 	type series struct {
@@ -220,6 +226,33 @@ func TestPage(t *testing.T) {
 	waitFor[bool](t, ctx, "the runs, which name the lab's product", `window.seckill.runs.length === 12`)
 	if got, want := watching(t, ctx), []string{fmt.Sprint(labProduct, " · lab runs"), "1 · demo"}; !slices.Equal(got, want) {
 		t.Errorf("?product=%d: product choices %q, want %q", labProduct, got, want)
+	}
+
+	// A run the service refuses sends nothing: its verdict and the reason, no
+	// table of zeros, no word of the audit. Redlock is refused without
+	// REDIS_ADDRS, which testenv never sets.
+	do(t, ctx, "type the token again", chromedp.WaitReady(chromedp.CSS("#lab-lock option")), chromedp.SendKeys(chromedp.ID("token"), token))
+	run[bool](t, ctx, `(() => {
+		const f = document.querySelector("#lab-lock");
+		f.value = "redlock";
+		f.dispatchEvent(new Event("change"));
+		return true;
+	})()`)
+	do(t, ctx, "run redlock", chromedp.Click(chromedp.ID("run")))
+	waitFor[bool](t, ctx, "the refused run", `/ failed\.$/.test(document.querySelector("#run-status").textContent)`)
+	type refused struct {
+		Verdict string `json:"verdict"`
+		Error   bool   `json:"error"`
+		Grid    bool   `json:"grid"`
+		Audit   bool   `json:"audit"`
+	}
+	got := run[refused](t, ctx, `(() => {
+		const r = document.querySelector("#run-result");
+		return {verdict: r.querySelector(".badge").textContent, error: !!r.querySelector(".error-text"),
+			grid: !!r.querySelector("#result-grid"), audit: /audit/.test(r.textContent)};
+	})()`)
+	if want := (refused{Verdict: "SKIPPED", Error: true}); got != want {
+		t.Errorf("the refused run shows %+v, want %+v: %s", got, want, run[string](t, ctx, `document.querySelector("#run-result").innerText`))
 	}
 
 	// Stop the run machinery before reading the console: nothing more comes.

@@ -66,6 +66,9 @@
     return el("span", { class: "badge " + verdict + (big ? " big-badge" : "") }, verdict || "–");
   }
 
+  // tokenHint says what to do about an admin request refused for want of the token.
+  const tokenHint = (r) => (r.status === 401 ? " — type the admin token at the top." : "");
+
   const fmt = (n, digits = 0) =>
     n === undefined || n === null ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: digits });
 
@@ -182,6 +185,10 @@
     $("#total-fill").style.width = "0";
     $("#product-meta").textContent = "";
     setStatus($("#product-status"), "");
+    // The last purchase was of the product watched before: its outcome would
+    // read as this one's.
+    $("#buy-result").className = "outcome";
+    $("#buy-result").replaceChildren();
     pollProduct();
   }
 
@@ -202,7 +209,7 @@
       setStatus(status, "Reset: " + fmt(p.initial) + " units laid out again, orders deleted.");
       pollProduct();
     } else {
-      setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error, true);
+      setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error + tokenHint(r), true);
     }
   }
 
@@ -319,8 +326,7 @@
     const r = await api("POST", "/api/runs", readSpec(), true);
     if (!r.ok) {
       btn.disabled = false;
-      const why = r.status === 401 ? " Type the admin token at the top." : "";
-      setStatus(status, r.data.code + ": " + r.data.error + why, true);
+      setStatus(status, r.data.code + ": " + r.data.error + tokenHint(r), true);
       return;
     }
     setStatus(status, "Run " + r.data.id + " is going.");
@@ -380,7 +386,10 @@
     nodes.push(head);
     if (run.error) nodes.push(el("p", { class: "error-text" }, run.error));
     if (!row) return nodes;
-    nodes[0].append(el("span", { class: "muted" }, verdictMeaning(row.verdict)));
+    head.append(el("span", { class: "muted" }, verdictMeaning(row.verdict)));
+    // A skipped run sent nothing: its counts are zeros, not measurements, and
+    // its note is the error already shown.
+    if (row.verdict === "SKIPPED") return nodes;
     const cells = [
       ["Sold (audit)", fmt(row.sold) + " / " + fmt(row.stock)],
       ["Oversold", fmt(row.oversold)],
@@ -398,11 +407,12 @@
     nodes.push(el("dl", { class: "result-grid", id: "result-grid" },
       ...cells.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))));
     const notes = [];
-    notes.push(row.agree ? "The harness's counts and the database's audit agree." : "The harness and the audit disagree:");
-    for (const d of row.disagreements || []) notes.push(d);
+    if (!row.audit_verdict) notes.push("No audit from the database: the verdict rests on the harness's counts alone.");
+    else if (row.agree) notes.push("The harness's counts and the database's audit agree.");
+    else notes.push("The harness and the audit disagree:", ...(row.disagreements || []));
     if (row.error_codes) notes.push("Errors by code: " + Object.entries(row.error_codes).map(([c, n]) => c + " × " + n).join(", "));
     for (const e of row.error_samples || []) notes.push("e.g. " + e);
-    if (row.note) notes.push(row.note);
+    if (row.note && !(run.error || "").includes(row.note)) notes.push(row.note);
     nodes.push(el("ul", { class: "result-notes" }, ...notes.map((n) => el("li", {}, n))));
     return nodes;
   }
@@ -413,6 +423,7 @@
       case "OVERSOLD": return "more orders than stock, or decrements lost";
       case "UNDERSOLD": return "buyers were told sold out while stock was left";
       case "ERRORS": return "stock is right, but some requests failed";
+      case "SKIPPED": return "no load was sent: the run could not start";
       default: return "";
     }
   }
