@@ -9,6 +9,9 @@
   // Polling periods. The product and its audit are read together, so that
   // the numbers shown side by side are of the same moment.
   const PRODUCT_MS = 500;
+  // A product that does not exist is asked after less often, and without its
+  // audit: the browser logs every 404 in the console, twice a beat otherwise.
+  const MISSING_MS = 5000;
   const RUN_MS = 300;
 
   // The page watches product 1, the demo, unless the link names another:
@@ -25,6 +28,7 @@
     running: null, // id of the run being polled
     labProduct: 9001, // the lab's product; a run's answer says which it is
     polling: false,
+    missing: null, // {id, at}: the product that answered 404, and when
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -92,13 +96,24 @@
     }
   }
 
+  // tick is the periodic poll; explicit refreshes (a switch, a purchase, a
+  // run's end) call pollProduct at once, whatever the product's state.
+  function tick() {
+    if (document.hidden) return;
+    const m = state.missing;
+    if (m && m.id === state.productID && Date.now() - m.at < MISSING_MS) return;
+    pollProduct();
+  }
+
   async function refreshProduct() {
     const id = state.productID;
+    const missing = state.missing?.id === id;
     const [p, a] = await Promise.all([
       api("GET", "/api/products/" + id),
-      api("GET", "/api/products/" + id + "/audit"),
+      missing ? null : api("GET", "/api/products/" + id + "/audit"),
     ]);
     if (id !== state.productID) return; // the user switched product meanwhile
+    state.missing = p.status === 404 ? { id, at: Date.now() } : null;
     const status = $("#product-status");
     if (!p.ok) {
       state.product = null;
@@ -113,7 +128,7 @@
     if (status.dataset.source === "poll") setStatus(status, "");
     state.product = p.data;
     renderProduct(p.data);
-    if (a.ok) renderAudit(a.data);
+    if (a?.ok) renderAudit(a.data);
   }
 
   function renderProduct(p) {
@@ -337,6 +352,7 @@
     state.labProduct = r.data.product_id;
     $("#lab-product").textContent = String(state.labProduct);
     if (state.productID !== r.data.product_id) watch(r.data.product_id);
+    else pollProduct(); // at once: until this run's reset, it may have answered 404
     state.running = r.data.id;
     pollRun(r.data.id);
   }
@@ -525,6 +541,9 @@
       oversold: makeChart($("#chart-oversold"), "Oversold units", COLORS.oversold),
     };
     $("#user-id").value = String(1 + Math.floor(Math.random() * 999_999));
+    // The token's form is there for the browser, which wants a password in
+    // one; Enter in it must not reload the page.
+    $("#token-form").addEventListener("submit", (e) => e.preventDefault());
     $("#product-id").addEventListener("change", (e) => watch(Number(e.target.value)));
     $("#reset").addEventListener("click", resetProduct);
     $("#buy-form").addEventListener("submit", buy);
@@ -537,7 +556,7 @@
     loadLocks();
     loadRuns();
     pollProduct();
-    setInterval(() => { if (!document.hidden) pollProduct(); }, PRODUCT_MS);
+    setInterval(tick, PRODUCT_MS);
   }
 
   start();
