@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -319,15 +320,17 @@ func watching(t *testing.T, ctx context.Context) []string {
 // findChromium returns the browser to drive, or skips.
 func findChromium(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	// Looked up on PATH, not at a fixed place, so that a PATH without the
+	// servers and the browser is the bare machine the test must skip on.
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	t.Skip("no Chromium: set CHROMIUM or install Debian's chromium package")
+	t.Skip("no Chromium on PATH: set CHROMIUM or install Debian's chromium package")
 	return ""
 }
 
