@@ -9,6 +9,9 @@
   // Polling periods. The product and its audit are read together, so that
   // the numbers shown side by side are of the same moment.
   const PRODUCT_MS = 500;
+  // A product that does not exist is asked after less often, and without its
+  // audit: the browser logs every 404 in the console, twice a beat otherwise.
+  const MISSING_MS = 5000;
   const RUN_MS = 300;
 
   // The page watches product 1, the demo, unless the link names another:
@@ -25,6 +28,7 @@
     running: null, // id of the run being polled
     labProduct: 9001, // the lab's product; a run's answer says which it is
     polling: false,
+    missing: null, // {id, at}: the product that answered 404, and when
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -66,6 +70,9 @@
     return el("span", { class: "badge " + verdict + (big ? " big-badge" : "") }, verdict || "–");
   }
 
+  // tokenHint says what to do about an admin request refused for want of the token.
+  const tokenHint = (r) => (r.status === 401 ? " — type the admin token at the top." : "");
+
   const fmt = (n, digits = 0) =>
     n === undefined || n === null ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: digits });
 
@@ -89,13 +96,24 @@
     }
   }
 
+  // tick is the periodic poll; explicit refreshes (a switch, a purchase, a
+  // run's end) call pollProduct at once, whatever the product's state.
+  function tick() {
+    if (document.hidden) return;
+    const m = state.missing;
+    if (m && m.id === state.productID && Date.now() - m.at < MISSING_MS) return;
+    pollProduct();
+  }
+
   async function refreshProduct() {
     const id = state.productID;
+    const missing = state.missing?.id === id;
     const [p, a] = await Promise.all([
       api("GET", "/api/products/" + id),
-      api("GET", "/api/products/" + id + "/audit"),
+      missing ? null : api("GET", "/api/products/" + id + "/audit"),
     ]);
     if (id !== state.productID) return; // the user switched product meanwhile
+    state.missing = p.status === 404 ? { id, at: Date.now() } : null;
     const status = $("#product-status");
     if (!p.ok) {
       state.product = null;
@@ -110,7 +128,7 @@
     if (status.dataset.source === "poll") setStatus(status, "");
     state.product = p.data;
     renderProduct(p.data);
-    if (a.ok) renderAudit(a.data);
+    if (a?.ok) renderAudit(a.data);
   }
 
   function renderProduct(p) {
@@ -157,12 +175,17 @@
 
   const pct = (v, of) => (of > 0 ? Math.max(0, Math.min(100, (100 * v) / of)) : 0);
 
-  // productOptions offers the home product and the lab's.
+  // productOptions offers the home product, the demo, the lab's and the one
+  // watched, once each, named for what they are: a link may name the lab's.
   function productOptions() {
+    const what = (id) => {
+      if (id === 1) return "demo";
+      if (id === state.labProduct) return "lab runs";
+      return id === homeProduct ? "from the link" : "";
+    };
+    const ids = [...new Set([homeProduct, 1, state.labProduct, state.productID])];
     const sel = $("#product-id");
-    const opts = [[homeProduct, homeProduct === 1 ? "demo" : "from the link"], [state.labProduct, "lab runs"]];
-    if (state.productID !== homeProduct && state.productID !== state.labProduct) opts.push([state.productID, ""]);
-    sel.replaceChildren(...opts.map(([id, what]) => el("option", { value: String(id) }, id + (what ? " · " + what : ""))));
+    sel.replaceChildren(...ids.map((id) => el("option", { value: String(id) }, id + (what(id) ? " · " + what(id) : ""))));
     sel.value = String(state.productID);
   }
 
@@ -177,6 +200,10 @@
     $("#total-fill").style.width = "0";
     $("#product-meta").textContent = "";
     setStatus($("#product-status"), "");
+    // The last purchase was of the product watched before: its outcome would
+    // read as this one's.
+    $("#buy-result").className = "outcome";
+    $("#buy-result").replaceChildren();
     pollProduct();
   }
 
@@ -190,14 +217,14 @@
     const btn = $("#reset");
     btn.disabled = true;
     const r = await api("POST", "/api/products", {
-      id: p.id, name: p.name, stock: p.initial, shards: p.shards.length, lock: p.lock, mode: p.mode, fallback: p.fallback,
+      id: p.id, name: p.name, stock: p.initial, shards: p.shards.length, lock: p.lock, mode: p.mode, fallback: p.fallback, lab: p.lab,
     }, true);
     btn.disabled = false;
     if (r.ok) {
-      setStatus(status, "Reset: " + fmt(p.initial) + " units laid out again, orders deleted.");
+      setStatus(status, "Reset: sale " + (p.sale + 1) + " starts with " + fmt(p.initial) + " units; the orders of sale " + p.sale + " stay.");
       pollProduct();
     } else {
-      setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error, true);
+      setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error + tokenHint(r), true);
     }
   }
 
@@ -314,8 +341,7 @@
     const r = await api("POST", "/api/runs", readSpec(), true);
     if (!r.ok) {
       btn.disabled = false;
-      const why = r.status === 401 ? " Type the admin token at the top." : "";
-      setStatus(status, r.data.code + ": " + r.data.error + why, true);
+      setStatus(status, r.data.code + ": " + r.data.error + tokenHint(r), true);
       return;
     }
     setStatus(status, "Run " + r.data.id + " is going.");
@@ -326,6 +352,7 @@
     state.labProduct = r.data.product_id;
     $("#lab-product").textContent = String(state.labProduct);
     if (state.productID !== r.data.product_id) watch(r.data.product_id);
+    else pollProduct(); // at once: until this run's reset, it may have answered 404
     state.running = r.data.id;
     pollRun(r.data.id);
   }
@@ -375,7 +402,10 @@
     nodes.push(head);
     if (run.error) nodes.push(el("p", { class: "error-text" }, run.error));
     if (!row) return nodes;
-    nodes[0].append(el("span", { class: "muted" }, verdictMeaning(row.verdict)));
+    head.append(el("span", { class: "muted" }, verdictMeaning(row.verdict)));
+    // A skipped run sent nothing: its counts are zeros, not measurements, and
+    // its note is the error already shown.
+    if (row.verdict === "SKIPPED") return nodes;
     const cells = [
       ["Sold (audit)", fmt(row.sold) + " / " + fmt(row.stock)],
       ["Oversold", fmt(row.oversold)],
@@ -393,11 +423,12 @@
     nodes.push(el("dl", { class: "result-grid", id: "result-grid" },
       ...cells.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))));
     const notes = [];
-    notes.push(row.agree ? "The harness's counts and the database's audit agree." : "The harness and the audit disagree:");
-    for (const d of row.disagreements || []) notes.push(d);
+    if (!row.audit_verdict) notes.push("No audit from the database: the verdict rests on the harness's counts alone.");
+    else if (row.agree) notes.push("The harness's counts and the database's audit agree.");
+    else notes.push("The harness and the audit disagree:", ...(row.disagreements || []));
     if (row.error_codes) notes.push("Errors by code: " + Object.entries(row.error_codes).map(([c, n]) => c + " × " + n).join(", "));
     for (const e of row.error_samples || []) notes.push("e.g. " + e);
-    if (row.note) notes.push(row.note);
+    if (row.note && !(run.error || "").includes(row.note)) notes.push(row.note);
     nodes.push(el("ul", { class: "result-notes" }, ...notes.map((n) => el("li", {}, n))));
     return nodes;
   }
@@ -408,6 +439,7 @@
       case "OVERSOLD": return "more orders than stock, or decrements lost";
       case "UNDERSOLD": return "buyers were told sold out while stock was left";
       case "ERRORS": return "stock is right, but some requests failed";
+      case "SKIPPED": return "no load was sent: the run could not start";
       default: return "";
     }
   }
@@ -423,16 +455,20 @@
       type: "bar",
       data: { labels: [], datasets: [{ label, data: [], backgroundColor: color, borderRadius: 3, maxBarThickness: 36 }] },
       options: {
+        // Bars lie along x and runs stack down y, newest on top as in the
+        // table: every run's label reads level at any width, and the chart
+        // grows a row per run (the CSS's --runs) instead of skipping labels.
+        indexAxis: "y",
         responsive: true,
         maintainAspectRatio: false,
         animation: reduceMotion ? false : { duration: 250 },
         plugins: {
           legend: { display: false },
-          tooltip: { callbacks: { afterLabel: (c) => state.runs[c.dataIndex]?.result?.verdict || "" } },
+          tooltip: { callbacks: { afterLabel: (c) => runDetail(state.runs[c.dataIndex]) } },
         },
         scales: {
-          x: { ticks: { autoSkip: true, maxRotation: 0 } },
-          y: { beginAtZero: true, ticks: { precision: 0 } },
+          x: { beginAtZero: true, ticks: { precision: 0, maxRotation: 0 } },
+          y: { reverse: true, ticks: { autoSkip: false } },
         },
       },
     });
@@ -450,7 +486,8 @@
     $("#charts-empty").hidden = runs.length > 0;
     $("#charts").hidden = runs.length === 0;
     $("#runs-table-wrap").hidden = runs.length === 0;
-    const labels = runs.map((r) => ["#" + r.id + " " + r.result.strategy, r.result.mode]);
+    $("#charts").style.setProperty("--runs", String(runs.length));
+    const labels = runs.map((r) => "#" + r.id + " " + r.result.strategy + " · " + r.result.mode);
     const series = {
       throughput: runs.map((r) => Math.round(r.result.rps)),
       p99: runs.map((r) => Number(r.result.p99_ms.toFixed(1))),
@@ -466,13 +503,22 @@
     }
     $("#runs-body").replaceChildren(...runs.slice().reverse().map((r) => {
       const x = r.result;
+      const fault = r.spec.fault !== "none" ? el("span", { class: "muted" }, " + " + r.spec.fault) : "";
       return el("tr", {},
-        el("td", {}, r.id), el("td", {}, x.strategy), el("td", {}, x.mode), el("td", { class: "num" }, r.spec.shards),
+        el("td", {}, r.id), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
+        el("td", { class: "num" }, r.spec.shards),
         el("td", { class: "num" }, fmt(x.stock)), el("td", { class: "num" }, fmt(x.sold)),
         el("td", { class: "num" }, fmt(x.oversold)), el("td", { class: "num" }, fmt(x.lost_updates)),
-        el("td", { class: "num" }, fmt(x.rps)), el("td", { class: "num" }, fmt(x.p99_ms, 1)),
-        el("td", {}, badge(x.verdict)));
+        el("td", { class: "num" }, fmt(x.rps)), el("td", { class: "num" }, fmt(x.p99_ms, 1)));
     }));
+  }
+
+  // runDetail is a run's verdict and the settings its label leaves out.
+  function runDetail(run) {
+    if (!run) return "";
+    const s = run.spec;
+    return [run.result.verdict, s.shards + " shards, stock " + fmt(s.stock) + ", " + fmt(s.buyers) + " buyers",
+      "concurrency " + s.concurrency + ", hold " + s.hold_ms + " ms" + (s.fault !== "none" ? ", fault " + s.fault : "")];
   }
 
   async function loadRuns() {
@@ -495,6 +541,9 @@
       oversold: makeChart($("#chart-oversold"), "Oversold units", COLORS.oversold),
     };
     $("#user-id").value = String(1 + Math.floor(Math.random() * 999_999));
+    // The token's form is there for the browser, which wants a password in
+    // one; Enter in it must not reload the page.
+    $("#token-form").addEventListener("submit", (e) => e.preventDefault());
     $("#product-id").addEventListener("change", (e) => watch(Number(e.target.value)));
     $("#reset").addEventListener("click", resetProduct);
     $("#buy-form").addEventListener("submit", buy);
@@ -507,7 +556,7 @@
     loadLocks();
     loadRuns();
     pollProduct();
-    setInterval(() => { if (!document.hidden) pollProduct(); }, PRODUCT_MS);
+    setInterval(tick, PRODUCT_MS);
   }
 
   start();
