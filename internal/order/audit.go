@@ -5,63 +5,26 @@ import (
 	"errors"
 	"fmt"
 
+	"seckill/internal/api"
+
 	"seckill/internal/stock"
 )
 
-// Verdicts of an audit.
-const (
-	VerdictOK = "OK"
-	// VerdictOversold: more orders than the sale's stock.
-	VerdictOversold = "OVERSOLD"
-	// VerdictInconsistent: more orders than units the store counts as
-	// gone (lost updates): the store will sell those units again.
-	VerdictInconsistent = "INCONSISTENT"
-	// VerdictLost: units left the store and are in no order: in flight
-	// while purchases run, stranded once they have stopped, until the
-	// reconciler returns them.
-	VerdictLost = "LOST"
-)
-
-// Audit compares a product's current sale: the stock it started with, the
-// stock left, the takes recorded and the orders written.
-type Audit struct {
-	ProductID int64
-	Sale      int64
-	Initial   int
-	Remaining int
-	// Taken is the takes recorded in the ledger (Redis stock), or the units
-	// gone from the SQL stock.
-	Taken int
-	// Orders is the live orders of the sale.
-	Orders int
-	// Oversold is the orders beyond the initial stock.
-	Oversold int
-	// LostUpdates is orders − (initial − remaining): units sold that the
-	// store never counted as taken (positive), or taken and never sold
-	// (negative).
-	LostUpdates int
-	// Unsettled is the takes without an order: purchases in flight, or
-	// stranded ones the reconciler has not returned yet.
-	Unsettled  int
-	Verdict    string
-	Reconciled *Reconciliation
-}
-
-// NewAudit computes the derived fields from the counts.
-func NewAudit(product int64, initial, remaining, taken, orders int) Audit {
-	a := Audit{ProductID: product, Initial: initial, Remaining: remaining, Taken: taken, Orders: orders}
+// NewAudit computes an audit's derived fields from its counts.
+func NewAudit(product int64, initial, remaining, taken, orders int) api.Audit {
+	a := api.Audit{ProductID: product, Initial: initial, Remaining: remaining, Taken: taken, Orders: orders}
 	a.Oversold = max(0, orders-initial)
 	a.LostUpdates = orders - (initial - remaining)
 	a.Unsettled = max(0, taken-orders)
 	switch {
 	case a.Oversold > 0:
-		a.Verdict = VerdictOversold
+		a.Verdict = api.VerdictOversold
 	case a.LostUpdates > 0:
-		a.Verdict = VerdictInconsistent
+		a.Verdict = api.VerdictInconsistent
 	case a.LostUpdates < 0 || a.Unsettled > 0:
-		a.Verdict = VerdictLost
+		a.Verdict = api.VerdictLost
 	default:
-		a.Verdict = VerdictOK
+		a.Verdict = api.VerdictOK
 	}
 	return a
 }
@@ -87,10 +50,10 @@ func (v View) Remaining() int {
 // after the other, so while purchases are in flight the audit may see a
 // unit taken whose order is not written yet; it is exact on a quiet product.
 // A product whose stock Redis lost is being rebuilt: ErrRebuilding.
-func (s *Service) Audit(ctx context.Context, id int64) (View, Audit, error) {
+func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) {
 	p, err := s.Product(ctx, id)
 	if err != nil {
-		return View{}, Audit{}, err
+		return View{}, api.Audit{}, err
 	}
 	v := View{Product: p, SoldOut: s.stock.SoldOut(id)}
 	v.Levels, err = s.stock.Levels(ctx, p.stock())
@@ -100,28 +63,28 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, Audit, error) {
 			return s.Audit(ctx, id)
 		}
 		s.rebuild(p)
-		return View{}, Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
+		return View{}, api.Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
 	}
 	if err != nil {
-		return View{}, Audit{}, err
+		return View{}, api.Audit{}, err
 	}
 	var sold int64
 	err = s.db.WithContext(ctx).Model(&Order{}).
 		Where("product_id = ? AND sale = ? AND buyer IS NOT NULL", id, p.Sale).Count(&sold).Error
 	if err != nil {
-		return View{}, Audit{}, fmt.Errorf("counting orders of product %d: %w", id, err)
+		return View{}, api.Audit{}, fmt.Errorf("counting orders of product %d: %w", id, err)
 	}
 	v.Sold = int(sold)
 	taken := p.Initial - v.Remaining()
 	if p.Store == string(stock.InRedis) {
 		if taken, err = s.stock.Takes(ctx, p.stock().Layout); err != nil {
-			return View{}, Audit{}, err
+			return View{}, api.Audit{}, err
 		}
 	}
 	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold)
 	a.Sale = p.Sale
 	if a.Reconciled, err = s.LastReconciliation(ctx, id); err != nil {
-		return View{}, Audit{}, err
+		return View{}, api.Audit{}, err
 	}
 	return v, a, nil
 }

@@ -1,6 +1,10 @@
 package order
 
-import "testing"
+import (
+	"testing"
+
+	"seckill/internal/api"
+)
 
 func TestNewAudit(t *testing.T) {
 	for _, tc := range []struct {
@@ -9,13 +13,13 @@ func TestNewAudit(t *testing.T) {
 		oversold, lost, unsettled       int
 		verdict                         string
 	}{
-		{"sold out exactly", 50, 0, 50, 50, 0, 0, 0, VerdictOK},
-		{"partly sold", 50, 20, 30, 30, 0, 0, 0, VerdictOK},
-		{"oversold, stock drained", 50, 0, 63, 63, 13, 13, 0, VerdictOversold},
-		{"lost updates within the stock", 50, 40, 25, 25, 0, 15, 0, VerdictInconsistent},
-		{"units taken, no order", 50, 10, 40, 38, 0, -2, 2, VerdictLost},
-		{"taken and counted, order not written yet", 50, 10, 40, 39, 0, -1, 1, VerdictLost},
-		{"oversold with stock left", 10, 5, 12, 12, 2, 7, 0, VerdictOversold},
+		{"sold out exactly", 50, 0, 50, 50, 0, 0, 0, api.VerdictOK},
+		{"partly sold", 50, 20, 30, 30, 0, 0, 0, api.VerdictOK},
+		{"oversold, stock drained", 50, 0, 63, 63, 13, 13, 0, api.VerdictOversold},
+		{"lost updates within the stock", 50, 40, 25, 25, 0, 15, 0, api.VerdictInconsistent},
+		{"units taken, no order", 50, 10, 40, 38, 0, -2, 2, api.VerdictLost},
+		{"taken and counted, order not written yet", 50, 10, 40, 39, 0, -1, 1, api.VerdictLost},
+		{"oversold with stock left", 10, 5, 12, 12, 2, 7, 0, api.VerdictOversold},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := NewAudit(1, tc.initial, tc.remaining, tc.taken, tc.sold)

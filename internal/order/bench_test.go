@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/order"
 	"seckill/internal/testenv"
@@ -48,7 +49,7 @@ func BenchmarkBuy(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			if _, au, err := a.Orders.Audit(context.Background(), id); err != nil || au.Verdict != order.VerdictOK && bc.lock != "none" {
+			if _, au, err := a.Orders.Audit(context.Background(), id); err != nil || au.Verdict != api.VerdictOK && bc.lock != "none" {
 				b.Errorf("audit %+v, %v", au, err)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"seckill/internal/api"
 	"seckill/internal/stock"
 )
 
@@ -97,9 +98,9 @@ type ProductSpec struct {
 	ID       int64
 	Name     string
 	Stock    int
-	Shards   int    // default 5
-	Lock     string // default "token"
-	Mode     string // default "rmw"
+	Shards   int    // default api.DefaultShards
+	Lock     string // default api.DefaultLock
+	Mode     string // default api.DefaultMode
 	Fallback *bool  // default true
 	Lab      bool   // fixed when the product is created
 }
@@ -195,7 +196,7 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 		return invalid("stock must be between 0 and %d", MaxStock)
 	}
 	if p.Shards == 0 {
-		p.Shards = 5
+		p.Shards = api.DefaultShards
 	}
 	if p.Shards < 1 || p.Shards > stock.MaxShards {
 		return invalid("shards must be between 1 and %d", stock.MaxShards)
@@ -206,12 +207,8 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	if len(p.Name) > 200 {
 		return invalid("name must be at most 200 bytes")
 	}
-	if p.Lock == "" {
-		p.Lock = "token"
-	}
-	if p.Mode == "" {
-		p.Mode = string(stock.RMW)
-	}
+	p.Lock = cmp.Or(p.Lock, api.DefaultLock)
+	p.Mode = cmp.Or(p.Mode, api.DefaultMode)
 	mode, err := stock.ParseMode(p.Mode)
 	if err != nil {
 		return Product{}, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
@@ -30,23 +31,6 @@ import (
 // one process per product at a time (a lease in Redis); Reconcile runs a
 // pass on demand.
 
-// Reconciliation is what one pass found and did. Its JSON is part of the
-// audit.
-type Reconciliation struct {
-	At time.Time `json:"at"`
-	// Takes is the takes the pass examined.
-	Takes int `json:"takes"`
-	// Pending is the takes too young to judge: their purchase may be in flight.
-	Pending int `json:"pending"`
-	// Returned is the units of stranded takes that went back to the store.
-	Returned int `json:"returned"`
-	// Orphans is the live orders of the sale that no take in the ledger
-	// names: sold without a unit the store knows of. Reported, not changed.
-	Orphans int `json:"orphans"`
-	// Error is why the pass stopped early, if it did.
-	Error string `json:"error,omitempty"`
-}
-
 func reconciledKey(id int64) string     { return fmt.Sprintf("seckill:reconciled:%d", id) }
 func reconcileLeaseKey(id int64) string { return fmt.Sprintf("seckill:reconcile:%d", id) }
 
@@ -61,22 +45,22 @@ var ErrBusy = errors.New("order: another process holds the lease")
 
 // Reconcile runs one pass over a product's current sale and returns it. It
 // returns ErrBusy when another process is reconciling the product.
-func (s *Service) Reconcile(ctx context.Context, id int64) (Reconciliation, error) {
+func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, error) {
 	if err := s.enter(); err != nil {
-		return Reconciliation{}, err
+		return api.Reconciliation{}, err
 	}
 	defer s.working.Done()
 	release, err := s.lease(ctx, reconcileLeaseKey(id), s.Budget().Purchase())
 	if err != nil {
-		return Reconciliation{}, err
+		return api.Reconciliation{}, err
 	}
 	if release == nil {
-		return Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
+		return api.Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
 	}
 	defer release()
 	p, err := s.refresh(ctx, id)
 	if err != nil {
-		return Reconciliation{}, err
+		return api.Reconciliation{}, err
 	}
 	r, err := s.reconcile(ctx, p)
 	r.At = time.Now().UTC()
@@ -94,8 +78,8 @@ func (s *Service) Reconcile(ctx context.Context, id int64) (Reconciliation, erro
 	return r, err
 }
 
-func (s *Service) reconcile(ctx context.Context, p Product) (Reconciliation, error) {
-	var r Reconciliation
+func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation, error) {
+	var r api.Reconciliation
 	if p.Store != string(stock.InRedis) {
 		return r, nil // the db mode takes and writes in one transaction
 	}
@@ -161,7 +145,7 @@ func (s *Service) reconcile(ctx context.Context, p Product) (Reconciliation, err
 }
 
 // LastReconciliation returns the last pass recorded for a product, if any.
-func (s *Service) LastReconciliation(ctx context.Context, id int64) (*Reconciliation, error) {
+func (s *Service) LastReconciliation(ctx context.Context, id int64) (*api.Reconciliation, error) {
 	b, err := s.rdb.Get(ctx, reconciledKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -169,7 +153,7 @@ func (s *Service) LastReconciliation(ctx context.Context, id int64) (*Reconcilia
 	if err != nil {
 		return nil, fmt.Errorf("reading the last reconciliation of product %d: %w", id, err)
 	}
-	var r Reconciliation
+	var r api.Reconciliation
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("the last reconciliation of product %d: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/api"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -58,7 +59,7 @@ func (f *fixture) reset(spec order.ProductSpec) order.Product {
 	return p
 }
 
-func (f *fixture) audit(id int64) order.Audit {
+func (f *fixture) audit(id int64) api.Audit {
 	f.t.Helper()
 	_, a, err := f.svc.Audit(f.t.Context(), id)
 	if err != nil {
@@ -158,7 +159,7 @@ func TestSameKeySameOrder(t *testing.T) {
 			if !errors.As(err, &before) || before.Prior.Order != first.ID {
 				t.Errorf("another purchase of the buyer: %v, want already bought with order %s", err, first.ID)
 			}
-			if a := f.audit(1); a.Orders != 1 || a.Remaining != 4 || a.Verdict != order.VerdictOK {
+			if a := f.audit(1); a.Orders != 1 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
 				t.Errorf("audit %+v: want one order, 4 left, OK", a)
 			}
 		})
@@ -238,7 +239,7 @@ func TestResetMidPurchase(t *testing.T) {
 	if o.Sale != next.Sale {
 		t.Errorf("the purchase across the reset is in sale %d, want the new sale %d", o.Sale, next.Sale)
 	}
-	if a := f.audit(1); a.Initial != 3 || a.Orders != 1 || a.Remaining != 2 || a.Verdict != order.VerdictOK {
+	if a := f.audit(1); a.Initial != 3 || a.Orders != 1 || a.Remaining != 2 || a.Verdict != api.VerdictOK {
 		t.Errorf("the new sale's audit %+v: want 1 order, 2 left, OK", a)
 	}
 	var kept int64
@@ -266,13 +267,13 @@ func TestRebuildAfterRedisLostTheStock(t *testing.T) {
 			if !errors.Is(err, order.ErrRebuilding) {
 				t.Fatalf("a purchase after Redis lost the stock: %v, want ErrRebuilding", err)
 			}
-			var a order.Audit
+			var a api.Audit
 			waitFor(t, "the rebuild", func() bool {
 				_, got, err := f.svc.Audit(t.Context(), 1)
 				a = got
 				return err == nil
 			})
-			if a.Orders != 4 || a.Remaining != 6 || a.Taken != 4 || a.Verdict != order.VerdictOK {
+			if a.Orders != 4 || a.Remaining != 6 || a.Taken != 4 || a.Verdict != api.VerdictOK {
 				t.Fatalf("audit after the rebuild %+v: want 4 orders, 6 left, OK", a)
 			}
 			_, _, err = f.svc.Buy(t.Context(), order.Purchase{UserID: 2, ProductID: 1})
@@ -302,7 +303,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 		Ticket: stock.Ticket{User: 2, Order: 123456789, Key: "died"}}); err != nil {
 		t.Fatal(err)
 	}
-	if a := f.audit(1); a.Unsettled != 1 || a.Verdict != order.VerdictLost {
+	if a := f.audit(1); a.Unsettled != 1 || a.Verdict != api.VerdictLost {
 		t.Fatalf("audit with a stranded take %+v: want 1 unsettled, LOST", a)
 	}
 	r, err := f.svc.Reconcile(t.Context(), 1)
@@ -323,7 +324,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 		t.Fatalf("a pass after the grace period: %+v, %v; want the stranded unit returned", r, err)
 	}
 	a := f.audit(1)
-	if a.Orders != 1 || a.Remaining != 4 || a.Unsettled != 0 || a.Verdict != order.VerdictOK || a.Reconciled == nil || a.Reconciled.Returned != 1 {
+	if a.Orders != 1 || a.Remaining != 4 || a.Unsettled != 0 || a.Verdict != api.VerdictOK || a.Reconciled == nil || a.Reconciled.Returned != 1 {
 		t.Errorf("audit after the pass %+v: want exact, with the pass", a)
 	}
 	// The void row holds the stranded order's id: that order can never be

@@ -115,21 +115,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, newAudit(a))
-}
-
-func newAudit(a order.Audit) api.Audit {
-	return api.Audit{ProductID: a.ProductID, Sale: a.Sale, Initial: a.Initial, Remaining: a.Remaining, Taken: a.Taken,
-		Orders: a.Orders, Oversold: a.Oversold, LostUpdates: a.LostUpdates, Unsettled: a.Unsettled, Verdict: a.Verdict,
-		Reconciled: newReconciliation(a.Reconciled)}
-}
-
-func newReconciliation(r *order.Reconciliation) *api.Reconciliation {
-	if r == nil {
-		return nil
-	}
-	v := api.Reconciliation(*r)
-	return &v
+	c.JSON(http.StatusOK, a)
 }
 
 // handleReconcile runs a pass of the reconciler over the product now.
@@ -143,7 +129,7 @@ func (s *Server) handleReconcile(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, newReconciliation(&r))
+	c.JSON(http.StatusOK, r)
 }
 
 func newOrder(o order.Order) api.Order {

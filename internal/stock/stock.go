@@ -22,16 +22,18 @@ package stock
 import (
 	"errors"
 	"fmt"
+
+	"seckill/internal/api"
 )
 
 // Mode is a way to take one unit.
 type Mode string
 
-// The modes, by their user-facing names.
+// The modes, by their user-facing names (the API's).
 const (
-	RMW Mode = "rmw"
-	Lua Mode = "lua"
-	DB  Mode = "db"
+	RMW Mode = api.ModeRMW
+	Lua Mode = api.ModeLua
+	DB  Mode = api.ModeDB
 )
 
 // Modes lists the modes in teaching order.
@@ -99,7 +101,7 @@ func (e *TakenBefore) Error() string {
 func (e *TakenBefore) Is(target error) bool { return target == ErrAlreadyBought }
 
 // MaxShards bounds the shards of one product.
-const MaxShards = 64
+const MaxShards = api.MaxShards
 
 // Split spreads total over n shards, the remainder over the first shards.
 func Split(total, n int) []int {
