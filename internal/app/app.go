@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/embedded"
 	"seckill/internal/order"
 	"seckill/internal/server"
 )
@@ -31,7 +32,7 @@ type App struct {
 	nodes    []*redis.Client
 	db       *gorm.DB
 	lockSQL  *sql.DB // the mysql lock's own pool, on MySQL only
-	embedded *embeddedRedis
+	embedded *embedded.Redis
 	redisVer string
 	sqlVer   string
 	log      *slog.Logger
@@ -58,10 +59,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}()
 	redisAddr := cfg.RedisAddr
 	if redisAddr == "" {
-		if a.embedded, err = startEmbeddedRedis(); err != nil {
+		if a.embedded, err = embedded.StartRedis(); err != nil {
 			return nil, err
 		}
-		redisAddr = a.embedded.mr.Addr()
+		redisAddr = a.embedded.Addr()
 		a.Embedded = true
 	}
 	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
@@ -124,7 +125,7 @@ func (a *App) ensureDemo(ctx context.Context) error {
 // is a real server on loopback, so other processes may share it.
 func (a *App) RedisAddr() string {
 	if a.embedded != nil {
-		return a.embedded.mr.Addr()
+		return a.embedded.Addr()
 	}
 	return a.Config.RedisAddr
 }
