@@ -213,7 +213,11 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := runtime.NumGoroutine()
-	l := NewToken(b.Redis)
+	// The Locker has a client of its own, closed with it: on the embedded
+	// Redis, which runs in this process, every connection its waiters open
+	// is served by two goroutines of ours.
+	rdb := redis.NewClient(&redis.Options{Addr: b.Redis.Options().Addr})
+	l := NewToken(rdb)
 	key := newKey(t, b.Redis)
 	ch := releasedChannel(key)
 
@@ -245,6 +249,9 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 	eventually(t, "unsubscribed", func() bool { return numsub(t, b.Redis, ch) == 0 })
 
 	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Close(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "back to the goroutines before the Locker", func() bool { return runtime.NumGoroutine() <= before })
