@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/redistest"
 )
 
 // eventually polls cond until it holds, failing the test after patience.
@@ -263,7 +265,11 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 // may be loaded); they are a fraction of a millisecond, against the tens of
 // milliseconds of a poll.
 func TestWaiterWakesOnRelease(t *testing.T) {
-	b := testBackends(t)
+	srv := redistest.Real(t)
+	if srv.Kind() == redistest.Embedded {
+		t.Log("miniredis runs in this process: the delays below are not Redis's")
+	}
+	b := Backends{Redis: srv.Client}
 	for _, tc := range []struct {
 		name    string
 		sameOne bool // the releaser uses the waiter's Locker
