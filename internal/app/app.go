@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
+	"seckill/internal/embedded"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/server"
@@ -30,7 +31,7 @@ type App struct {
 	rdb      *redis.Client
 	locks    *lock.Pool
 	db       *gorm.DB
-	embedded *embeddedRedis
+	embedded *embedded.Redis
 	redisVer string
 	sqlVer   string
 	log      *slog.Logger
@@ -57,10 +58,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}()
 	redisAddr := cfg.RedisAddr
 	if redisAddr == "" {
-		if a.embedded, err = startEmbeddedRedis(); err != nil {
+		if a.embedded, err = embedded.StartRedis(); err != nil {
 			return nil, err
 		}
-		redisAddr = a.embedded.mr.Addr()
+		redisAddr = a.embedded.Addr()
 		a.Embedded = true
 	}
 	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
@@ -119,7 +120,7 @@ func (a *App) ensureDemo(ctx context.Context) error {
 // is a real server on loopback, so other processes may share it.
 func (a *App) RedisAddr() string {
 	if a.embedded != nil {
-		return a.embedded.mr.Addr()
+		return a.embedded.Addr()
 	}
 	return a.Config.RedisAddr
 }

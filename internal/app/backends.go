@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
@@ -15,52 +13,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
-
-// embeddedRedis is miniredis serving on loopback. miniredis expires keys
-// only when its clock is moved, so a ticker moves it with the wall clock and
-// lock TTLs run out in real time.
-type embeddedRedis struct {
-	mr   *miniredis.Miniredis
-	stop chan struct{}
-	wg   sync.WaitGroup
-}
-
-// clockStep is how often the embedded Redis's clock catches up: the
-// resolution of its key expiry.
-const clockStep = 10 * time.Millisecond
-
-func startEmbeddedRedis() (*embeddedRedis, error) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, fmt.Errorf("starting the embedded Redis: %w", err)
-	}
-	e := &embeddedRedis{mr: mr, stop: make(chan struct{})}
-	last := time.Now()
-	mr.SetTime(last)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		t := time.NewTicker(clockStep)
-		defer t.Stop()
-		for {
-			select {
-			case <-e.stop:
-				return
-			case now := <-t.C:
-				mr.SetTime(now)
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	return e, nil
-}
-
-func (e *embeddedRedis) Close() {
-	close(e.stop)
-	e.wg.Wait()
-	e.mr.Close()
-}
 
 // redisStep bounds one command to the main Redis, with the client's retry:
 // order.Options.Step, the unit of a purchase's time budget.

@@ -10,7 +10,7 @@ import (
 
 // BenchmarkNextString compares the three generators through Generator, each
 // alone (serial) and from 8 goroutines per core at once (parallel). Redis
-// runs against the real server at REDIS_ADDR, and is skipped without it.
+// runs against a real server (see realRedis), and is skipped without one.
 // Over a long run Snowflake cannot beat 244 ns/op, serial or parallel: 4096
 // IDs a millisecond is its ceiling, and a result near it measures the cap,
 // not the cost of Next.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/redistest"
 )
 
 // backend is one Redis server that a test body runs against.
@@ -25,8 +27,9 @@ type backend struct {
 	open func(t testing.TB) (a, b *redis.Client, prefix string)
 }
 
-// backends returns miniredis, which runs everywhere, and the real Redis at
-// REDIS_ADDR when that is set.
+// backends returns miniredis, which runs everywhere, and a real Redis: the
+// one REDIS_ADDR names, else a redis-server of the test's own when one is on
+// PATH.
 func backends() []backend {
 	return []backend{
 		{"miniredis", 10_000, func(t testing.TB) (*redis.Client, *redis.Client, string) {
@@ -40,13 +43,15 @@ func backends() []backend {
 	}
 }
 
-// realRedis returns REDIS_ADDR, or skips the test when it is unset.
+// realRedis returns the address of a real Redis (see redistest.Real), or
+// skips the test when there is none: the embedded Redis it would fall back
+// to is miniredis, which the miniredis run covers already.
 func realRedis(t testing.TB) string {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		t.Skip("REDIS_ADDR is unset: skipping the real-Redis run")
+	t.Helper()
+	if os.Getenv("REDIS_ADDR") == "" && !redistest.HaveRedisServer() {
+		t.Skip("no real Redis: REDIS_ADDR is unset and redis-server is not on PATH")
 	}
-	return addr
+	return redistest.Real(t).Addr()
 }
 
 func newClient(t testing.TB, addr string) *redis.Client {

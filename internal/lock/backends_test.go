@@ -3,49 +3,43 @@ package lock
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/redistest"
 )
 
-// testBackends connects to the servers the environment names and closes
-// them when the test ends. It skips the test without REDIS_ADDR: every
-// strategy test keeps its shared counter there. Backends a strategy needs
-// beyond the main Redis (Nodes, SQL) are added here when their variables are
-// set; a strategy whose backends are missing refuses with ErrUnsupported and
-// newLocker skips.
+// testBackends gives the test the main Redis: the one REDIS_ADDR names,
+// else a redis-server of the test's own, else miniredis (see
+// redistest.Real). Every strategy test keeps its shared counter there.
 func testBackends(t *testing.T) Backends {
 	t.Helper()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		t.Skip("REDIS_ADDR is not set: these tests need a real Redis (e.g. REDIS_ADDR=127.0.0.1:6379)")
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { rdb.Close() })
-	b := Backends{Redis: rdb}
-	if _, err := exec.LookPath("redis-server"); err == nil {
-		b.Nodes = nodeClients(startNodes(t, 3)) // for redlock
-	}
-	if os.Getenv("MYSQL_DSN") != "" {
-		b.SQL, _ = testMySQL(t) // for mysql
+	return Backends{Redis: redistest.Real(t).Client}
+}
+
+// strategyBackends is testBackends plus what the strategy name needs beyond
+// the main Redis: independent nodes for redlock, a database for mysql.
+func strategyBackends(t *testing.T, name string) Backends {
+	t.Helper()
+	b := testBackends(t)
+	switch name {
+	case "redlock":
+		b.Nodes = redistest.Clients(redistest.Nodes(t, 3))
+	case "mysql":
+		b.SQL, _ = testMySQL(t)
 		b.SQLDialect = "mysql"
 	}
 	return b
 }
 
-// newLocker builds the strategy registered under name, skipping the test if
+// newLocker builds the strategy registered under name, failing the test if
 // its backends are missing, and closes it when the test ends.
 func newLocker(t *testing.T, name string, b Backends) Locker {
 	t.Helper()
 	l, err := New(name, b)
-	if errors.Is(err, ErrUnsupported) {
-		t.Skipf("%s: %v", name, err)
-	}
 	if err != nil {
 		t.Fatalf("New(%q): %v", name, err)
 	}

@@ -106,7 +106,7 @@ func TestLockContract(t *testing.T) {
 	const workers, rounds = 24, 2
 	for _, s := range Strategies() {
 		t.Run(s.Name, func(t *testing.T) {
-			b := testBackends(t)
+			b := strategyBackends(t, s.Name)
 			l := newLocker(t, s.Name, b)
 			key, counter := newKey(t, b.Redis), newKey(t, b.Redis)
 

@@ -30,7 +30,8 @@ go test ./internal/lock -run TestLocksDoc -update. Edit the table, not this file
 
 Every strategy the service can lock with, from the naive to the robust, in
 teaching order. Each rung fixes a flaw of the rungs before it and has one of
-its own; the test named under it makes that flaw happen (needs REDIS_ADDR).
+its own; the test named under it makes that flaw happen, on the servers
+REDIS_ADDR and MYSQL_DSN name or, without them, on stand-ins the test starts.
 The API's "lock" field takes the name.
 
 `)

@@ -15,45 +15,18 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/glebarez/go-sqlite" // registers "sqlite" with database/sql
-	"github.com/go-sql-driver/mysql"
+	_ "github.com/glebarez/go-sqlite"  // registers "sqlite" with database/sql
+	_ "github.com/go-sql-driver/mysql" // registers "mysql" with database/sql
+
+	"seckill/internal/mysqltest"
 )
 
-// testMySQL creates a database of the test's own on the server MYSQL_DSN
-// names, and drops it when the test ends. It returns the database and its
-// DSN. It skips the test without MYSQL_DSN.
+// testMySQL gives the test a database of its own (see mysqltest.New) and
+// returns it and its DSN.
 func testMySQL(t *testing.T) (*sql.DB, string) {
 	t.Helper()
-	dsn := os.Getenv("MYSQL_DSN")
-	if dsn == "" {
-		t.Skip("MYSQL_DSN is not set: this test needs MySQL or MariaDB (e.g. MYSQL_DSN='root:@tcp(127.0.0.1:3306)/test?parseTime=true')")
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("parsing MYSQL_DSN: %v", err)
-	}
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatalf("opening MYSQL_DSN: %v", err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	cfg.DBName = "seckill_lock_" + strings.ToLower(rand.Text())
-	if _, err := admin.ExecContext(t.Context(), "CREATE DATABASE `"+cfg.DBName+"`"); err != nil {
-		t.Fatalf("creating database %s: %v", cfg.DBName, err)
-	}
-	t.Cleanup(func() {
-		// t.Context() is already done during cleanup.
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE `"+cfg.DBName+"`"); err != nil {
-			t.Errorf("dropping database %s: %v", cfg.DBName, err)
-		}
-	})
-	dsn = cfg.FormatDSN()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatalf("opening %s: %v", cfg.DBName, err)
-	}
-	t.Cleanup(func() { db.Close() }) // before the DROP: cleanups run last-in first-out
-	return db, dsn
+	dsn := mysqltest.New(t)
+	return mysqltest.Open(t, dsn), dsn
 }
 
 func TestMySQLRefused(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/redistest"
 )
 
 // eventually polls cond until it holds, failing the test after patience.
@@ -213,7 +215,11 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := runtime.NumGoroutine()
-	l := NewToken(b.Redis)
+	// The Locker has a client of its own, closed with it: on the embedded
+	// Redis, which runs in this process, every connection its waiters open
+	// is served by two goroutines of ours.
+	rdb := redis.NewClient(&redis.Options{Addr: b.Redis.Options().Addr})
+	l := NewToken(rdb)
 	key := newKey(t, b.Redis)
 	ch := releasedChannel(key)
 
@@ -247,6 +253,9 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := rdb.Close(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "back to the goroutines before the Locker", func() bool { return runtime.NumGoroutine() <= before })
 }
 
@@ -256,7 +265,11 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 // may be loaded); they are a fraction of a millisecond, against the tens of
 // milliseconds of a poll.
 func TestWaiterWakesOnRelease(t *testing.T) {
-	b := testBackends(t)
+	srv := redistest.Real(t)
+	if srv.Kind() == redistest.Embedded {
+		t.Log("miniredis runs in this process: the delays below are not Redis's")
+	}
+	b := Backends{Redis: srv.Client}
 	for _, tc := range []struct {
 		name    string
 		sameOne bool // the releaser uses the waiter's Locker

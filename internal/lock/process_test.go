@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/redistest"
 )
 
 // The cross-process test runs the contract's critical section in several OS
@@ -19,6 +21,7 @@ import (
 // TestHelperProcess and the work described in the environment.
 const (
 	envHelper  = "LOCK_TEST_HELPER" // the strategy to run; set only in a helper process
+	envRedis   = "LOCK_TEST_REDIS"  // the address of the test's Redis
 	envKey     = "LOCK_TEST_KEY"
 	envCounter = "LOCK_TEST_COUNTER"
 	envReady   = "LOCK_TEST_READY" // list a helper pushes to once connected
@@ -44,7 +47,8 @@ func TestCrossProcess(t *testing.T) {
 		{"watchdog", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := testBackends(t)
+			srv := redistest.Real(t)
+			b := Backends{Redis: srv.Client}
 			key, counter := newKey(t, b.Redis), newKey(t, b.Redis)
 			ready, gate := newKey(t, b.Redis), newKey(t, b.Redis)
 
@@ -53,7 +57,7 @@ func TestCrossProcess(t *testing.T) {
 			for i := range cmds {
 				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 				cmd.Env = append(os.Environ(),
-					envHelper+"="+tc.name, envKey+"="+key, envCounter+"="+counter, envReady+"="+ready, envGate+"="+gate)
+					envHelper+"="+tc.name, envRedis+"="+srv.Addr(), envKey+"="+key, envCounter+"="+counter, envReady+"="+ready, envGate+"="+gate)
 				outs[i] = new(bytes.Buffer)
 				cmd.Stdout, cmd.Stderr = outs[i], outs[i]
 				if err := cmd.Start(); err != nil {
@@ -118,7 +122,7 @@ func TestHelperProcess(t *testing.T) {
 	if name == "" {
 		return
 	}
-	b := Backends{Redis: redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})}
+	b := Backends{Redis: redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})}
 	defer b.Redis.Close()
 	l := newLocker(t, name, b)
 	ctx := t.Context()
