@@ -55,7 +55,7 @@ func newLocker(t *testing.T, name string, b Backends) Locker {
 
 // newKey returns a key no other test uses, hash-tagged like the service's
 // shard locks, and deletes it when the test ends.
-func newKey(t *testing.T, rdb *redis.Client) string {
+func newKey(t *testing.T, rdb redis.UniversalClient) string {
 	t.Helper()
 	key := fmt.Sprintf("locktest:{%s}", rand.Text())
 	t.Cleanup(func() {

@@ -48,7 +48,7 @@ type contendConfig struct {
 // counter, pause, SET it one higher, release. The GET-pause-SET is not
 // atomic on purpose: only the lock stands between it and a lost update. It
 // returns the holds; the counter's final value is in Redis.
-func contend(ctx context.Context, l Locker, rdb *redis.Client, key, counter string, c contendConfig) ([]hold, error) {
+func contend(ctx context.Context, l Locker, rdb redis.UniversalClient, key, counter string, c contendConfig) ([]hold, error) {
 	var (
 		mu    sync.Mutex
 		holds []hold
@@ -77,7 +77,7 @@ func contend(ctx context.Context, l Locker, rdb *redis.Client, key, counter stri
 	return holds, errors.Join(errs...)
 }
 
-func criticalSection(ctx context.Context, l Locker, rdb *redis.Client, key, counter string, pause time.Duration) (hold, error) {
+func criticalSection(ctx context.Context, l Locker, rdb redis.UniversalClient, key, counter string, pause time.Duration) (hold, error) {
 	lease, err := l.Acquire(ctx, key, Options{TTL: 10 * time.Second, Wait: 30 * time.Second})
 	if err != nil {
 		return hold{}, err

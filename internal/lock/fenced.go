@@ -3,31 +3,24 @@ package lock
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrStaleToken: FencedSet refused a write because a holder with a newer
-// fencing token has written the key since.
-var ErrStaleToken = errors.New("lock: stale fencing token")
 
 var (
 	//go:embed fenced_acquire.lua
 	fencedAcquireLua    string
 	fencedAcquireScript = redis.NewScript(fencedAcquireLua)
 
-	//go:embed fenced_set.lua
-	fencedSetLua    string
-	fencedSetScript = redis.NewScript(fencedSetLua)
 )
 
 // Fenced is Token plus a fencing token: every acquisition also increments a
 // per-key counter, in the same Lua script, and the lease carries the new
-// value. A store that remembers the highest token it has seen (FencedSet)
-// refuses a write from a holder that was paused past its lease while a newer
-// holder wrote, which no lease, renewal or quorum can prevent on its own.
+// value. A store that remembers the highest token it has seen (the stock's
+// fenced read and write, internal/stock) refuses a holder that was paused
+// past its lease while a newer holder wrote, which no lease, renewal or
+// quorum can prevent on its own.
 //
 // The counter lives at key+":fence" and never expires: if it were lost,
 // tokens would start again below what the stores remember and every write
@@ -53,8 +46,8 @@ func NewFenced(rdb RedisClient) *Fenced { return &Fenced{rdb: rdb, notices: newN
 // goroutine. Acquire still works afterwards, without the wake-ups.
 func (f *Fenced) Close() error { return f.notices.Close() }
 
-// fenceKey is where the fencing counter of a lock key, or the highest token
-// seen by a data key, is kept. It shares key's hash tag.
+// fenceKey is where the fencing counter of a lock key is kept. It shares
+// key's hash tag.
 func fenceKey(key string) string { return key + ":fence" }
 
 // Acquire sets key to a fresh random token if the key is absent and draws
@@ -86,20 +79,3 @@ type fencedLease struct {
 }
 
 func (l *fencedLease) Token() uint64 { return l.token }
-
-// FencedSet sets key to value if token is at least the highest fencing token
-// a FencedSet on key has used, and records token as the highest. It returns
-// ErrStaleToken otherwise, leaving key unchanged. The highest token lives at
-// key+":fence": delete it together with key, or not at all.
-//
-// Round trips: one.
-func FencedSet(ctx context.Context, rdb redis.Scripter, key string, value any, token uint64) error {
-	n, err := fencedSetScript.Run(ctx, rdb, []string{key, fenceKey(key)}, value, token).Int()
-	if err != nil {
-		return fmt.Errorf("fenced set %s: %w", key, err)
-	}
-	if n == 0 {
-		return ErrStaleToken
-	}
-	return nil
-}

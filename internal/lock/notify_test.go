@@ -24,7 +24,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func numsub(t *testing.T, rdb *redis.Client, channel string) int64 {
+func numsub(t *testing.T, rdb redis.UniversalClient, channel string) int64 {
 	t.Helper()
 	m, err := rdb.PubSubNumSub(t.Context(), channel).Result()
 	if err != nil {
@@ -49,7 +49,7 @@ func (n *notices) queueHas(key string, cond func(*queue) bool) bool {
 // once the subscription is confirmed and the attempt its confirmation asks
 // of the first waiter is over (as a failed one), so that from then on only
 // releases wake them. Their test has no backoff: only wake-ups move them.
-func queued(t *testing.T, l *Token, rdb *redis.Client, key string, count int) []*waiter {
+func queued(t *testing.T, l *Token, rdb redis.UniversalClient, key string, count int) []*waiter {
 	t.Helper()
 	ch := releasedChannel(key)
 	ws := make([]*waiter, count)
@@ -218,7 +218,7 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 	// The Locker has a client of its own, closed with it: on the embedded
 	// Redis, which runs in this process, every connection its waiters open
 	// is served by two goroutines of ours.
-	rdb := redis.NewClient(&redis.Options{Addr: b.Redis.Options().Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: b.Redis.(*redis.Client).Options().Addr})
 	l := NewToken(rdb)
 	key := newKey(t, b.Redis)
 	ch := releasedChannel(key)

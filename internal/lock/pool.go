@@ -17,7 +17,7 @@ import (
 type PoolConfig struct {
 	// Redis is the main Redis, where the stock lives. The Pool uses it and
 	// does not close it. Required by every Redis strategy.
-	Redis *redis.Client
+	Redis redis.UniversalClient
 	// NodeAddrs are independent Redis servers for redlock ("host:port").
 	// The Pool connects to them and closes them. Default: none, and redlock
 	// is unsupported.

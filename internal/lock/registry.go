@@ -11,7 +11,7 @@ import (
 // needs and refuses with ErrUnsupported when that is missing.
 type Backends struct {
 	// Redis is the main Redis server, where the stock lives.
-	Redis *redis.Client
+	Redis redis.UniversalClient
 	// Nodes are independent Redis servers for redlock (REDIS_ADDRS).
 	Nodes []*redis.Client
 	// SQL is the database, for the mysql strategy.
@@ -59,49 +59,49 @@ var strategies = []Strategy{
 		Breaks:   "No expiry. A holder that dies before its DEL leaves the key for ever; every later acquire fails until someone deletes it by hand.",
 		Commands: []string{"SETNX key 1", "DEL key"},
 		Test:     "TestSetNXCrashedHolderLocksForever",
-		new:      onRedis(func(c *redis.Client) Locker { return NewSetNX(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewSetNX(c) })},
 	{Name: "setnx-expire", Summary: "SETNX, then EXPIRE: a dead holder's lock expires, unless it died between the two commands.",
 		Fixes:    "A holder that dies after taking the lock no longer blocks it for ever: the key expires.",
 		Breaks:   "SETNX and EXPIRE are two round trips. A crash between them leaves the key with no TTL (TTL -1): the same deadlock as setnx.",
 		Commands: []string{"SETNX key 1", "PEXPIRE key ttl", "DEL key"},
 		Test:     "TestSetNXExpireCrashLeavesNoTTL",
-		new:      onRedis(func(c *redis.Client) Locker { return NewSetNXExpire(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewSetNXExpire(c) })},
 	{Name: "getset", Summary: "SETNX of an expiry stamp, GETSET takeover of an expired one: no TTL needed; trusts every client's clock.",
 		Fixes:    "No lock without expiry: the value is the expiry time, and a waiter that reads a past stamp takes over with GETSET, winning only if GETSET returns the stamp it read.",
 		Breaks:   "Expiry is judged by client clocks: a client whose clock runs ahead takes over a live lock. The losing GETSET overwrites the winner's stamp, and anyone can DEL.",
 		Commands: []string{"SETNX key stamp", "GET key", "GETSET key stamp", "DEL key"},
 		Test:     "TestGetSetSkewedClockTakesOverLiveLock",
-		new:      onRedis(func(c *redis.Client) Locker { return NewGetSet(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewGetSet(c) })},
 	{Name: "lua-setnx", Summary: "SETNX and EXPIRE in one Lua script: atomic; no owner, release is a plain DEL.",
 		Fixes:    "Redis runs a script atomically, so no crash can leave a lock without a TTL.",
 		Breaks:   "Every holder writes the same value, so the lock has no owner. A retried or late DEL deletes the next holder's lock, and a third client enters beside it.",
 		Commands: []string{"EVALSHA setnx_expire.lua (SETNX, PEXPIRE)", "DEL key"},
 		Test:     "TestLuaSetNXRetriedReleaseFreesSuccessor",
-		new:      onRedis(func(c *redis.Client) Locker { return NewLuaSetNX(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewLuaSetNX(c) })},
 	{Name: "setnx-px", Summary: "SET NX PX with a fixed value: atomic in one command; a late release deletes whoever holds the lock now.",
 		Fixes:    "The same atomicity in one native command, no script.",
 		Breaks:   "Still no owner. A holder paused past its TTL wakes, sends DEL and deletes its successor's lock; a third client then holds the lock beside the second.",
 		Commands: []string{"SET key 1 NX PX ttl", "DEL key"},
 		Test:     "TestSetNXPXPausedHolderDeletesSuccessor",
-		new:      onRedis(func(c *redis.Client) Locker { return NewSetNXPX(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewSetNXPX(c) })},
 	{Name: "token", Summary: "SET NX PX with a random token, released by Lua compare-and-delete: only the owner releases; a paused holder can outlive its lease.",
 		Fixes:    "Each holder writes a random token and releases with a compare-and-delete, so a late release is refused (ErrNotHeld) instead of freeing someone else's lock. The release publishes a notice that wakes waiters at once.",
 		Breaks:   "A holder paused past its TTL keeps working while the next holder works; the refusal comes after the harm. Not reentrant: a holder that acquires the same key again waits for itself.",
 		Commands: []string{"SET key token NX PX ttl", "SUBSCRIBE key:released (first waiter on the key)", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
 		Test:     "TestTokenPausedHolderOverlaps",
-		new:      onRedis(func(c *redis.Client) Locker { return NewToken(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewToken(c) })},
 	{Name: "reentrant", Summary: "Redisson's RLock: a hash of owner and hold count in Lua; the same owner may lock again and must unlock as often.",
 		Fixes:    "Reentrancy: the owner (lock.WithOwner) who holds the lock may acquire it again; HINCRBY counts the holds, and only the last release deletes the lock and publishes it.",
 		Breaks:   "The same expiry as token: a holder paused past its TTL still overlaps the next one. Two requests given the same owner id by mistake share the lock.",
 		Commands: []string{"EVALSHA reentrant_acquire.lua (EXISTS, HEXISTS, HINCRBY, PEXPIRE)", "SUBSCRIBE key:released (first waiter on the key)", "EVALSHA reentrant_release.lua (HEXISTS, HINCRBY, PEXPIRE or DEL and PUBLISH)"},
 		Test:     "TestReentrantNestedAcquire",
-		new:      onRedis(func(c *redis.Client) Locker { return NewReentrant(c) })},
-	{Name: "watchdog", Summary: "token renewed every TTL/3 while held: a slow holder keeps its lock, a dead one loses it after one TTL.",
-		Fixes:    "A slow holder no longer outlives its lease: a goroutine renews the TTL every TTL/3 while the lease is held, so nobody enters beside a paused holder. If a renewal finds the lock gone, lock.Lost(lease) fires.",
-		Breaks:   "Renewal proves the process alive, not making progress: a hung holder holds for ever. A pause of the whole process stops the renewals too; the lock expires and Lost fires only after the next holder began.",
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewReentrant(c) })},
+	{Name: "watchdog", Summary: "token renewed every TTL/3 while held: a long hold keeps its lock, a dead holder loses it after one TTL; a paused process loses it too, unknowing.",
+		Fixes:    "A long hold in a live process no longer outlives its lease: a timer renews the TTL every TTL/3 while the lease is held, so nobody enters beside a holder that is slow at its work. If a renewal finds the lock gone, lock.Lost(lease) fires.",
+		Breaks:   "It fixes long holds, not pauses. A pause of the whole process (a stop-the-world GC, a frozen VM, SIGSTOP) stops the renewals with it: the lock expires, the next holder enters, and the paused one learns it lost the lock only when it wakes, after the harm. Renewal also proves the process alive, not making progress: a hung holder holds for ever. Only fencing makes the pause safe.",
 		Commands: []string{"SET key token NX PX ttl", "EVALSHA renew.lua (GET, PEXPIRE), every TTL/3", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
-		Test:     "TestWatchdogPausedHolderKeepsLock",
-		new:      onRedis(func(c *redis.Client) Locker { return NewWatchdog(c) })},
+		Test:     "TestWatchdogPausedProcessLosesLock",
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewWatchdog(c) })},
 	{Name: "redlock", Summary: "Redlock: SET NX PX on a majority of independent Redis nodes: survives a minority of dead nodes; a paused holder can still outlive its lease.",
 		Fixes:    "The single Redis as a single point of failure: the lock is held when a majority of independent nodes (N/2+1) granted it, so a minority may crash or be unreachable. The lease counts only the validity left: TTL minus the time acquisition took minus a drift allowance.",
 		Breaks:   "Still a lease: a holder paused past its validity works beside the next holder, and no token tells the store. Safety also assumes bounded clock drift, and a node that restarts empty while a lease it granted is live can hand out a second majority.",
@@ -109,11 +109,11 @@ var strategies = []Strategy{
 		Test:     "TestRedlockQuorum",
 		new:      newRedlockBackends},
 	{Name: "fenced", Summary: "SET NX PX plus a fencing token drawn in the same script; stores refuse writes with an older token: a paused holder's late write is rejected.",
-		Fixes:    "The paused holder: each acquisition INCRs a per-key counter in the same script as its SET NX PX. The store reads through FencedGet and writes through FencedSet, each of which records the token and refuses one lower than the highest it has seen: once a newer holder has touched the data, a holder whose lease ran out can neither read nor write it, so its stale read-modify-write cannot land.",
+		Fixes:    "The paused holder: each acquisition INCRs a per-key counter in the same script as its SET NX PX. The stock reads a shard through the fence (fenced_read.lua) and writes it through the fence (rmw_write.lua), each of which records the token and refuses one lower than the highest it has seen: once a newer holder has touched the shard, a holder whose lease ran out can neither read nor write it, so its stale read-modify-write cannot land.",
 		Breaks:   "Safety, not liveness: the stale holder's work is refused (the service answers 503 lease_lost) and must be retried. Only stores that check the token are protected, and the lock itself is as available as the one Redis.",
-		Commands: []string{"EVALSHA fenced_acquire.lua (SET NX PX, INCR key:fence)", "EVALSHA fenced_get.lua (GET, SET), the guarded read", "EVALSHA fenced_set.lua (GET, SET, SET), the guarded write", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
+		Commands: []string{"EVALSHA fenced_acquire.lua (SET NX PX, INCR key:fence)", "EVALSHA fenced_read.lua (GET, GET, SET), the stock's guarded read", "EVALSHA rmw_write.lua (GET, GET, EXISTS, SET, SET, HSET, SET), the stock's guarded write", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
 		Test:     "TestFencedStaleHolder",
-		new:      onRedis(func(c *redis.Client) Locker { return NewFenced(c) })},
+		new:      onRedis(func(c redis.UniversalClient) Locker { return NewFenced(c) })},
 	{Name: "mysql", Summary: "MySQL GET_LOCK held by a dedicated connection through the critical section: released when the session dies; costs a connection per waiter, refused on SQLite.",
 		Fixes:    "Expiry guesswork: the named lock lasts exactly as long as the holder's session, with no TTL to choose, and a waiter is woken by the server the moment it is released.",
 		Breaks:   "Each waiter holds a pooled connection while it waits, so a small pool starves the holder; the database becomes the lock server for every request; a holder whose connection silently dies loses the lock without knowing. Refused on SQLite, which has no GET_LOCK and ignores row locks.",
@@ -124,7 +124,7 @@ var strategies = []Strategy{
 
 // onRedis adapts a constructor of a strategy that locks on the main Redis,
 // refusing when there is none.
-func onRedis(build func(*redis.Client) Locker) func(Backends) (Locker, error) {
+func onRedis(build func(redis.UniversalClient) Locker) func(Backends) (Locker, error) {
 	return func(b Backends) (Locker, error) {
 		if b.Redis == nil {
 			return nil, fmt.Errorf("%w: needs the main Redis", ErrUnsupported)
