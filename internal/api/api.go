@@ -61,10 +61,14 @@ const (
 	ModeLua = "lua"
 	// ModeDB is a conditional SQL UPDATE; it takes no lock.
 	ModeDB = "db"
+	// ModeAsync is the lua mode's atomic script, which also queues the
+	// order on a Redis Stream: the purchase answers 202 and a consumer
+	// writes the order.
+	ModeAsync = "async"
 )
 
 // Modes lists the stock modes in teaching order.
-func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB} }
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeAsync} }
 
 // Defaults of a product, and of a purchase that names no lock or mode.
 const (

@@ -134,7 +134,7 @@ func (s *Server) handleReconcile(c *gin.Context) {
 
 func newOrder(o order.Order) api.Order {
 	return api.Order{ID: o.ID.String(), ProductID: o.ProductID, Sale: o.Sale, UserID: o.UserID, Shard: o.Shard,
-		Lock: o.Lock, Mode: o.Mode, Status: o.Status, CreatedAt: o.CreatedAt}
+		Lock: o.Lock, Mode: o.Mode, Status: o.Status, Reason: o.Reason, CreatedAt: o.CreatedAt}
 }
 
 func (s *Server) handleBuy(c *gin.Context) {
@@ -171,6 +171,13 @@ func (s *Server) handleBuy(c *gin.Context) {
 	s.metrics.purchase(rc, err)
 	if err != nil {
 		s.failErr(c, err)
+		return
+	}
+	if rc.Queued {
+		// Accepted, not written: the order is in the queue, and GET
+		// /api/orders/:id says pending until its row exists.
+		c.Header("Location", "/api/orders/"+o.ID.String())
+		c.JSON(http.StatusAccepted, newOrder(o))
 		return
 	}
 	c.JSON(http.StatusCreated, newOrder(o))
