@@ -84,6 +84,19 @@ type Audit struct {
 	Reconciled *Reconciliation `json:"reconciled,omitempty"`
 }
 
+// Drain is GET /api/products/:id/drain: how the current sale's queued
+// orders (the async mode) reached their rows.
+type Drain struct {
+	// Written is the queued orders written; Queued those still queued.
+	Written int `json:"written"`
+	Queued  int `json:"queued"`
+	// P50MS, P99MS and MaxMS are percentiles of the time from a purchase's
+	// 202 to its order's row.
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
 // ShardAudit is one shard's part of an audit.
 type ShardAudit struct {
 	Shard     int `json:"shard"`

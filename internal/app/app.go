@@ -84,7 +84,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
-		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace, Log: log,
+		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
+		Deployment: deployment(cfg), Log: log,
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"seckill/internal/api"
 
@@ -125,4 +126,35 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 		return View{}, api.Audit{}, err
 	}
 	return v, a, nil
+}
+
+// Drain tells how the current sale's queued orders reached their rows.
+func (s *Service) Drain(ctx context.Context, id int64) (api.Drain, error) {
+	_, a, err := s.Audit(ctx, id)
+	if err != nil {
+		return api.Drain{}, err
+	}
+	p, err := s.Product(ctx, id)
+	if err != nil {
+		return api.Drain{}, err
+	}
+	var rows []Order
+	err = s.db.WithContext(ctx).Select("accepted_at", "created_at").
+		Where("product_id = ? AND sale = ? AND mode = ? AND buyer IS NOT NULL", id, p.Sale, string(stock.Async)).Find(&rows).Error
+	if err != nil {
+		return api.Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
+	}
+	d := api.Drain{Written: len(rows), Queued: a.Queued}
+	lat := make([]float64, 0, len(rows))
+	for _, o := range rows {
+		if o.AcceptedAt != nil {
+			lat = append(lat, float64(o.CreatedAt.Sub(*o.AcceptedAt).Microseconds())/1000)
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		at := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+		d.P50MS, d.P99MS, d.MaxMS = at(0.50), at(0.99), lat[len(lat)-1]
+	}
+	return d, nil
 }

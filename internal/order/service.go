@@ -53,6 +53,11 @@ type Options struct {
 	// judges it stranded. It must outlast any purchase still in flight.
 	// Default: the budget of a whole purchase (Budget.Purchase).
 	ReconcileGrace time.Duration
+	// Deployment names the database the orders are written to, so that the
+	// async mode's consumers of processes on other databases sharing the
+	// Redis leave this one's queue alone (stock.Store.ForDeployment).
+	// Default: none, one queue per Redis.
+	Deployment string
 	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
 	Log *slog.Logger
 }
@@ -145,7 +150,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	s := &Service{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
-		stock: stock.NewStore(rdb, db),
+		stock: stock.NewStore(rdb, db).ForDeployment(opt.Deployment),
 		ids:   idgen.NewRedis(rdb, "order"),
 		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
 		done:  make(chan struct{}),

@@ -118,6 +118,19 @@ func (s *Server) handleAudit(c *gin.Context) {
 	c.JSON(http.StatusOK, a)
 }
 
+func (s *Server) handleDrain(c *gin.Context) {
+	id, ok := s.pathID(c, "product")
+	if !ok {
+		return
+	}
+	d, err := s.deps.Orders.Drain(c.Request.Context(), id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
 // handleReconcile runs a pass of the reconciler over the product now.
 func (s *Server) handleReconcile(c *gin.Context) {
 	id, ok := s.pathID(c, "product")

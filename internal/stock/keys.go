@@ -58,6 +58,7 @@ func (l Layout) StreamKey(shard int) string { return "seckill:orders:" + l.tag(s
 const (
 	// StreamsKey is the set of streams that may hold orders: every async
 	// take adds its stream, and a consumer removes one it found drained.
+	// A store with a deployment name keeps its own (see NewStore).
 	StreamsKey = "seckill:streams"
 	// Group is the consumer group every stream is read by.
 	Group = "orders"

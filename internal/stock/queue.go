@@ -85,7 +85,7 @@ func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
 
 // Streams lists the streams that may hold queued orders.
 func (s *Store) Streams(ctx context.Context) ([]string, error) {
-	keys, err := s.rdb.SMembers(ctx, StreamsKey).Result()
+	keys, err := s.rdb.SMembers(ctx, s.streams).Result()
 	if err != nil {
 		return nil, fmt.Errorf("listing the order streams: %w", err)
 	}
@@ -143,7 +143,7 @@ func (s *Store) forgetMissing(ctx context.Context, streams []string) error {
 			return fmt.Errorf("checking stream %s: %w", st, err)
 		}
 		if n == 0 {
-			if err := s.rdb.SRem(ctx, StreamsKey, st).Err(); err != nil {
+			if err := s.rdb.SRem(ctx, s.streams, st).Err(); err != nil {
 				return fmt.Errorf("forgetting stream %s: %w", st, err)
 			}
 		}
@@ -213,7 +213,7 @@ func (s *Store) ForgetDrained(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, st := range streams {
-		dropped, err := forgetDrainedScript.Run(ctx, s.rdb, []string{st, StreamsKey}).Int()
+		dropped, err := forgetDrainedScript.Run(ctx, s.rdb, []string{st, s.streams}).Int()
 		if err != nil {
 			return n, fmt.Errorf("dropping drained stream %s: %w", st, err)
 		}

@@ -54,6 +54,7 @@ func (p Product) Accepts(m Mode) error {
 type Store struct {
 	rdb      redis.Cmdable
 	db       *gorm.DB
+	streams  string   // the registry of order streams (StreamsKey)
 	products sync.Map // int64 → *state
 }
 
@@ -77,7 +78,21 @@ func (st *state) clear() {
 
 // NewStore returns a store on rdb and db. rdb may be a cluster client: the
 // store sends no command whose keys span slots, but see the package comment.
-func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store { return &Store{rdb: rdb, db: db} }
+func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
+	return &Store{rdb: rdb, db: db, streams: StreamsKey}
+}
+
+// ForDeployment names the deployment the store serves, that is the
+// database its orders are written to: the async mode's consumers read only
+// the streams of their deployment, so that processes writing to different
+// databases (tests sharing one Redis) never write each other's orders.
+// Processes sharing a database share it. Default: none, one registry.
+func (s *Store) ForDeployment(name string) *Store {
+	if name != "" {
+		s.streams = StreamsKey + ":" + name
+	}
+	return s
+}
 
 func (s *Store) state(id int64) *state {
 	if st, ok := s.products.Load(id); ok {

@@ -164,7 +164,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 		return false, errors.New("stock: an async take needs the order id's slot")
 	}
 	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User), p.StreamKey(t.Shard),
-		slot.DayKey, PendingKey(idgen.Compose(slot.Secs, 0).Time()), StreamsKey}
+		slot.DayKey, PendingKey(idgen.Compose(slot.Secs, 0).Time()), s.streams}
 	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
 		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group).Slice()
 	if err != nil {
