@@ -226,15 +226,18 @@ func (o *options) plan() (*harness.Scenario, error) {
 func (o options) instancesToDrive(ctx context.Context, getenv func(string) string, sc *harness.Scenario, stderr io.Writer) (
 	targets []string, stop func(), err error) {
 	if targets = splitList(o.targets); len(targets) > 0 {
-		if sc != nil && (sc.Instances > len(targets) || sc.LockTTL > 0 || sc.LockWait > 0) {
-			fmt.Fprintf(stderr, "note: scenario %s expects %d instance(s), lock TTL %s and lock wait %s; the targets' own settings apply\n",
-				sc.Name, max(sc.Instances, 1), sc.LockTTL, sc.LockWait)
+		if sc != nil && (sc.Instances > len(targets) || sc.LockTTL > 0 || sc.LockWait > 0 || sc.ReconcileGrace > 0) {
+			fmt.Fprintf(stderr, "note: scenario %s expects %d instance(s), lock TTL %s, lock wait %s and reconcile grace %s; the targets' own settings apply\n",
+				sc.Name, max(sc.Instances, 1), sc.LockTTL, sc.LockWait, sc.ReconcileGrace)
 		}
 		return targets, func() {}, nil
 	}
 	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
 	if err != nil {
 		return nil, nil, err
+	}
+	if sc != nil && sc.ReconcileGrace > 0 {
+		cfg.ReconcileGrace = sc.ReconcileGrace
 	}
 	fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
 	c, err := startCluster(ctx, o.instances, cfg, stderr)

@@ -348,3 +348,26 @@ func TestAllRequestsFailedIsAnError(t *testing.T) {
 		t.Errorf("rows %+v: want one row of 10 errors", rep.Rows)
 	}
 }
+
+// The pay-vs-timeout race, both lifecycles: naive (read, pause, write)
+// lets a payment and the timeout both win, and a unit is paid for and back
+// on sale; the conditional update lets exactly one win each order.
+func TestPayVsTimeoutScenario(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 2)
+	rep, _, err := runCommand(t, getenv, "-scenario", "pay-vs-timeout", "-product", strconv.FormatInt(product, 10))
+	if err != nil {
+		t.Fatalf("scenario pay-vs-timeout: %v", err)
+	}
+	if got, want := verdicts(rep.Rows), []string{"OVERSOLD/true", "SAFE/true"}; !slices.Equal(got, want) {
+		t.Fatalf("verdicts %v, want %v", got, want)
+	}
+	naive, conditional := rep.Rows[0], rep.Rows[1]
+	if naive.Lifecycle != "naive" || naive.PaidAndReturned == 0 {
+		t.Errorf("naive row %+v: want units both paid for and returned", naive)
+	}
+	c := conditional
+	if c.Lifecycle != "conditional" || c.PaidAndReturned != 0 || c.LostUpdates != 0 || c.PaidOK+c.PayRefused != c.OK || c.OK != c.Stock {
+		t.Errorf("conditional row %+v: want every order bought, each payment answered 200 or order_cancelled, none both", c)
+	}
+}

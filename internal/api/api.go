@@ -68,10 +68,14 @@ const (
 	// order on a Redis Stream: the purchase answers 202 and a consumer
 	// writes the order.
 	ModeAsync = "async"
+	// ModeMQ takes the unit as lua does, then publishes the order to
+	// RabbitMQ: two systems and no transaction between them. The purchase
+	// answers 202 once the broker confirmed; a consumer writes the order.
+	ModeMQ = "mq"
 )
 
 // Modes lists the stock modes in teaching order.
-func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeAsync} }
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeAsync, ModeMQ} }
 
 // Defaults of a product, and of a purchase that names no lock or mode.
 const (

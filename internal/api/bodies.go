@@ -136,6 +136,12 @@ type Reconciliation struct {
 	// Expired is the unpaid orders past their payment window whose
 	// deadline the delay queue had lost, cancelled by this pass.
 	Expired int `json:"expired"`
+	// Queue is the mq mode's broker queue depth the pass saw (messages not
+	// yet delivered), and Held the takes of that mode it left pending
+	// because of it (counted in Pending too): while the queue holds
+	// messages, a take's order may be one of them.
+	Queue int `json:"queue,omitempty"`
+	Held  int `json:"held,omitempty"`
 	// Error is why the pass stopped early, if it did.
 	Error string `json:"error,omitempty"`
 }
@@ -152,6 +158,10 @@ type OrderRequest struct {
 	Abandon           bool  `json:"abandon,omitempty"`
 	CrashBeforeExpire bool  `json:"crash_before_expire,omitempty"`
 	ClockSkewMS       int64 `json:"clock_skew_ms,omitempty"`
+	// CrashAfterTake stops the purchase between the take and the order's
+	// write (or, in the mq mode, its publish), as a process that died
+	// there would: the unit stays taken, no order, 503 unavailable.
+	CrashAfterTake bool `json:"crash_after_take,omitempty"`
 }
 
 // Order is an order, the answer of POST /api/orders and GET

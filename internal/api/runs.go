@@ -136,6 +136,8 @@ type RunResult struct {
 	// The buyers were users UserBase+1 … UserBase+Buyers.
 	Buyers   int   `json:"buyers"`
 	UserBase int64 `json:"user_base"`
+	// Lifecycle is the product's, for a run with a payment window.
+	Lifecycle string `json:"lifecycle,omitempty"`
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.
@@ -174,6 +176,15 @@ type RunResult struct {
 	DrainS     float64 `json:"drain_s,omitempty"`
 	DrainP50MS float64 `json:"drain_p50_ms,omitempty"`
 	DrainP99MS float64 `json:"drain_p99_ms,omitempty"`
+
+	// A run with a payment window pays each order around its window's end
+	// (the pay-vs-timeout race): PaidOK is the payments answered 200,
+	// PayRefused those answered 409 order_cancelled, and PaidAndReturned
+	// the units both paid for and back on sale (the audit's lost updates,
+	// and the payments answered 200 whose order ended cancelled).
+	PaidOK          int `json:"paid_ok,omitempty"`
+	PayRefused      int `json:"pay_refused,omitempty"`
+	PaidAndReturned int `json:"paid_and_returned,omitempty"`
 
 	// Verdict is the worse of HarnessVerdict and AuditVerdict: SAFE,
 	// OVERSOLD, UNDERSOLD or ERRORS, or SKIPPED when the service refused the

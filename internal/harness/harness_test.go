@@ -56,8 +56,13 @@ func TestJudge(t *testing.T) {
 		name:  "units taken without an order, nobody told sold out",
 		tally: Tally{Stock: 10, OK: 8, Errors: 2},
 		audit: audit(10, 0, 8),
-		want: Judgement{LostUpdates: -2, Harness: Errors, Audit: Undersold, Verdict: Undersold, Disagreements: []string{
-			"verdict from the harness's counts is ERRORS, from the audit UNDERSOLD",
+		want:  Judgement{LostUpdates: -2, Harness: Errors, Audit: Lost, Verdict: Lost, Agree: true},
+	}, {
+		name:  "more units without an order than purchases failed",
+		tally: Tally{Stock: 10, OK: 7, Errors: 1},
+		audit: audit(10, 0, 7),
+		want: Judgement{LostUpdates: -3, Harness: Errors, Audit: Lost, Verdict: Lost, Disagreements: []string{
+			"verdict from the harness's counts is ERRORS, from the audit LOST",
 		}},
 	}, {
 		name:  "errors, stock right",

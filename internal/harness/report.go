@@ -39,6 +39,9 @@ func (r Row) Label() string {
 	if r.HoldMS > 0 {
 		s += " hold " + strconv.FormatInt(r.HoldMS, 10) + "ms"
 	}
+	if r.Lifecycle != "" {
+		s += " " + r.Lifecycle
+	}
 	if r.Fallback != nil && !*r.Fallback {
 		s += " no-fallback"
 	}

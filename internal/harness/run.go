@@ -60,6 +60,9 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 		row.Verdict, row.AuditVerdict, row.Note = Skipped, Skipped, resetNote(err)
 		return row, err
 	}
+	if spec.PayTimeout > 0 {
+		return payRace(ctx, runCtx, c, spec)
+	}
 	row, err := drive(runCtx, c, spec, progress)
 	if err != nil {
 		return row, err
@@ -77,6 +80,12 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
+	if spec.Reconcile {
+		if err := reconcile(actx, c, spec); err != nil {
+			row.Verdict, row.Note = Errors, err.Error()
+			return row, err
+		}
+	}
 	audit, err := fetchAudit(actx, c, spec.Targets[0], spec.ProductID)
 	if err != nil {
 		row.Verdict = worst(Errors, classify(max(0, row.OK-spec.Stock), 0, 0, row.Errors))
@@ -132,7 +141,7 @@ func newRow(s Spec) Row {
 	return Row{RunResult: api.RunResult{
 		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
 		Shards: s.Shards, Fallback: s.Fallback, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
-		Buyers: s.Buyers, UserBase: s.UserBase,
+		Buyers: s.Buyers, UserBase: s.UserBase, Lifecycle: s.Lifecycle,
 	}}
 }
 
@@ -405,7 +414,7 @@ func bodyTails(s Spec) (plain, faulty []byte, err error) {
 	if plain, err = json.Marshal(f); err != nil {
 		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
 	}
-	f.Abandon, f.CrashBeforeExpire = s.Abandon, s.CrashBeforeExpire
+	f.Abandon, f.CrashBeforeExpire, f.CrashAfterTake = s.Abandon, s.CrashBeforeExpire, s.CrashAfterTake
 	f.ClockSkewMS = time.Duration(s.ClockSkew).Milliseconds()
 	if faulty, err = json.Marshal(f); err != nil {
 		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)

@@ -19,10 +19,10 @@ type Scenario struct {
 	// Instances is the number of service processes the runs spread over.
 	// Default: 1.
 	Instances int
-	// LockTTL and LockWait are the service settings the scenario needs;
-	// zero leaves the service's default.
-	LockTTL, LockWait time.Duration
-	Steps             []Step
+	// LockTTL, LockWait and ReconcileGrace are the service settings the
+	// scenario needs; zero leaves the service's default.
+	LockTTL, LockWait, ReconcileGrace time.Duration
+	Steps                             []Step
 	// Summarize, when not nil, adds lines computed across the rows.
 	Summarize func(rows []Row) []string
 }
@@ -35,6 +35,8 @@ type Step struct {
 	AllLocks bool
 	// Expect gives the verdicts the run may reach, by lock name.
 	Expect func(lock string) []string
+	// Reconcile runs the reconciler after the load, before the audit.
+	Reconcile bool
 }
 
 // NotOversold are the verdicts of a run that sold no unit twice.
@@ -119,6 +121,18 @@ var Scenarios = []Scenario{
 		}, "setnx-px", "token", "watchdog", "fenced"),
 	},
 	{
+		Name: "pay-vs-timeout",
+		Summary: "200 orders with a 1s payment window, each paid at its window's end ±100ms while the delay queue " +
+			"cancels the unpaid ones. The naive lifecycle reads the status, pauses 20ms, then writes whatever it " +
+			"has become: a payment and a timeout that both read \"unpaid\" both win, and a unit is paid for and back " +
+			"on sale (OVERSOLD). The conditional one (UPDATE … WHERE status = 'unpaid') lets exactly one win: every " +
+			"order paid or returned, never both (SAFE).",
+		Steps: []Step{
+			{Spec: payRaceSpec("naive"), Expect: always(Oversold)},
+			{Spec: payRaceSpec("conditional"), Expect: always(Safe)},
+		},
+	},
+	{
 		Name: "crash",
 		Summary: "The first holder never releases: a lock without expiry is held forever and every later buyer " +
 			"times out; a lock with a lease recovers when it expires.",
@@ -130,6 +144,12 @@ var Scenarios = []Scenario{
 			{Spec: crashSpec("token"), Expect: always(Safe)},
 		},
 	},
+}
+
+// payRaceSpec is a run of the pay-vs-timeout scenario under a lifecycle.
+func payRaceSpec(lifecycle string) Spec {
+	return Spec{Lock: "none", Mode: "lua", Stock: 200, Buyers: 200, Concurrency: 50,
+		PayTimeout: Duration(time.Second), PayJitter: Duration(100 * time.Millisecond), Lifecycle: lifecycle}
 }
 
 // shardingSteps are the sharding scenario's runs: one shard then five, at
@@ -230,7 +250,7 @@ func VerdictCounts(rows []Row) []string {
 	for _, l := range labels {
 		c := counts[l]
 		var vs []string
-		for _, v := range []string{Safe, Oversold, Undersold, Errors, Skipped} {
+		for _, v := range []string{Safe, Oversold, Lost, Undersold, Errors, Skipped} {
 			if n := c.verdicts[v]; n > 0 {
 				vs = append(vs, fmt.Sprintf("%s %d", v, n))
 			}
@@ -309,6 +329,7 @@ func (sc Scenario) Expand(locks []string) ([]Spec, [][]string) {
 		for _, l := range names {
 			s := st.Spec
 			s.Lock = l
+			s.Reconcile = s.Reconcile || st.Reconcile
 			specs = append(specs, s)
 			expects = append(expects, st.Expect(l))
 		}

@@ -105,8 +105,27 @@ type Spec struct {
 	// rest show how the lock recovers. Default: 0, every request.
 	FaultRequests int `json:"fault_requests,omitempty"`
 
-	// AdminToken is sent as a bearer token with the product reset.
+	// CrashAfterTake stops the faulty purchases between the take and the
+	// order (the mq mode: the publish), as a process that died there would.
+	CrashAfterTake bool `json:"crash_after_take,omitempty"`
+
+	// PayTimeout, when set, gives the product a payment window and makes
+	// the run the pay-vs-timeout race: after the purchases, each order is
+	// paid at its due_at plus a jitter within ±PayJitter, while the
+	// service's delay queue cancels the unpaid ones at the same instants.
+	PayTimeout Duration `json:"pay_timeout,omitempty"`
+	PayJitter  Duration `json:"pay_jitter,omitempty"`
+	// Lifecycle is the product's: "conditional" (the service's default) or
+	// "naive", which loses the race.
+	Lifecycle string `json:"lifecycle,omitempty"`
+
+	// AdminToken is sent as a bearer token with the product reset and the
+	// reconciler's pass.
 	AdminToken string `json:"-"`
+	// Reconcile runs the reconciler on the first target after the load,
+	// until no take is left pending, before the audit: the units of
+	// purchases that died between their take and their order go back.
+	Reconcile bool `json:"-"`
 }
 
 // Defaults applied by Run.
@@ -194,5 +213,5 @@ func (s Spec) faulty(i int) bool {
 
 // hasFaults reports whether any fault option is set.
 func (s Spec) hasFaults() bool {
-	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0
+	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0 || s.CrashAfterTake
 }

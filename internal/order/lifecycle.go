@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -312,17 +313,42 @@ func (s *Service) ExpireDue(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		var done []idgen.ID
-		for _, id := range ids {
-			if err := s.expire(ctx, id); err != nil {
-				errs = append(errs, err) // left claimed: due again after the lease
-				continue
-			}
-			done = append(done, id)
-		}
-		errs = append(errs, s.stock.Unschedule(ctx, key, done...))
+		done, err := s.expireAll(ctx, ids)
+		errs = append(errs, err, s.stock.Unschedule(ctx, key, done...))
 	}
 	return errors.Join(errs...)
+}
+
+// expireConcurrency bounds the cancels a pass runs at once: one at a time,
+// a pass over many orders due together would end their windows late.
+const expireConcurrency = 16
+
+// expireAll cancels the orders of claimed deadlines and returns those
+// settled; the others stay claimed and come due again after the lease.
+func (s *Service) expireAll(ctx context.Context, ids []idgen.ID) ([]idgen.ID, error) {
+	var (
+		mu   sync.Mutex
+		done []idgen.ID
+		errs []error
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, expireConcurrency)
+	for _, id := range ids {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := s.expire(ctx, id)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			done = append(done, id)
+		})
+	}
+	wg.Wait()
+	return done, errors.Join(errs...)
 }
 
 // expire cancels an order whose window has ended, if it is still unpaid.
