@@ -16,6 +16,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/embedded"
 	"seckill/internal/lock"
+	"seckill/internal/mq"
 	"seckill/internal/order"
 	"seckill/internal/server"
 )
@@ -27,9 +28,13 @@ type App struct {
 	Embedded bool // Redis or the database is the embedded stand-in
 	Orders   *order.Service
 	Consumer *order.Consumer // nil when Config.Consume is off
-	Handler  *server.Server
+	// MQConsumer writes the mq mode's orders; nil without a broker or
+	// when Config.Consume is off.
+	MQConsumer *order.MQConsumer
+	Handler    *server.Server
 
 	rdb      *redis.Client
+	broker   *mq.Broker
 	locks    *lock.Pool
 	db       *gorm.DB
 	embedded *embedded.Redis
@@ -82,10 +87,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err = order.Migrate(ctx, a.db); err != nil {
 		return nil, err
 	}
+	if cfg.RabbitMQURL != "" {
+		if a.broker, err = mq.Dial(cfg.RabbitMQURL, MQQueue(cfg)); err != nil {
+			return nil, err
+		}
+	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
 		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
-		Deployment: deployment(cfg), Log: log,
+		Deployment: deployment(cfg), Broker: a.broker, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -93,6 +103,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if cfg.Consume {
 		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{Log: log})
 		a.Consumer.Start()
+		if a.broker != nil {
+			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
+			a.MQConsumer.Start()
+		}
 	}
 	if cfg.DemoStock > 0 {
 		if err = a.ensureDemo(ctx); err != nil {
@@ -182,11 +196,17 @@ func (a *App) Close() error {
 	if a.Consumer != nil {
 		errs = append(errs, a.Consumer.Close())
 	}
+	if a.MQConsumer != nil {
+		errs = append(errs, a.MQConsumer.Close())
+	}
 	if a.Orders != nil {
 		errs = append(errs, a.Orders.Close())
 	}
 	if a.locks != nil {
 		errs = append(errs, a.locks.Close())
+	}
+	if a.broker != nil {
+		errs = append(errs, a.broker.Close())
 	}
 	if a.rdb != nil {
 		errs = append(errs, a.rdb.Close())
@@ -201,6 +221,14 @@ func (a *App) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MQQueue names the mq mode's queue: one per deployment (the database the
+// orders go to), so that the consumers of processes on another database
+// sharing the broker leave these orders alone.
+func MQQueue(cfg Config) string { return "seckill.orders." + deployment(cfg) }
+
+// Broker is the mq mode's broker, nil without one.
+func (a *App) Broker() *mq.Broker { return a.broker }
 
 // Server is an App serving HTTP.
 type Server struct {

@@ -27,7 +27,8 @@ type Config struct {
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
-	Consume         bool          // -consume / CONSUME; run a consumer of the async mode's queue in this process
+	RabbitMQURL     string        // -rabbitmq-url / RABBITMQ_URL; the mq mode's broker, "" for none
+	Consume         bool          // -consume / CONSUME; run a consumer of the async mode's queue (and the mq mode's) in this process
 	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 turns the schedule off
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
@@ -81,7 +82,8 @@ func (c *Config) settings() []setting {
 		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
-		{"consume", "CONSUME", "run a consumer that writes the async mode's queued orders", func(fs *flag.FlagSet, name, def, help string) {
+		{"rabbitmq-url", "RABBITMQ_URL", "RabbitMQ URL (amqp://user:pass@host:5672/) for the mq mode; empty: the mq mode is refused", str(&c.RabbitMQURL), ""},
+		{"consume", "CONSUME", "run a consumer that writes the async mode's queued orders (and the mq mode's)", func(fs *flag.FlagSet, name, def, help string) {
 			fs.BoolVar(&c.Consume, name, def == "true", help)
 		}, "true"},
 		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},

@@ -212,17 +212,13 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 		return
 	}
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		written, refused, err := c.write(ctx, good)
+		w, err := writeQueued(ctx, c.db, good)
 		if err == nil {
-			for _, r := range refused {
+			for _, r := range w.refused {
 				c.deadLetter(ctx, r.q, r.reason)
 			}
-			rows := make([]Order, len(written))
-			for i, q := range written {
-				rows[i] = queuedOrder(q)
-			}
-			c.svc.schedule(ctx, rows...)
-			if err := c.stock.Ack(ctx, written); err != nil {
+			c.svc.schedule(ctx, w.rows()...)
+			if err := c.stock.Ack(ctx, append(w.written, w.voided...)); err != nil {
 				// Unacknowledged, they are delivered again and skipped
 				// as written: nothing is lost.
 				c.opt.Log.Warn("written orders not acknowledged; they will be delivered again", "error", err)
@@ -243,47 +239,71 @@ type refusal struct {
 	reason string
 }
 
-// write inserts the batch's orders whose ids are not there yet, in one
-// transaction. If the database refuses the batch, it writes the orders one
-// by one and returns those it refuses. An error means the database did not
-// answer (or failed in a way that says nothing about the orders): retry.
-func (c *Consumer) write(ctx context.Context, qs []stock.QueuedOrder) (written []stock.QueuedOrder, refused []refusal, err error) {
+// batchOutcome is how a batch of queued orders was written.
+type batchOutcome struct {
+	// written are in their rows now (or were already: a redelivery).
+	written []stock.QueuedOrder
+	// voided found a void row under their id: the reconciler settled them
+	// as never written and returned their units. They are dropped.
+	voided  []stock.QueuedOrder
+	refused []refusal
+}
+
+// rows are the rows of the orders written.
+func (w batchOutcome) rows() []Order {
+	rows := make([]Order, len(w.written))
+	for i, q := range w.written {
+		rows[i] = queuedOrder(q)
+	}
+	return rows
+}
+
+// writeQueued inserts the batch's orders whose ids are not there yet, in
+// one transaction. If the database refuses the batch, it writes the orders
+// one by one and reports those it refuses. An error means the database did
+// not answer (or failed in a way that says nothing about the orders): retry.
+func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batchOutcome, error) {
+	var w batchOutcome
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rows := make([]Order, len(qs))
 	for i, q := range qs {
 		rows[i] = queuedOrder(q)
 	}
-	err = c.db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
+	err := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
 	})
-	if err != nil && !definite(c.db, err) {
-		return nil, nil, err
+	if err != nil && !definite(db, err) {
+		return w, err
 	}
 	if err != nil {
 		// The database refused the batch: find which order, one by one.
+		var ok []stock.QueuedOrder
 		for i, q := range qs {
 			row := rows[i]
-			if e := c.db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
-				if !definite(c.db, e) {
-					return nil, nil, e
+			if e := db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
+				if !definite(db, e) {
+					return w, e
 				}
-				refused = append(refused, refusal{q, e.Error()})
+				w.refused = append(w.refused, refusal{q, e.Error()})
 				continue
 			}
-			written = append(written, q)
+			ok = append(ok, q)
 		}
-		return written, refused, nil
+		qs = ok
 	}
-	// "Insert if absent" skips an order whose id is there (a redelivery)
-	// and one whose buyer has another order in the sale: read which.
+	// "Insert if absent" skips an order whose id is there (a redelivery, or
+	// a void row) and one whose buyer has another order in the sale: read
+	// which.
 	ids := make([]int64, len(qs))
 	for i, q := range qs {
 		ids[i] = int64(q.Order)
 	}
 	var there []Order
-	if err := c.db.WithContext(wctx).Select("id", "user_id", "product_id").Where("id IN ?", ids).Find(&there).Error; err != nil {
-		return nil, nil, err
+	if len(ids) > 0 {
+		if err := db.WithContext(wctx).Select("id", "user_id", "product_id", "status").Where("id IN ?", ids).Find(&there).Error; err != nil {
+			return w, err
+		}
 	}
 	have := make(map[idgen.ID]Order, len(there))
 	for _, o := range there {
@@ -292,22 +312,24 @@ func (c *Consumer) write(ctx context.Context, qs []stock.QueuedOrder) (written [
 	for _, q := range qs {
 		o, ok := have[q.Order]
 		switch {
+		case ok && o.Status == Void:
+			w.voided = append(w.voided, q)
 		case ok && o.UserID == q.User && o.ProductID == q.Layout.ID:
-			written = append(written, q)
+			w.written = append(w.written, q)
 		case ok:
-			refused = append(refused, refusal{q, fmt.Sprintf("order id %s belongs to another order", q.Order)})
+			w.refused = append(w.refused, refusal{q, fmt.Sprintf("order id %s belongs to another order", q.Order)})
 		default:
-			refused = append(refused, refusal{q, fmt.Sprintf("the buyer has another order in sale %d", q.Sale)})
+			w.refused = append(w.refused, refusal{q, fmt.Sprintf("the buyer has another order in sale %d", q.Sale)})
 		}
 	}
-	return written, refused, nil
+	return w, nil
 }
 
 // queuedOrder is the row of a queued order.
 func queuedOrder(q stock.QueuedOrder) Order {
 	buyer, at := q.User, q.At
 	return Order{ID: q.Order, ProductID: q.Layout.ID, Sale: q.Sale, Buyer: &buyer, UserID: q.User, Shard: q.Shard,
-		Lock: "none", Mode: string(stock.Async), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now(),
+		Lock: "none", Mode: string(q.Mode), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now(),
 		DueAt: q.Due}
 }
 

@@ -41,6 +41,11 @@ var errStale = errors.New("order: the product's layout changed during the purcha
 type Fault struct {
 	// Abandon leaves the lock held, as a holder that crashed would.
 	Abandon bool
+	// CrashAfterTake stops the purchase between the take and the order's
+	// write (the mq mode: its publish), as a process that died there
+	// would: the unit stays taken and no order comes. The async and db
+	// modes have no such moment, and refuse it.
+	CrashAfterTake bool
 	// Lock carries the strategy-level faults: a crash between SETNX and
 	// EXPIRE, a skewed client clock.
 	Lock lock.Fault
@@ -121,6 +126,13 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	}
 	if err := p.stock().Accepts(mode); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if in.Lab.Fault.CrashAfterTake && (mode == stock.Async || mode == stock.DB) {
+		return plan{}, fmt.Errorf("%w: crash_after_take: the %s mode takes the unit and records the order in one atomic step, with no moment in between",
+			ErrInvalid, mode)
+	}
+	if mode == stock.MQ && s.opt.Broker == nil {
+		return plan{}, fmt.Errorf("%w: the mq mode needs RabbitMQ, and this service has none (RABBITMQ_URL)", ErrInvalid)
 	}
 	pl := plan{mode: mode}
 	if _, err := lock.Lookup(rc.Lock); err != nil {
@@ -253,6 +265,13 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	if pl.mode == stock.Async {
 		rc.Order, rc.Queued = taken.Order, true
 		return queuedView(p, taken.Entry, rc), nil
+	}
+	if lab.Fault.CrashAfterTake {
+		// As if the process died here: no order, no give-back.
+		return Order{}, fmt.Errorf("%w: order %s of product %d", ErrCrashed, t.Order, p.ID)
+	}
+	if pl.mode == stock.MQ {
+		return s.publish(ctx, p, req, taken.Entry, rc)
 	}
 	return s.record(ctx, p, req, taken.Entry, rc)
 }

@@ -110,6 +110,7 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 			return r, err
 		}
 	}
+	depth := -1 // the broker's queue, read once, when an mq take asks
 	for _, e := range ledger {
 		if o, ok := byID[e.Order]; ok && o.Live() {
 			delete(byID, e.Order)
@@ -118,6 +119,21 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 		if e.At.After(grace) {
 			r.Pending++
 			continue
+		}
+		// The mq mode: while the broker's queue holds messages, the take's
+		// order may be one of them, and the client was told 202.
+		if e.MQ {
+			if depth < 0 {
+				if depth, err = s.queueDepth(ctx); err != nil {
+					return r, err
+				}
+				r.Queue = depth
+			}
+			if depth > 0 {
+				r.Pending++
+				r.Held++
+				continue
+			}
 		}
 		// Queued (the async mode): the unit is in the queue, and the
 		// consumer writes its order.
@@ -158,6 +174,15 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 	n, err := s.expireOverdue(ctx, p)
 	r.Expired = n
 	return r, err
+}
+
+// queueDepth is the mq mode's broker queue depth; without a broker, mq
+// takes cannot be judged.
+func (s *Service) queueDepth(ctx context.Context) (int, error) {
+	if s.opt.Broker == nil {
+		return 0, errors.New("a take of the mq mode, and this process has no broker to read its queue (RABBITMQ_URL)")
+	}
+	return s.opt.Broker.Depth(ctx)
 }
 
 // LastReconciliation returns the last pass recorded for a product, if any.

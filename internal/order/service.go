@@ -15,6 +15,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
+	"seckill/internal/mq"
 	"seckill/internal/stock"
 )
 
@@ -32,6 +33,9 @@ var (
 	ErrRebuilding = errors.New("order: stock being rebuilt")
 	// ErrClosing: the service is shutting down and takes no new purchase.
 	ErrClosing = errors.New("order: shutting down")
+	// ErrCrashed: the lab fault crash_after_take stopped the purchase
+	// between its take and its order, as a process that died there would.
+	ErrCrashed = errors.New("order: the purchase stopped after its take (injected crash)")
 )
 
 // Options configure a Service. Every field has a working default.
@@ -65,6 +69,9 @@ type Options struct {
 	// Redis leave this one's queue alone (stock.Store.ForDeployment).
 	// Default: none, one queue per Redis.
 	Deployment string
+	// Broker carries the mq mode's orders to the consumers. Default: none,
+	// and the mq mode is refused.
+	Broker *mq.Broker
 	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
 	Log *slog.Logger
 }

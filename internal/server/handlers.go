@@ -186,7 +186,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode,
 			Hold: time.Duration(req.HoldMS) * time.Millisecond,
-			Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
+			Fault: order.Fault{Abandon: req.Abandon, CrashAfterTake: req.CrashAfterTake, Lock: lock.Fault{
 				CrashBeforeExpire: req.CrashBeforeExpire,
 				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
 			}},

@@ -19,14 +19,17 @@ type Ticket struct {
 }
 
 // Entry is the record of one take, kept in the shard's ledger and under the
-// buyer: "order key shard millis". Keys never contain spaces (the service
-// checks them).
+// buyer: "order key shard millis", and " mq" for a take of the mq mode.
+// Keys never contain spaces (the service checks them).
 type Entry struct {
 	User  int64 // the ledger's field; not part of the record
 	Order idgen.ID
 	Key   string
 	Shard int
 	At    time.Time // to the millisecond
+	// MQ: the take's order goes through the message broker, so while the
+	// broker's queue holds messages it may be one of them.
+	MQ bool
 }
 
 func newEntry(t Ticket, shard int, at time.Time) Entry {
@@ -34,12 +37,19 @@ func newEntry(t Ticket, shard int, at time.Time) Entry {
 }
 
 func (e Entry) record() string {
-	return e.Order.String() + " " + e.Key + " " + strconv.Itoa(e.Shard) + " " + strconv.FormatInt(e.At.UnixMilli(), 10)
+	r := e.Order.String() + " " + e.Key + " " + strconv.Itoa(e.Shard) + " " + strconv.FormatInt(e.At.UnixMilli(), 10)
+	if e.MQ {
+		r += " " + mqMark
+	}
+	return r
 }
+
+const mqMark = "mq"
 
 func parseEntry(user int64, s string) (Entry, error) {
 	f := strings.Fields(s)
-	if len(f) != 4 {
+	mq := len(f) == 5 && f[4] == mqMark
+	if len(f) != 4 && !mq {
 		return Entry{}, fmt.Errorf("malformed take record %q", s)
 	}
 	order, err := idgen.ParseID(f[0])
@@ -51,5 +61,5 @@ func parseEntry(user int64, s string) (Entry, error) {
 	if err1 != nil || err2 != nil {
 		return Entry{}, fmt.Errorf("malformed take record %q", s)
 	}
-	return Entry{User: user, Order: order, Key: f[1], Shard: shard, At: time.UnixMilli(ms)}, nil
+	return Entry{User: user, Order: order, Key: f[1], Shard: shard, At: time.UnixMilli(ms), MQ: mq}, nil
 }

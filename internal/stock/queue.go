@@ -42,6 +42,9 @@ type QueuedOrder struct {
 	At     time.Time  // when it was taken, to the millisecond
 	Due    *time.Time // when its payment window ends, if its product has one
 	Fields map[string]any
+	// Mode is the mode that took it: Async, or MQ for an order that came
+	// through the broker (then Stream and MsgID are empty).
+	Mode Mode
 }
 
 // parseStream reads product, shard and epoch back from a stream key,
@@ -65,7 +68,7 @@ func parseStream(key string) (Layout, int, error) {
 // parseQueued reads one stream entry. A malformed entry is returned with
 // the error, so that it can go to the dead letters.
 func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
-	q := QueuedOrder{Stream: stream, MsgID: m.ID, Fields: m.Values}
+	q := QueuedOrder{Stream: stream, MsgID: m.ID, Fields: m.Values, Mode: Async}
 	l, shard, err := parseStream(stream)
 	if err != nil {
 		return q, err

@@ -9,6 +9,8 @@
 //   - async: lua's script, which also draws the order id and queues the
 //     order on the shard's stream, in the same atomic step; a consumer
 //     writes the orders later.
+//   - mq: lua's script; the order then goes to a message broker, in a step
+//     of its own (internal/order).
 //
 // Stock for rmw and lua lives in Redis (see Layout for the keys). Every take
 // is recorded, in the same atomic step, in the shard's ledger and under the
@@ -40,10 +42,13 @@ const (
 	// Async is Lua's take that also queues the order (async.lua); a
 	// consumer writes it (internal/order's Consumer).
 	Async Mode = api.ModeAsync
+	// MQ is Lua's take, recorded in the ledger as such; internal/order then
+	// publishes the order to RabbitMQ, outside the take's atomic step.
+	MQ Mode = api.ModeMQ
 )
 
 // Modes lists the modes in teaching order.
-func Modes() []Mode { return []Mode{RMW, Lua, DB, Async} }
+func Modes() []Mode { return []Mode{RMW, Lua, DB, Async, MQ} }
 
 // ParseMode checks a user-facing mode name.
 func ParseMode(s string) (Mode, error) {

@@ -115,6 +115,7 @@ func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 	var t Taken
 	for i := range tries {
 		t.Entry = newEntry(r.Ticket, (first+i)%p.Shards, time.Now())
+		t.Entry.MQ = r.Mode == MQ
 		ok, err := s.takeFrom(ctx, r, &t)
 		if err != nil || ok {
 			return t, err
@@ -130,7 +131,7 @@ func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error) {
 	p := r.Product
 	switch r.Mode {
-	case Lua:
+	case Lua, MQ:
 		keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
 		res, err := takeScript.Run(ctx, s.rdb, keys, r.Ticket.User, t.record()).Slice()
 		if err != nil {
