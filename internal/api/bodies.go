@@ -107,6 +107,11 @@ type OrderRequest struct {
 	Abandon           bool  `json:"abandon,omitempty"`
 	CrashBeforeExpire bool  `json:"crash_before_expire,omitempty"`
 	ClockSkewMS       int64 `json:"clock_skew_ms,omitempty"`
+	// ReleaseBeforeCommit releases the sqlrmw mode's lock before the
+	// transaction's COMMIT, so that the next holder reads the old value.
+	ReleaseBeforeCommit bool `json:"release_before_commit,omitempty"`
+	// Trace asks for the purchase's Trace in the answer.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Order is an order, the answer of POST /api/orders and GET
@@ -122,6 +127,8 @@ type Order struct {
 	Mode      string    `json:"mode"`
 	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"created_at"`
+	// Trace is the purchase's trace, when it asked for one.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // Health is GET /healthz when Redis and the database answer.

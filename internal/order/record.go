@@ -210,11 +210,13 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 		return Order{}, fmt.Errorf("beginning the purchase's transaction: %w", tx.Error)
 	}
 	req.Tx = tx
+	var held *stock.Held // sqlrmw's lock, held until the COMMIT
 	o, err := func() (Order, error) {
 		taken, err := s.stock.Take(ctx, req)
 		if err != nil {
 			return Order{}, err
 		}
+		held = taken.Held
 		o := newOrder(p, req.Ticket, taken.Shard, rc)
 		n, err := insert(ctx, tx, o, p.Epoch)
 		if err == nil && n == 0 {
@@ -224,12 +226,23 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 	}()
 	if err != nil {
 		tx.Rollback()
+		s.release(ctx, held, rc)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			return s.duplicateInSQL(ctx, p, req, rc)
 		}
 		return Order{}, err
 	}
-	if err := tx.Commit().Error; err != nil {
+	if req.ReleaseBeforeCommit {
+		s.release(ctx, held, rc)
+		if err := slowCommit(ctx, req.Hold); err != nil {
+			tx.Rollback()
+			return Order{}, err
+		}
+	}
+	req.Trace.Commit()
+	err = tx.Commit().Error
+	s.release(ctx, held, rc)
+	if err != nil {
 		if s.definite(err) {
 			return Order{}, fmt.Errorf("committing order %s: %w", o.ID, err)
 		}

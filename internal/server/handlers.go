@@ -138,6 +138,7 @@ func newOrder(o order.Order) api.Order {
 }
 
 func (s *Server) handleBuy(c *gin.Context) {
+	var trace *stock.Trace
 	var req api.OrderRequest
 	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
@@ -157,6 +158,9 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
+	if req.Trace {
+		trace = stock.NewTrace()
+	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode,
@@ -164,16 +168,21 @@ func (s *Server) handleBuy(c *gin.Context) {
 			Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
 				CrashBeforeExpire: req.CrashBeforeExpire,
 				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
-			}},
+			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit},
+			Trace: trace,
 		},
 	})
 	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
+	// Lock none's lease is a no-op: its section runs from read to write.
+	t := trace.API(rc.Lock != "none")
 	if err != nil {
-		s.failErr(c, err)
+		s.failTraced(c, err, t)
 		return
 	}
-	c.JSON(http.StatusCreated, newOrder(o))
+	body := newOrder(o)
+	body.Trace = t
+	c.JSON(http.StatusCreated, body)
 }
 
 func (s *Server) handleOrder(c *gin.Context) {

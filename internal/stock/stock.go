@@ -6,14 +6,17 @@
 //   - lua: one atomic Lua script; no lock needed.
 //   - db: a conditional SQL UPDATE ... WHERE stock > 0, in the transaction
 //     that writes the order; no lock needed.
+//   - sqlrmw: read-modify-write of the SQL row (SELECT, UPDATE to the value
+//     read minus one) in the order's transaction, inside a lock that must be
+//     held until the COMMIT.
 //
 // Stock for rmw and lua lives in Redis (see Layout for the keys). Every take
 // is recorded, in the same atomic step, in the shard's ledger and under the
 // buyer: one unit per buyer holds across shards, a retried take finds the
 // first one's record instead of taking again, and a unit that left the store
 // without reaching an order can be found and returned. Stock for db lives in
-// the table product_shards. Which store a product uses is fixed when it is
-// laid out; rmw and lua may be switched per request.
+// the table product_shards, for db and sqlrmw. Which store a product uses is
+// fixed when it is laid out; modes of one store may be switched per request.
 //
 // On a Redis Cluster, a shard's keys share a slot, but a buyer's key is in a
 // slot of its own: the scripts that touch both assume one Redis server.
@@ -34,10 +37,16 @@ const (
 	RMW Mode = api.ModeRMW
 	Lua Mode = api.ModeLua
 	DB  Mode = api.ModeDB
+	// SQLRMW is the read-modify-write of stock in SQL under a lock: see
+	// sqlrmw.go.
+	SQLRMW Mode = api.ModeSQLRMW
 )
 
 // Modes lists the modes in teaching order.
-func Modes() []Mode { return []Mode{RMW, Lua, DB} }
+func Modes() []Mode { return []Mode{RMW, Lua, DB, SQLRMW} }
+
+// Locked reports whether m takes its units under a lock.
+func (m Mode) Locked() bool { return m == RMW || m == SQLRMW }
 
 // ParseMode checks a user-facing mode name.
 func ParseMode(s string) (Mode, error) {
@@ -46,7 +55,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want rmw, lua or db)", ErrUnknownMode, s)
+	return "", fmt.Errorf("%w %q (want rmw, lua, db or sqlrmw)", ErrUnknownMode, s)
 }
 
 // Where says which store holds a product's stock.
@@ -60,7 +69,7 @@ const (
 
 // Store is where m takes its units from.
 func (m Mode) Store() Where {
-	if m == DB {
+	if m == DB || m == SQLRMW {
 		return InSQL
 	}
 	return InRedis
