@@ -139,6 +139,8 @@ type RunResult struct {
 	// The buyers were users UserBase+1 … UserBase+Buyers.
 	Buyers   int   `json:"buyers"`
 	UserBase int64 `json:"user_base"`
+	// Fault is the fault the run injected (one of Faults), absent for none.
+	Fault string `json:"fault,omitempty"`
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.

@@ -62,8 +62,8 @@ type Bar struct {
 	Row   int    `json:"row"`
 	Kind  string `json:"kind"`
 	// StartUS and EndUS bound the bar.
-	StartUS int64 `json:"start_us"`
-	EndUS   int64 `json:"end_us"`
+	StartUS int64  `json:"start_us"`
+	EndUS   int64  `json:"end_us"`
 	ReadUS  *int64 `json:"read_us,omitempty"`
 	Read    *int   `json:"read,omitempty"`
 	WriteUS *int64 `json:"write_us,omitempty"`

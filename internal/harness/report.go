@@ -42,6 +42,9 @@ func (r Row) Label() string {
 	if r.Fallback != nil && !*r.Fallback {
 		s += " no-fallback"
 	}
+	if r.Fault != "" {
+		s += " " + r.Fault
+	}
 	return s
 }
 
@@ -193,6 +196,9 @@ func (rep Report) writeRemarks(b *strings.Builder) {
 		}
 		for _, s := range r.ErrorSamples {
 			add(remark{"error", r.Label(), s})
+		}
+		if r.Timeline != nil {
+			add(remark{"race", r.Label(), r.Timeline.Sentence})
 		}
 	}
 	for _, m := range order {

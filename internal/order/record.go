@@ -213,6 +213,7 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 	var held *stock.Held // sqlrmw's lock, held until the COMMIT
 	o, err := func() (Order, error) {
 		taken, err := s.stock.Take(ctx, req)
+		rc.LockWait += taken.LockWait
 		if err != nil {
 			return Order{}, err
 		}
