@@ -252,3 +252,12 @@ func (s *Server) handleRun(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, run)
 }
+
+func (s *Server) handleRunTimeline(c *gin.Context) {
+	tl, err := s.deps.Runs.Timeline(c.Param("id"))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, tl)
+}
