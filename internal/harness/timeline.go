@@ -219,6 +219,9 @@ func sentence(tl *api.Timeline, lost []int, first overlap) (string, []int) {
 	bars := tl.Bars
 	if lost != nil {
 		a, b := bars[lost[0]], bars[lost[1]]
+		if a.ReadUS != nil && b.ReadUS != nil && *b.ReadUS < *a.ReadUS {
+			a, b = b, a // told in the order they read
+		}
 		read := "both read " + value(a.Read)
 		if a.Read == nil || b.Read == nil || *a.Read != *b.Read {
 			read = "read " + value(a.Read) + " and " + value(b.Read)
