@@ -220,10 +220,13 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	// A fenced lease reads through the fence too (see fenced_read.lua).
 	t.Token = lease.Token()
 	n, err := s.read(ctx, p, t.Shard, t.Token)
-	if err != nil || n <= 0 {
+	if err != nil {
 		return false, err
 	}
 	r.Trace.read(n)
+	if n <= 0 {
+		return false, nil
+	}
 	if err := pause(ctx, r.Hold); err != nil {
 		return false, err
 	}

@@ -63,20 +63,24 @@ func (t *Trace) sent(shard int) {
 	t.sections = append(t.sections, api.TraceSection{Shard: shard, WriteUS: t.now(), Outcome: api.OutcomeFailed})
 }
 
+// read and write copy n after the nil check: taking n's own address would
+// move it to the heap on every call, traced or not.
 func (t *Trace) read(n int) {
 	if t == nil {
 		return
 	}
+	v := n
 	s := t.cur()
-	s.ReadUS, s.Read = t.now(), &n
+	s.ReadUS, s.Read = t.now(), &v
 }
 
 func (t *Trace) write(n int) {
 	if t == nil {
 		return
 	}
+	v := n
 	s := t.cur()
-	s.WriteUS, s.Wrote = t.now(), &n
+	s.WriteUS, s.Wrote = t.now(), &v
 }
 
 func (t *Trace) releasing() {
