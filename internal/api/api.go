@@ -67,10 +67,14 @@ const (
 	// order's INSERT and COMMIT, in one transaction inside the lock: the
 	// read-modify-write of stock kept in SQL.
 	ModeSQLRMW = "sqlrmw"
+	// ModeAsync is the lua mode's atomic script, which also queues the
+	// order on a Redis Stream: the purchase answers 202 and a consumer
+	// writes the order.
+	ModeAsync = "async"
 )
 
 // Modes lists the stock modes in teaching order.
-func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeSQLRMW} }
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeSQLRMW, ModeAsync} }
 
 // Defaults of a product, and of a purchase that names no lock or mode.
 const (

@@ -67,16 +67,43 @@ type Audit struct {
 	// Redis), or Initial − Remaining for stock in SQL.
 	Taken  int `json:"taken"`
 	Orders int `json:"orders"`
+	// Queued is the orders taken and queued, not written yet (the async
+	// mode): initial = remaining + orders + queued on a quiet product.
+	Queued int `json:"queued"`
 	// Oversold is max(0, Orders − Initial).
 	Oversold int `json:"oversold"`
-	// LostUpdates is Orders − (Initial − Remaining).
+	// LostUpdates is Orders + Queued − (Initial − Remaining).
 	LostUpdates int `json:"lost_updates"`
-	// Unsettled is max(0, Taken − Orders): purchases in flight, or takes
-	// stranded until the reconciler returns their units.
+	// Unsettled is max(0, Taken − Orders − Queued): purchases in flight, or
+	// takes stranded until the reconciler returns their units.
 	Unsettled int    `json:"unsettled"`
 	Verdict   string `json:"verdict"`
+	// Shards is the same count shard by shard.
+	Shards []ShardAudit `json:"shards,omitempty"`
 	// Reconciled is the reconciler's last pass over the product, if any.
 	Reconciled *Reconciliation `json:"reconciled,omitempty"`
+}
+
+// Drain is GET /api/products/:id/drain: how the current sale's queued
+// orders (the async mode) reached their rows.
+type Drain struct {
+	// Written is the queued orders written; Queued those still queued.
+	Written int `json:"written"`
+	Queued  int `json:"queued"`
+	// P50MS, P99MS and MaxMS are percentiles of the time from a purchase's
+	// 202 to its order's row.
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// ShardAudit is one shard's part of an audit.
+type ShardAudit struct {
+	Shard     int `json:"shard"`
+	Initial   int `json:"initial"`
+	Remaining int `json:"remaining"`
+	Orders    int `json:"orders"`
+	Queued    int `json:"queued"`
 }
 
 // Reconciliation is one pass of the reconciler over a product's sale, the
@@ -118,14 +145,18 @@ type OrderRequest struct {
 // /api/orders/:id. Its id is a decimal string: ids exceed 2^53, past which a
 // JavaScript number loses integers.
 type Order struct {
-	ID        string    `json:"id"`
-	ProductID int64     `json:"product_id"`
-	Sale      int64     `json:"sale"`
-	UserID    int64     `json:"user_id"`
-	Shard     int       `json:"shard"`
-	Lock      string    `json:"lock"`
-	Mode      string    `json:"mode"`
+	ID        string `json:"id"`
+	ProductID int64  `json:"product_id"`
+	Sale      int64  `json:"sale"`
+	UserID    int64  `json:"user_id"`
+	Shard     int    `json:"shard"`
+	Lock      string `json:"lock"`
+	Mode      string `json:"mode"`
+	// Status is unpaid for an order written; pending for one queued (the
+	// async mode) and not written yet; failed for a queued one the
+	// database refused, with the Reason (its unit went back on sale).
 	Status    string    `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// Trace is the purchase's trace, when it asked for one.
 	Trace *Trace `json:"trace,omitempty"`
@@ -137,6 +168,23 @@ type Health struct {
 	Mode   string `json:"mode"`   // "embedded" or "external"
 	Redis  string `json:"redis"`  // server version
 	SQL    string `json:"sql"`    // dialect and version
+	// Queue is the async mode's backlog, over every product.
+	Queue Backlog `json:"queue"`
+}
+
+// Backlog is the async mode's queue of orders taken and not written yet.
+type Backlog struct {
+	// Streams is the streams that may hold orders (one per shard in use).
+	Streams int `json:"streams"`
+	// Queued is the orders in them: not delivered yet, or delivered and not
+	// acknowledged.
+	Queued int64 `json:"queued"`
+	// Delivered is those of Queued delivered to a consumer and not
+	// acknowledged: being written, or left by a consumer that died until
+	// another claims them.
+	Delivered int64 `json:"delivered"`
+	// OldestMS is the age of the oldest queued order, 0 when none is.
+	OldestMS int64 `json:"oldest_ms"`
 }
 
 // LockInfo is one rung of the lock ladder, GET /api/locks.

@@ -48,7 +48,7 @@ type Product struct {
 func (p Product) stock() stock.Product {
 	return stock.Product{
 		Layout: stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch},
-		Where:  stock.Where(p.Store), Fallback: p.Fallback,
+		Where:  stock.Where(p.Store), Fallback: p.Fallback, Sale: p.Sale,
 	}
 }
 
@@ -60,6 +60,12 @@ const (
 	// written: it settles a write whose outcome was unknown, and its unit
 	// went back to the store. It is not an order.
 	Void = "void"
+	// Pending is an order of the async mode that is queued and not written
+	// yet. It has no row: only the API says it.
+	Pending = "pending"
+	// Failed is a queued order the database refused: it went to the dead
+	// letters, its unit back to the store. It has no row either.
+	Failed = "failed"
 )
 
 // Order is one unit sold to one user in one sale. The unique index on
@@ -68,17 +74,23 @@ const (
 // insert. Buyer is the user for a live order and NULL for a void row, which
 // a unique index does not compare.
 type Order struct {
-	ID        idgen.ID  `gorm:"primaryKey;autoIncrement:false"`
-	ProductID int64     `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:1"`
-	Sale      int64     `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:2"`
-	Buyer     *int64    `gorm:"uniqueIndex:idx_sale_buyer,priority:3"`
-	UserID    int64     `gorm:"not null"`
-	Shard     int       `gorm:"not null"`
-	Lock      string    `gorm:"size:32;not null"`
-	Mode      string    `gorm:"size:8;not null"`
-	Status    string    `gorm:"size:12;not null"`
-	Key       string    `gorm:"column:idem_key;size:64;not null"`
-	CreatedAt time.Time `gorm:"not null"`
+	ID        idgen.ID `gorm:"primaryKey;autoIncrement:false"`
+	ProductID int64    `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:1"`
+	Sale      int64    `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:2"`
+	Buyer     *int64   `gorm:"uniqueIndex:idx_sale_buyer,priority:3"`
+	UserID    int64    `gorm:"not null"`
+	Shard     int      `gorm:"not null"`
+	Lock      string   `gorm:"size:32;not null"`
+	Mode      string   `gorm:"size:8;not null"`
+	Status    string   `gorm:"size:12;not null;default:unpaid"`
+	Key       string   `gorm:"column:idem_key;size:64;not null;default:''"`
+	// AcceptedAt is when the purchase was answered: CreatedAt for the
+	// synchronous modes, earlier for a queued order (its 202). NULL in
+	// rows written before it existed.
+	AcceptedAt *time.Time
+	CreatedAt  time.Time `gorm:"not null"`
+	// Reason says why an order failed; not stored.
+	Reason string `gorm:"-"`
 }
 
 // Live reports whether the row is an order (not a void row).

@@ -17,24 +17,24 @@ import (
 
 // newOrder is the order a take becomes.
 func newOrder(p Product, t stock.Ticket, shard int, rc *Receipt) Order {
-	buyer := t.User
+	buyer, now := t.User, time.Now()
 	return Order{
 		ID: t.Order, ProductID: p.ID, Sale: p.Sale, Buyer: &buyer, UserID: t.User, Shard: shard,
-		Lock: rc.Lock, Mode: rc.Mode, Status: Unpaid, Key: t.Key, CreatedAt: time.Now(),
+		Lock: rc.Lock, Mode: rc.Mode, Status: Unpaid, Key: t.Key, AcceptedAt: &now, CreatedAt: now,
 	}
 }
 
 // insertSQL writes an order only while the product's layout is epoch. A
 // reset or a rebuild changes the epoch under a row lock that this statement
 // shares, so once it has, no order taken from the old layout can land.
-const insertSQL = "INSERT INTO orders (`id`, `product_id`, `sale`, `buyer`, `user_id`, `shard`, `lock`, `mode`, `status`, `idem_key`, `created_at`) " +
-	"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM products WHERE `id` = ? AND `epoch` = ?"
+const insertSQL = "INSERT INTO orders (`id`, `product_id`, `sale`, `buyer`, `user_id`, `shard`, `lock`, `mode`, `status`, `idem_key`, `accepted_at`, `created_at`) " +
+	"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM products WHERE `id` = ? AND `epoch` = ?"
 
 // insert writes o if the product's layout is still epoch; it returns the
 // rows written, 0 when the layout changed.
 func insert(ctx context.Context, db *gorm.DB, o Order, epoch int64) (int64, error) {
 	res := db.WithContext(ctx).Exec(insertSQL, int64(o.ID), o.ProductID, o.Sale, o.Buyer, o.UserID, o.Shard,
-		o.Lock, o.Mode, o.Status, o.Key, o.CreatedAt, o.ProductID, epoch)
+		o.Lock, o.Mode, o.Status, o.Key, o.AcceptedAt, o.CreatedAt, o.ProductID, epoch)
 	return res.RowsAffected, res.Error
 }
 
@@ -121,9 +121,17 @@ func (s *Service) settle(ctx context.Context, o Order) (Order, bool, error) {
 // definite reports whether a failed write surely did not commit: the
 // server answered with an error. A timeout or a broken connection leaves
 // the write's outcome unknown.
-func (s *Service) definite(err error) bool {
-	if s.db.Dialector.Name() == "sqlite" {
+func (s *Service) definite(err error) bool { return definite(s.db, err) }
+
+func definite(db *gorm.DB, err error) bool {
+	if db.Dialector.Name() == "sqlite" {
 		return true // in process: a statement that failed did not commit
+	}
+	// GORM translates some server errors into its own (TranslateError).
+	for _, refused := range []error{gorm.ErrDuplicatedKey, gorm.ErrForeignKeyViolated, gorm.ErrCheckConstraintViolated} {
+		if errors.Is(err, refused) {
+			return true
+		}
 	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me)

@@ -118,6 +118,19 @@ func (s *Server) handleAudit(c *gin.Context) {
 	c.JSON(http.StatusOK, a)
 }
 
+func (s *Server) handleDrain(c *gin.Context) {
+	id, ok := s.pathID(c, "product")
+	if !ok {
+		return
+	}
+	d, err := s.deps.Orders.Drain(c.Request.Context(), id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
 // handleReconcile runs a pass of the reconciler over the product now.
 func (s *Server) handleReconcile(c *gin.Context) {
 	id, ok := s.pathID(c, "product")
@@ -134,7 +147,7 @@ func (s *Server) handleReconcile(c *gin.Context) {
 
 func newOrder(o order.Order) api.Order {
 	return api.Order{ID: o.ID.String(), ProductID: o.ProductID, Sale: o.Sale, UserID: o.UserID, Shard: o.Shard,
-		Lock: o.Lock, Mode: o.Mode, Status: o.Status, CreatedAt: o.CreatedAt}
+		Lock: o.Lock, Mode: o.Mode, Status: o.Status, Reason: o.Reason, CreatedAt: o.CreatedAt}
 }
 
 func (s *Server) handleBuy(c *gin.Context) {
@@ -182,6 +195,13 @@ func (s *Server) handleBuy(c *gin.Context) {
 	}
 	body := newOrder(o)
 	body.Trace = t
+	if rc.Queued {
+		// Accepted, not written: the order is in the queue, and GET
+		// /api/orders/:id says pending until its row exists.
+		c.Header("Location", "/api/orders/"+o.ID.String())
+		c.JSON(http.StatusAccepted, body)
+		return
+	}
 	c.JSON(http.StatusCreated, body)
 }
 

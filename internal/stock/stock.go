@@ -9,6 +9,9 @@
 //   - sqlrmw: read-modify-write of the SQL row (SELECT, UPDATE to the value
 //     read minus one) in the order's transaction, inside a lock that must be
 //     held until the COMMIT.
+//   - async: lua's script, which also draws the order id and queues the
+//     order on the shard's stream, in the same atomic step; a consumer
+//     writes the orders later.
 //
 // Stock for rmw and lua lives in Redis (see Layout for the keys). Every take
 // is recorded, in the same atomic step, in the shard's ledger and under the
@@ -40,10 +43,13 @@ const (
 	// SQLRMW is the read-modify-write of stock in SQL under a lock: see
 	// sqlrmw.go.
 	SQLRMW Mode = api.ModeSQLRMW
+	// Async is Lua's take that also queues the order (async.lua); a
+	// consumer writes it (internal/order's Consumer).
+	Async Mode = api.ModeAsync
 )
 
 // Modes lists the modes in teaching order.
-func Modes() []Mode { return []Mode{RMW, Lua, DB, SQLRMW} }
+func Modes() []Mode { return []Mode{RMW, Lua, DB, SQLRMW, Async} }
 
 // Locked reports whether m takes its units under a lock.
 func (m Mode) Locked() bool { return m == RMW || m == SQLRMW }
@@ -55,7 +61,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want rmw, lua, db or sqlrmw)", ErrUnknownMode, s)
+	return "", fmt.Errorf("%w %q (want one of %v)", ErrUnknownMode, s, api.Modes())
 }
 
 // Where says which store holds a product's stock.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/idgen"
 	"seckill/internal/lock"
 )
 
@@ -30,6 +31,10 @@ var (
 	//go:embed give_back.lua
 	giveBackLua    string
 	giveBackScript = redis.NewScript(giveBackLua)
+
+	//go:embed async.lua
+	asyncLua    string
+	asyncScript = redis.NewScript(asyncLua)
 )
 
 // TakeScript is the lua mode's script (see take.lua). Exported so that the
@@ -67,6 +72,9 @@ type Request struct {
 	// written in it too, so the take and the order commit or roll back
 	// together.
 	Tx *gorm.DB
+	// IDSlot is where the async mode's script draws the order id; the
+	// Ticket's order id is then the script's.
+	IDSlot idgen.Slot
 	// ReleaseBeforeCommit is the sqlrmw mode's fault: its caller releases
 	// the lock before the COMMIT (see Taken.Held).
 	ReleaseBeforeCommit bool
@@ -142,6 +150,11 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 		ok, err := s.reply(p, t.Shard, r.Ticket.User, res)
 		r.Trace.done(ok, err)
 		return ok, err
+	case Async:
+		r.Trace.sent(t.Shard)
+		ok, err := s.takeAsync(ctx, r, t)
+		r.Trace.done(ok, err)
+		return ok, err
 	case DB:
 		if r.Tx == nil {
 			return false, errors.New("stock: the db mode takes in the order's transaction, and none was given")
@@ -161,6 +174,32 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 		return s.sqlReadModifyWrite(ctx, r, t)
 	}
 	return false, fmt.Errorf("%w %q", ErrUnknownMode, r.Mode)
+}
+
+// takeAsync runs async.lua on the shard t names; on a take, t's order id
+// becomes the one the script drew.
+func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error) {
+	p, slot := r.Product, r.IDSlot
+	if slot.DayKey == "" {
+		return false, errors.New("stock: an async take needs the order id's slot")
+	}
+	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User), p.StreamKey(t.Shard),
+		slot.DayKey, PendingKey(idgen.Compose(slot.Secs, 0).Time()), s.streams}
+	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
+		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group).Slice()
+	if err != nil {
+		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
+	}
+	if code, _ := res[0].(int64); code != replyTaken {
+		return s.reply(p, t.Shard, r.Ticket.User, res)
+	}
+	raw, _ := res[1].(string)
+	id, err := idgen.ParseID(raw)
+	if err != nil {
+		return false, fmt.Errorf("the order id drawn for shard %d of product %d: %w", t.Shard, p.ID, err)
+	}
+	t.Order = id
+	return true, nil
 }
 
 // reply turns a script's reply into a take's outcome.

@@ -41,6 +41,7 @@ func Config(t testing.TB) app.Config {
 		LockWait:        5 * time.Second,
 		ShutdownTimeout: 5 * time.Second,
 		LogLevel:        "warn",
+		Consume:         true,
 	}
 	cfg.RedisAddr = os.Getenv("REDIS_ADDR")
 	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
