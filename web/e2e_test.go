@@ -335,9 +335,12 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		Run      string `json:"run"`
 		Shown    string `json:"shown"`
 	}
-	waitFor[bool](t, ctx, what+"'s timeline", `!document.querySelector("#timeline-section").hidden &&
-		document.querySelector("#timeline").dataset.red !== undefined &&
-		document.querySelector("#timeline-run").textContent.startsWith(window.seckill.timeline.run + " ")`)
+	waitFor[bool](t, ctx, what+"'s timeline", `(() => {
+		const tl = window.seckill.timeline;
+		return !!tl && !!tl.data && !document.querySelector("#timeline-section").hidden &&
+			document.querySelector("#timeline").dataset.red !== undefined &&
+			document.querySelector("#timeline-run").textContent.startsWith(tl.run + " ");
+	})()`)
 	d := run[drawn](t, ctx, `(() => {
 		const tl = document.querySelector("#timeline");
 		return {sentence: tl.querySelector(".tl-sentence").textContent, red: Number(tl.dataset.red),

@@ -428,12 +428,13 @@
       section.hidden = true;
       return;
     }
+    // Pending until its answer; a run shown meanwhile wins over it.
+    state.timeline = { run: run.id, data: null };
+    section.hidden = true;
     const r = await api("GET", "/api/runs/" + encodeURIComponent(run.id) + "/timeline");
-    if (!r.ok) {
-      section.hidden = true;
-      return;
-    }
-    state.timeline = { run: run.id, data: r.data };
+    if (state.timeline.run !== run.id) return;
+    if (!r.ok) return;
+    state.timeline.data = r.data;
     $("#timeline-run").textContent = run.id + " · " + run.result.strategy + " · " + run.result.mode;
     section.hidden = false;
     if (window.SeckillTimeline) SeckillTimeline.draw($("#timeline"), r.data);
