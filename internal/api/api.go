@@ -28,6 +28,9 @@ const (
 	CodeSoldOut              = "sold_out"               // 409
 	CodeAlreadyBought        = "already_bought"         // 409
 	CodeRunInProgress        = "run_in_progress"        // 409
+	CodeAlreadyPaid          = "already_paid"           // 409
+	CodeOrderCancelled       = "order_cancelled"        // 409
+	CodeOrderQueued          = "order_queued"           // 409
 	CodeBusy                 = "busy"                   // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415

@@ -16,6 +16,14 @@ type ProductRequest struct {
 	// Lab products take the per-request lock, mode, hold and faults; others
 	// refuse them (403 lab_only). Fixed when the product is created.
 	Lab bool `json:"lab,omitempty"`
+	// PayTimeoutMS is the payment window: an order unpaid this long after
+	// its purchase is cancelled and its unit goes back on sale. 0 (the
+	// default) is none; else 1,000–86,400,000.
+	PayTimeoutMS int64 `json:"pay_timeout_ms,omitempty"`
+	// Lifecycle is "conditional" (the default): pay, cancel and the
+	// timeout are conditional updates, and exactly one wins; or, on a lab
+	// product, "naive": read the status, then write, which loses the race.
+	Lifecycle string `json:"lifecycle,omitempty"`
 }
 
 // ProductView is a product with its stock, the answer of GET
@@ -34,7 +42,9 @@ type ProductView struct {
 	Store    string      `json:"store"` // "redis" or "sql"
 	Lab      bool        `json:"lab"`
 	// Sale counts the product's sales: each reset starts one.
-	Sale int64 `json:"sale"`
+	Sale         int64  `json:"sale"`
+	PayTimeoutMS int64  `json:"pay_timeout_ms"`
+	Lifecycle    string `json:"lifecycle"`
 }
 
 // ShardView is one shard's stock and where it is kept.
@@ -76,7 +86,12 @@ type Audit struct {
 	LostUpdates int `json:"lost_updates"`
 	// Unsettled is max(0, Taken − Orders − Queued): purchases in flight, or
 	// takes stranded until the reconciler returns their units.
-	Unsettled int    `json:"unsettled"`
+	Unsettled int `json:"unsettled"`
+	// Unpaid and Paid split Orders; Cancelled is the sale's cancelled
+	// orders, whose units went back on sale.
+	Unpaid    int    `json:"unpaid"`
+	Paid      int    `json:"paid"`
+	Cancelled int    `json:"cancelled"`
 	Verdict   string `json:"verdict"`
 	// Shards is the same count shard by shard.
 	Shards []ShardAudit `json:"shards,omitempty"`
@@ -118,6 +133,9 @@ type Reconciliation struct {
 	Returned int `json:"returned"`
 	// Orphans is the orders that no take names: reported, not changed.
 	Orphans int `json:"orphans"`
+	// Expired is the unpaid orders past their payment window whose
+	// deadline the delay queue had lost, cancelled by this pass.
+	Expired int `json:"expired"`
 	// Error is why the pass stopped early, if it did.
 	Error string `json:"error,omitempty"`
 }
@@ -152,14 +170,28 @@ type Order struct {
 	Shard     int    `json:"shard"`
 	Lock      string `json:"lock"`
 	Mode      string `json:"mode"`
-	// Status is unpaid for an order written; pending for one queued (the
-	// async mode) and not written yet; failed for a queued one the
-	// database refused, with the Reason (its unit went back on sale).
+	// Status is unpaid for an order written, then paid or cancelled;
+	// pending for one queued (the async mode) and not written yet; failed
+	// for a queued one the database refused, with the Reason (its unit
+	// went back on sale).
 	Status    string    `json:"status"`
 	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// DueAt is when an unpaid order is cancelled, if its product has a
+	// payment window.
+	DueAt       *time.Time `json:"due_at,omitempty"`
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	// CancelledBy is "buyer" or "timeout".
+	CancelledBy string `json:"cancelled_by,omitempty"`
 	// Trace is the purchase's trace, when it asked for one.
 	Trace *Trace `json:"trace,omitempty"`
+}
+
+// BuyerRequest is the body of POST /api/orders/:id/pay and /cancel: the
+// buyer the order must belong to.
+type BuyerRequest struct {
+	UserID *int64 `json:"user_id"`
 }
 
 // Health is GET /healthz when Redis and the database answer.

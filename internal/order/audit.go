@@ -30,25 +30,43 @@ func NewAudit(product int64, initial, remaining, taken, orders, queued int) api.
 	return a
 }
 
-// ordersPerShard counts the live orders of the product's current sale by
-// the shard their unit came from.
-func (s *Service) ordersPerShard(ctx context.Context, p Product) ([]int, error) {
+// saleCounts are a sale's orders by shard (the live ones) and by status.
+type saleCounts struct {
+	perShard                []int
+	unpaid, paid, cancelled int
+}
+
+// countSale counts the orders of the product's current sale by shard and
+// status, in one query.
+func (s *Service) countSale(ctx context.Context, p Product) (saleCounts, error) {
 	var rows []struct {
-		Shard int
-		N     int
+		Shard  int
+		Status string
+		N      int
 	}
-	err := s.db.WithContext(ctx).Model(&Order{}).Select("shard, COUNT(*) AS n").
-		Where("product_id = ? AND sale = ? AND buyer IS NOT NULL", p.ID, p.Sale).Group("shard").Scan(&rows).Error
+	err := s.db.WithContext(ctx).Model(&Order{}).Select("shard, status, COUNT(*) AS n").
+		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Group("shard, status").Scan(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("counting orders of product %d: %w", p.ID, err)
+		return saleCounts{}, fmt.Errorf("counting orders of product %d: %w", p.ID, err)
 	}
-	out := make([]int, p.Shards)
+	c := saleCounts{perShard: make([]int, p.Shards)}
 	for _, r := range rows {
-		if r.Shard >= 0 && r.Shard < len(out) {
-			out[r.Shard] += r.N
+		switch r.Status {
+		case Unpaid:
+			c.unpaid += r.N
+		case Paid:
+			c.paid += r.N
+		case Cancelled:
+			c.cancelled += r.N
+			continue
+		default: // void rows hold no unit
+			continue
+		}
+		if r.Shard >= 0 && r.Shard < len(c.perShard) {
+			c.perShard[r.Shard] += r.N
 		}
 	}
-	return out, nil
+	return c, nil
 }
 
 // View is a product with its stock and sales.
@@ -96,10 +114,11 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 		return View{}, api.Audit{}, err
 	}
 	v.Levels = c.Levels
-	perShard, err := s.ordersPerShard(ctx, p)
+	sc, err := s.countSale(ctx, p)
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
+	perShard := sc.perShard
 	initial := stock.Split(p.Initial, p.Shards)
 	var shards []api.ShardAudit
 	totalQueued := 0
@@ -122,6 +141,7 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold, totalQueued)
 	a.Shards = shards
 	a.Sale = p.Sale
+	a.Unpaid, a.Paid, a.Cancelled = sc.unpaid, sc.paid, sc.cancelled
 	if a.Reconciled, err = s.LastReconciliation(ctx, id); err != nil {
 		return View{}, api.Audit{}, err
 	}
@@ -140,7 +160,7 @@ func (s *Service) Drain(ctx context.Context, id int64) (api.Drain, error) {
 	}
 	var rows []Order
 	err = s.db.WithContext(ctx).Select("accepted_at", "created_at").
-		Where("product_id = ? AND sale = ? AND mode = ? AND buyer IS NOT NULL", id, p.Sale, string(stock.Async)).Find(&rows).Error
+		Where("product_id = ? AND sale = ? AND mode = ? AND status IN ?", id, p.Sale, string(stock.Async), live).Find(&rows).Error
 	if err != nil {
 		return api.Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
 	}

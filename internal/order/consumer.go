@@ -28,6 +28,7 @@ import (
 // acceptance goes on meanwhile (it needs only Redis).
 type Consumer struct {
 	db    *gorm.DB
+	svc   *Service
 	stock *stock.Store
 	opt   ConsumerOptions
 	name  string
@@ -88,7 +89,7 @@ func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
 	}
 	host, _ := os.Hostname()
 	return &Consumer{
-		db: db, stock: s.stock, opt: opt,
+		db: db, svc: s, stock: s.stock, opt: opt,
 		name: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6]),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -216,6 +217,11 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 			for _, r := range refused {
 				c.deadLetter(ctx, r.q, r.reason)
 			}
+			rows := make([]Order, len(written))
+			for i, q := range written {
+				rows[i] = queuedOrder(q)
+			}
+			c.svc.schedule(ctx, rows...)
 			if err := c.stock.Ack(ctx, written); err != nil {
 				// Unacknowledged, they are delivered again and skipped
 				// as written: nothing is lost.
@@ -301,7 +307,8 @@ func (c *Consumer) write(ctx context.Context, qs []stock.QueuedOrder) (written [
 func queuedOrder(q stock.QueuedOrder) Order {
 	buyer, at := q.User, q.At
 	return Order{ID: q.Order, ProductID: q.Layout.ID, Sale: q.Sale, Buyer: &buyer, UserID: q.User, Shard: q.Shard,
-		Lock: "none", Mode: string(stock.Async), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now()}
+		Lock: "none", Mode: string(stock.Async), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now(),
+		DueAt: q.Due}
 }
 
 func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason string) {

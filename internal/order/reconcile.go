@@ -82,7 +82,11 @@ func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, 
 func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation, error) {
 	var r api.Reconciliation
 	if p.Store != string(stock.InRedis) {
-		return r, nil // the db mode takes and writes in one transaction
+		// The db mode takes and writes in one transaction: only the
+		// payment deadlines that never reached the delay queue are left.
+		n, err := s.expireOverdue(ctx, p)
+		r.Expired = n
+		return r, err
 	}
 	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
 	if err != nil {
@@ -151,7 +155,9 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 			r.Orphans++
 		}
 	}
-	return r, nil
+	n, err := s.expireOverdue(ctx, p)
+	r.Expired = n
+	return r, err
 }
 
 // LastReconciliation returns the last pass recorded for a product, if any.

@@ -53,6 +53,13 @@ type Options struct {
 	// judges it stranded. It must outlast any purchase still in flight.
 	// Default: the budget of a whole purchase (Budget.Purchase).
 	ReconcileGrace time.Duration
+	// DueEvery is how often the process polls the payment deadlines.
+	// Default: DefaultDueEvery; negative turns the polling off.
+	DueEvery time.Duration
+	// DueLease is how long a claimed deadline stays claimed: a process
+	// that dies holding claimed deadlines loses them for this long, after
+	// which another claims them. Default: DefaultDueLease.
+	DueLease time.Duration
 	// Deployment names the database the orders are written to, so that the
 	// async mode's consumers of processes on other databases sharing the
 	// Redis leave this one's queue alone (stock.Store.ForDeployment).
@@ -66,6 +73,8 @@ type Options struct {
 const (
 	DefaultStep           = 4 * time.Second
 	DefaultReconcileEvery = 10 * time.Second
+	DefaultDueEvery       = 100 * time.Millisecond
+	DefaultDueLease       = 5 * time.Second
 )
 
 // Limits on what a request may ask for.
@@ -148,6 +157,12 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if opt.ReconcileEvery == 0 {
 		opt.ReconcileEvery = DefaultReconcileEvery
 	}
+	if opt.DueEvery == 0 {
+		opt.DueEvery = DefaultDueEvery
+	}
+	if opt.DueLease <= 0 {
+		opt.DueLease = DefaultDueLease
+	}
 	s := &Service{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
 		stock: stock.NewStore(rdb, db).ForDeployment(opt.Deployment),
@@ -164,6 +179,9 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	if opt.ReconcileEvery > 0 {
 		s.working.Go(s.reconcileOnSchedule)
+	}
+	if opt.DueEvery > 0 {
+		s.working.Go(s.expireOnSchedule)
 	}
 	return s, nil
 }
@@ -232,7 +250,7 @@ func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
 	switch {
 	case err != nil:
 		return Order{}, err
-	case found && !o.Live():
+	case found && o.Status == Void:
 		return Order{}, fmt.Errorf("%w: order %s was never completed; its unit went back on sale", ErrNotFound, id)
 	case found:
 		return o, nil

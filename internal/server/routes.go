@@ -23,6 +23,8 @@ func (s *Server) routes(r *gin.Engine) {
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
 	g.POST("/orders", s.handleBuy)
 	g.GET("/orders/:id", s.handleOrder)
+	g.POST("/orders/:id/pay", s.handlePay)
+	g.POST("/orders/:id/cancel", s.handleCancel)
 	if s.deps.Runs != nil {
 		g.POST("/runs", s.admin, s.handleStartRun)
 		g.GET("/runs", s.handleRuns)

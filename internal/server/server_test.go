@@ -132,6 +132,7 @@ func (e *env) audit(id int64) api.Audit {
 		e.t.Fatalf("audit of %d: status %d", id, st)
 	}
 	a.Sale, a.Reconciled, a.Shards = 0, nil, nil
+	a.Unpaid, a.Paid, a.Cancelled = 0, 0, 0
 	return a
 }
 

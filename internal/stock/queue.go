@@ -39,7 +39,8 @@ type QueuedOrder struct {
 	Sale   int64
 	User   int64
 	Key    string
-	At     time.Time // when it was taken, to the millisecond
+	At     time.Time  // when it was taken, to the millisecond
+	Due    *time.Time // when its payment window ends, if its product has one
 	Fields map[string]any
 }
 
@@ -77,6 +78,10 @@ func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
 	user, err2 := strconv.ParseInt(field("user"), 10, 64)
 	ms, err3 := strconv.ParseInt(field("at"), 10, 64)
 	q.Sale, q.User, q.Key, q.At = sale, user, field("key"), time.UnixMilli(ms)
+	if due, _ := strconv.ParseInt(field("due"), 10, 64); due > 0 {
+		d := time.UnixMilli(due)
+		q.Due = &d
+	}
 	if err := errors.Join(err, err1, err2, err3); err != nil || id == 0 || user <= 0 {
 		return q, fmt.Errorf("malformed queued order %s in %s: %v", m.ID, stream, m.Values)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -36,6 +37,8 @@ type Product struct {
 	Where    Where
 	Fallback bool  // try the other shards when the picked one is empty
 	Sale     int64 // the sale an async take queues its order for
+	// PayTimeout is the payment window an async take's order gets.
+	PayTimeout time.Duration
 }
 
 // Accepts returns ErrWrongStore, explained, unless m takes its units from
@@ -55,6 +58,7 @@ type Store struct {
 	rdb      redis.Cmdable
 	db       *gorm.DB
 	streams  string   // the registry of order streams (StreamsKey)
+	dueSets  string   // the registry of deadline sets (DueSetsKey)
 	products sync.Map // int64 → *state
 }
 
@@ -79,7 +83,7 @@ func (st *state) clear() {
 // NewStore returns a store on rdb and db. rdb may be a cluster client: the
 // store sends no command whose keys span slots, but see the package comment.
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	return &Store{rdb: rdb, db: db, streams: StreamsKey}
+	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey}
 }
 
 // ForDeployment names the deployment the store serves, that is the
@@ -90,6 +94,7 @@ func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
 func (s *Store) ForDeployment(name string) *Store {
 	if name != "" {
 		s.streams = StreamsKey + ":" + name
+		s.dueSets = DueSetsKey + ":" + name
 	}
 	return s
 }

@@ -185,8 +185,12 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	}
 	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User), p.StreamKey(t.Shard),
 		slot.DayKey, PendingKey(idgen.Compose(slot.Secs, 0).Time()), s.streams}
+	var due int64
+	if p.PayTimeout > 0 {
+		due = t.At.Add(p.PayTimeout).UnixMilli()
+	}
 	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group).Slice()
+		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
