@@ -256,9 +256,11 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 	}
 	if req.ReleaseBeforeCommit {
 		s.release(ctx, held, rc)
-		if err := slowCommit(ctx, req.Hold); err != nil {
+		// The hold, spent here as a slow disk or a GC pause would: the
+		// next holder reads before this COMMIT every time.
+		if err := pauseFor(ctx, req.Hold); err != nil {
 			tx.Rollback()
-			return Order{}, err
+			return Order{}, fmt.Errorf("holding before the commit: %w", err)
 		}
 	}
 	req.Trace.Commit()

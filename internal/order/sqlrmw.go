@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"seckill/internal/stock"
 )
@@ -34,21 +33,4 @@ func (s *Service) checkReleaseBeforeCommit(f Fault, mode stock.Mode) error {
 		return fmt.Errorf("%w: release_before_commit needs MySQL: SQLite's one connection runs one transaction at a time, so no holder reads before the last one's COMMIT", ErrInvalid)
 	}
 	return nil
-}
-
-// slowCommit is the release_before_commit fault's pause between the release
-// and the COMMIT: the purchase's hold, spent there as a slow disk or a GC
-// pause would, so that the next holder reads before the COMMIT every time.
-func slowCommit(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("holding before the commit: %w", context.Cause(ctx))
-	}
 }
