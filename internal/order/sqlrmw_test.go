@@ -129,3 +129,46 @@ func TestReleaseBeforeCommitOnlyWhereItTeaches(t *testing.T) {
 		}
 	}
 }
+
+// A cancellation returns its unit under the shard's lock on an sqlrmw
+// product: a purchase between its SELECT and its UPDATE (here held there)
+// would otherwise write the stock it read minus one over the returned unit.
+func TestSQLRMWCancelReturnsTheUnitUnderTheLock(t *testing.T) {
+	if os.Getenv("MYSQL_DSN") == "" {
+		t.Skip("MYSQL_DSN is unset: on SQLite one connection serializes the transactions, and go-mysql-server has no row locks")
+	}
+	cfg := testenv.Config(t)
+	cfg.MySQLDSN = mysqltest.New(t)
+	a, err := app.Open(t.Context(), cfg, nil, app.Extras{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	id := testenv.ProductID(t)
+	_, err = a.Orders.Reset(t.Context(), order.ProductSpec{ID: id, Stock: 5, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := a.Orders.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() { // reads 4, holds, writes 3
+		_, _, err := a.Orders.Buy(context.Background(), order.Purchase{UserID: 2, ProductID: id,
+			Lab: order.LabOptions{Hold: 300 * time.Millisecond}})
+		held <- err
+	}()
+	p, _ := a.Orders.Product(t.Context(), id)
+	lockKey := stock.Layout{ID: id, Shards: 1, Epoch: p.Epoch}.LockKey(0)
+	waitFor(t, "the purchase holding the shard's lock", func() bool { return a.Redis().Exists(t.Context(), lockKey).Val() == 1 })
+	if _, err := a.Orders.Cancel(t.Context(), first.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if _, au, err := a.Orders.Audit(t.Context(), id); err != nil || au.Remaining != 4 || au.Orders != 1 || au.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v, %v: want the returned unit kept (4 left, 1 order), OK", au, err)
+	}
+}
