@@ -158,6 +158,11 @@ type OrderRequest struct {
 	Abandon           bool  `json:"abandon,omitempty"`
 	CrashBeforeExpire bool  `json:"crash_before_expire,omitempty"`
 	ClockSkewMS       int64 `json:"clock_skew_ms,omitempty"`
+	// ReleaseBeforeCommit releases the sqlrmw mode's lock before the
+	// transaction's COMMIT, so that the next holder reads the old value.
+	ReleaseBeforeCommit bool `json:"release_before_commit,omitempty"`
+	// Trace asks for the purchase's Trace in the answer.
+	Trace bool `json:"trace,omitempty"`
 	// CrashAfterTake stops the purchase between the take and the order's
 	// write (or, in the mq mode, its publish), as a process that died
 	// there would: the unit stays taken, no order, 503 unavailable.
@@ -189,6 +194,8 @@ type Order struct {
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// CancelledBy is "buyer" or "timeout".
 	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Trace is the purchase's trace, when it asked for one.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // BuyerRequest is the body of POST /api/orders/:id/pay and /cancel: the

@@ -58,11 +58,17 @@ const (
 	FaultCrashBeforeExpire = "crash-before-expire"
 	// FaultClockSkew: the holder's clock runs past any lock TTL.
 	FaultClockSkew = "clock-skew"
+	// FaultReleaseBeforeCommit: the sqlrmw mode's holder releases its lock
+	// before COMMIT.
+	FaultReleaseBeforeCommit = "release_before_commit"
+	// FaultCrashAfterTake: the purchase stops between its take and its
+	// order (the mq mode: its publish), as a process that died there would.
+	FaultCrashAfterTake = "crash-after-take"
 )
 
 // Faults lists the faults a run accepts, FaultNone first.
 func Faults() []string {
-	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew}
+	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew, FaultReleaseBeforeCommit, FaultCrashAfterTake}
 }
 
 // WithDefaults returns s with its zero fields set to their defaults.
@@ -136,6 +142,8 @@ type RunResult struct {
 	// The buyers were users UserBase+1 … UserBase+Buyers.
 	Buyers   int   `json:"buyers"`
 	UserBase int64 `json:"user_base"`
+	// Fault is the fault the run injected (one of Faults), absent for none.
+	Fault string `json:"fault,omitempty"`
 	// Lifecycle is the product's, for a run with a payment window.
 	Lifecycle string `json:"lifecycle,omitempty"`
 

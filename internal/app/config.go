@@ -163,6 +163,7 @@ func (c Config) String() string {
 			dsn = dsn[:colon+1] + "****" + dsn[at:]
 		}
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q",
-		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins)
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s",
+		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
+		c.Consume, c.ReconcileEvery, c.ReconcileGrace)
 }
