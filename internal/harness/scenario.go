@@ -145,6 +145,20 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
+		Name: "crash-after-take",
+		Summary: "The mq mode takes a unit in Redis, then publishes the order to RabbitMQ: two systems, no transaction " +
+			"between them. The first 10 of 100 purchases stop between the two (fault crash-after-take), as a process " +
+			"that died there would: their units are out of the store and their orders nowhere (LOST). The reconciler " +
+			"compares the takes, the broker's queue and the orders, and returns those units once they are older than " +
+			"its grace period (2s): the audit is exact again, and only the 10 failed purchases remain (ERRORS). The " +
+			"async mode has no such moment: its take queues the order in the same Lua step. Needs RabbitMQ (RABBITMQ_URL).",
+		ReconcileGrace: 2 * time.Second,
+		Steps: []Step{
+			{Spec: crashAfterTakeSpec(), Expect: always(Lost)},
+			{Spec: crashAfterTakeSpec(), Reconcile: true, Expect: always(Errors)},
+		},
+	},
+	{
 		Name: "crash",
 		Summary: "The first holder never releases: a lock without expiry is held forever and every later buyer " +
 			"times out; a lock with a lease recovers when it expires.",
@@ -162,6 +176,12 @@ var Scenarios = []Scenario{
 func payRaceSpec(lifecycle string) Spec {
 	return Spec{Lock: "none", Mode: "lua", Stock: 200, Buyers: 200, Concurrency: 50,
 		PayTimeout: Duration(time.Second), PayJitter: Duration(100 * time.Millisecond), Lifecycle: lifecycle}
+}
+
+// crashAfterTakeSpec is a run of the crash-after-take scenario: stock for
+// every buyer, so that nobody is told sold out while units are stranded.
+func crashAfterTakeSpec() Spec {
+	return Spec{Lock: "none", Mode: "mq", Stock: 100, Buyers: 100, Concurrency: 20, CrashAfterTake: true, FaultRequests: 10}
 }
 
 // shardingSteps are the sharding scenario's runs: one shard then five, at
