@@ -60,7 +60,7 @@ func servers(p *types.Project) map[string]types.ServiceConfig {
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t)
-	for _, name := range []string{"redis", "mysql", "seckill", "nginx", "loadtest"} {
+	for _, name := range []string{"redis", "mysql", "rabbitmq", "seckill", "nginx", "loadtest"} {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("service %q missing; have %v", name, p.ServiceNames())
 		}
@@ -68,7 +68,7 @@ func TestComposeServices(t *testing.T) {
 	if _, ok := servers(p)["seckill"]; !ok {
 		t.Errorf("service seckill does not run the server (build: . and the image's entrypoint)")
 	}
-	for _, name := range []string{"redis", "mysql"} {
+	for _, name := range []string{"redis", "mysql", "rabbitmq"} {
 		if hc := p.Services[name].HealthCheck; hc == nil || hc.Disable || len(hc.Test) == 0 {
 			t.Errorf("service %q has no healthcheck", name)
 		}
@@ -114,7 +114,7 @@ func TestComposeServerEnvironment(t *testing.T) {
 					env[k] = *v
 				}
 			}
-			for _, k := range []string{"HTTP_ADDR", "REDIS_ADDR", "MYSQL_DSN"} {
+			for _, k := range []string{"HTTP_ADDR", "REDIS_ADDR", "MYSQL_DSN", "RABBITMQ_URL"} {
 				if env[k] == "" {
 					t.Errorf("%s is not set", k)
 				}
@@ -149,6 +149,12 @@ func TestComposeServerEnvironment(t *testing.T) {
 				t.Errorf("MYSQL_DSN=%q lacks parseTime=true", env["MYSQL_DSN"])
 			}
 			backends = append(backends, dsn.Addr)
+			broker, err := url.Parse(env["RABBITMQ_URL"])
+			if err != nil || broker.Scheme != "amqp" || broker.Port() == "" {
+				t.Errorf("RABBITMQ_URL=%q: want amqp://user:pass@host:port/ (%v)", env["RABBITMQ_URL"], err)
+			} else {
+				backends = append(backends, broker.Host)
+			}
 			for _, addr := range backends {
 				h, _, err := net.SplitHostPort(addr)
 				if err != nil {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -163,7 +164,11 @@ func (c Config) String() string {
 			dsn = dsn[:colon+1] + "****" + dsn[at:]
 		}
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s",
-		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
+	rabbit := c.RabbitMQURL
+	if u, err := url.Parse(rabbit); err == nil {
+		rabbit = u.Redacted()
+	}
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s",
+		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
 		c.Consume, c.ReconcileEvery, c.ReconcileGrace)
 }

@@ -128,6 +128,14 @@ func poll(t *testing.T, what string, ok func() bool) {
 	}
 }
 
+// queueOnly runs no consumer, and the reconciler only on demand with a
+// short grace period: the orders stay in the queue until the test says.
+func queueOnly(c *app.Config) {
+	c.Consume = false
+	c.ReconcileGrace = 50 * time.Millisecond
+	c.ReconcileEvery = 0
+}
+
 // service starts the service with a broker whose queue is the test's own.
 func service(t *testing.T, url string, edit func(*app.Config)) (*app.Server, int64) {
 	t.Helper()
@@ -263,11 +271,7 @@ func testPurchaseToRow(t *testing.T, url string) {
 // alone, however old: their orders may be among them, and their buyers
 // were told 202. Once a consumer has written them, nothing is stranded.
 func testReconcilerWaitsForTheQueue(t *testing.T, url string) {
-	srv, product := service(t, url, func(c *app.Config) {
-		c.Consume = false
-		c.ReconcileGrace = 50 * time.Millisecond
-		c.ReconcileEvery = 0
-	})
+	srv, product := service(t, url, queueOnly)
 	createProduct(t, srv.URL, product, 5)
 	for user := int64(1); user <= 3; user++ {
 		if _, e, code := buy(t, srv.URL, product, user, false); code != http.StatusAccepted {
@@ -296,11 +300,7 @@ func testReconcilerWaitsForTheQueue(t *testing.T, url string) {
 // written, and its unit went back) is dropped by the consumer, its message
 // acknowledged.
 func testVoidRowDropsTheOrder(t *testing.T, url string) {
-	srv, product := service(t, url, func(c *app.Config) {
-		c.Consume = false
-		c.ReconcileGrace = 50 * time.Millisecond
-		c.ReconcileEvery = 0
-	})
+	srv, product := service(t, url, queueOnly)
 	createProduct(t, srv.URL, product, 2)
 	o, e, code := buy(t, srv.URL, product, 1, false)
 	if code != http.StatusAccepted {
