@@ -103,17 +103,43 @@ func TestPage(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9]{16,20}$`).MatchString(orderID) {
 		t.Fatalf("order id on the page: %q, want the decimal id", orderID)
 	}
-	var o struct{ ID string }
+	var o struct{ ID, Status string }
 	if code := getJSON(t, srv.URL+"/api/orders/"+orderID, &o); code != http.StatusOK || o.ID != orderID {
 		t.Errorf("GET /api/orders/%s: %d %+v: the page's id is not the order's", orderID, code, o)
 	}
 	waitFor[string](t, ctx, "the sale in the stock", `document.querySelector("#stat-stock").textContent === "99" && "ok"`)
+
+	// The order is unpaid, its payment window counting down; pay it.
+	if status := run[string](t, ctx, `document.querySelector("#order-status").textContent`); status != "unpaid" {
+		t.Errorf("the order's state: %q, want unpaid", status)
+	}
+	if cd := waitFor[string](t, ctx, "the countdown", `document.querySelector("#order-countdown")?.textContent`); !regexp.MustCompile(`^pay within [01]:[0-5][0-9]$`).MatchString(cd) {
+		t.Errorf("countdown %q, want pay within m:ss under the minute's window", cd)
+	}
+	do(t, ctx, "pay", chromedp.Click(chromedp.ID("pay")))
+	waitFor[bool](t, ctx, "the order paid", `document.querySelector("#order-status").textContent === "paid" && !document.querySelector("#pay")`)
+	waitFor[bool](t, ctx, "the audit's paid count", `document.querySelector("#stat-paid").textContent === "1"`)
+	if code := getJSON(t, srv.URL+"/api/orders/"+orderID, &o); code != http.StatusOK || o.Status != "paid" {
+		t.Errorf("GET /api/orders/%s after Pay: %d %+v, want paid", orderID, code, o)
+	}
 
 	// Buy again as the same user, from the keyboard: refused, with the API's code.
 	do(t, ctx, "buy again", chromedp.Focus(chromedp.ID("user-id")), chromedp.KeyEvent("\r"))
 	if code := waitFor[string](t, ctx, "the refusal", `document.querySelector("#buy-code")?.textContent`); code != "already_bought" {
 		t.Errorf("second purchase: %q, want already_bought", code)
 	}
+	if earlier := run[string](t, ctx, `document.querySelector("#orders").textContent`); !strings.Contains(earlier, orderID) || !strings.Contains(earlier, "paid") {
+		t.Errorf("the earlier orders: %q, want the paid order %s", earlier, orderID)
+	}
+
+	// Another buyer buys and cancels: the unit goes back.
+	do(t, ctx, "buy as another user", chromedp.SetValue(chromedp.ID("user-id"), "424242"), chromedp.Click(chromedp.ID("buy")))
+	waitFor[bool](t, ctx, "the second order", fmt.Sprintf(`document.querySelector("#order-id")?.textContent !== %q && !!document.querySelector("#cancel")`, orderID))
+	waitFor[string](t, ctx, "the second sale in the stock", `document.querySelector("#stat-stock").textContent === "98" && "ok"`)
+	do(t, ctx, "cancel", chromedp.Click(chromedp.ID("cancel")))
+	waitFor[bool](t, ctx, "the order cancelled", `document.querySelector("#order-status").textContent.startsWith("cancelled by the buyer")`)
+	waitFor[bool](t, ctx, "the unit back and the audit's counts",
+		`document.querySelector("#stat-stock").textContent === "99" && document.querySelector("#stat-cancelled").textContent === "1" && document.querySelector("#stat-unpaid").textContent === "0"`)
 
 	// Reset with the typed admin token: the stock is whole again.
 	do(t, ctx, "reset", chromedp.Click(chromedp.ID("reset")))
@@ -465,7 +491,7 @@ func startService(t *testing.T, product, labProduct int64) (*app.Server, *lab.La
 // touches demo product 1.
 func resetProduct(t *testing.T, base string, id int64) {
 	t.Helper()
-	body := fmt.Sprintf(`{"id":%d,"name":"e2e phone","stock":100,"shards":5,"lock":"token","mode":"rmw"}`, id)
+	body := fmt.Sprintf(`{"id":%d,"name":"e2e phone","stock":100,"shards":5,"lock":"token","mode":"rmw","pay_timeout_ms":60000}`, id)
 	var p struct{ ID int64 }
 	if code := sendJSON(t, http.MethodPost, base+"/api/products", body, &p); code != http.StatusOK {
 		t.Fatalf("creating product %d: %d", id, code)

@@ -30,6 +30,8 @@
     labProduct: 9001, // the lab's product; a run's answer says which it is
     polling: false,
     missing: null, // {id, at}: the product that answered 404, and when
+    latest: null, // the order of the last purchase made here
+    orders: [], // the earlier ones, newest first
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -169,6 +171,9 @@
     lost.textContent = fmt(a.lost_updates);
     lost.classList.toggle("alarm", a.lost_updates !== 0);
     $("#stat-queued").textContent = fmt(a.queued);
+    $("#stat-unpaid").textContent = fmt(a.unpaid);
+    $("#stat-paid").textContent = fmt(a.paid);
+    $("#stat-cancelled").textContent = fmt(a.cancelled);
     const b = $("#stat-audit");
     b.className = "badge " + a.verdict;
     b.textContent = a.verdict;
@@ -179,6 +184,7 @@
   // A note under the mode when it needs one: what a 202 promises.
   function showModeNote() {
     $("#mode-note").hidden = $("#lab-mode").value !== "async";
+    $("#mq-note").hidden = $("#lab-mode").value !== "mq";
   }
 
   const pct = (v, of) => (of > 0 ? Math.max(0, Math.min(100, (100 * v) / of)) : 0);
@@ -201,7 +207,9 @@
     state.productID = id;
     productOptions();
     $("#shards").replaceChildren();
-    for (const s of ["#stat-stock", "#stat-initial", "#stat-sold", "#stat-oversold", "#stat-lost"]) $(s).textContent = "–";
+    for (const s of ["#stat-stock", "#stat-initial", "#stat-sold", "#stat-oversold", "#stat-lost", "#stat-unpaid", "#stat-paid", "#stat-cancelled"]) {
+      $(s).textContent = "–";
+    }
     const b = $("#stat-audit");
     b.className = "badge";
     b.textContent = "–";
@@ -212,6 +220,11 @@
     // read as this one's.
     $("#buy-result").className = "outcome";
     $("#buy-result").replaceChildren();
+    // The order stays in the list, which says its product.
+    if (state.latest) state.orders.unshift(state.latest);
+    state.orders.length = Math.min(state.orders.length, MAX_ORDERS);
+    state.latest = null;
+    renderOrders();
     pollProduct();
   }
 
@@ -226,6 +239,7 @@
     btn.disabled = true;
     const r = await api("POST", "/api/products", {
       id: p.id, name: p.name, stock: p.initial, shards: p.shards.length, lock: p.lock, mode: p.mode, fallback: p.fallback, lab: p.lab,
+      pay_timeout_ms: p.pay_timeout_ms, lifecycle: p.lifecycle,
     }, true);
     btn.disabled = false;
     if (r.ok) {
@@ -253,15 +267,17 @@
     btn.disabled = false;
     if (r.ok) {
       // The id is a string in the JSON and stays one: it exceeds 2^53.
-      const o = r.data;
-      out.className = "outcome ok";
-      const status = el("span", { id: "order-status" }, o.status);
-      out.replaceChildren(
-        el("div", {}, "Order ", el("code", { class: "order-id", id: "order-id" }, o.id), " · ", status),
-        el("div", { class: "muted" }, "user " + o.user_id + " · shard " + o.shard + " · lock " + o.lock + " · mode " + o.mode),
-      );
-      if (r.status === 202) followQueued(o.id, status);
+      if (state.latest) state.orders.unshift(state.latest);
+      state.orders.length = Math.min(state.orders.length, MAX_ORDERS);
+      state.latest = r.data;
+      renderOrders();
+      if (r.status === 202) followQueued(r.data.id);
     } else {
+      // The refusal takes the box: the order shown there moves to the list.
+      if (state.latest) state.orders.unshift(state.latest);
+      state.orders.length = Math.min(state.orders.length, MAX_ORDERS);
+      state.latest = null;
+      renderOrders();
       out.className = "outcome refused";
       const lines = [
         el("div", {}, "Refused: ", el("code", { id: "buy-code" }, r.data.code), " (HTTP " + r.status + ")"),
@@ -273,14 +289,104 @@
     pollProduct();
   }
 
+  // ---- The orders bought from this page ----------------------------------
+
+  const MAX_ORDERS = 5; // earlier orders kept in the list, beside the latest
+
+  // orderView shows an order: its id, its state, the countdown of an unpaid
+  // one with a payment window, and Pay and Cancel while it is unpaid. The
+  // latest purchase's carries the ids the browser test reads.
+  function orderView(o, latest) {
+    const id = (name) => (latest ? { id: name } : {});
+    const stateText = o.status + (o.status === "cancelled" && o.cancelled_by ? " by " + (o.cancelled_by === "timeout" ? "the payment window's end" : "the buyer") + ", unit returned" : "") +
+      (o.reason ? ": " + o.reason : "");
+    const nodes = [
+      el("div", {}, "Order ", el("code", { class: "order-id", ...id("order-id") }, o.id), " · ",
+        el("span", { class: "order-state " + o.status, ...id("order-status") }, stateText)),
+      el("div", { class: "muted" }, "user " + o.user_id + " · product " + o.product_id + " · shard " + o.shard + " · mode " + o.mode),
+    ];
+    if (o.status === "unpaid") {
+      const actions = el("div", { class: "order-actions" });
+      if (o.due_at) actions.append(el("span", { class: "countdown", "data-due": o.due_at, ...id("order-countdown") }, countdown(o.due_at)));
+      const pay = el("button", { type: "button", ...id("pay") }, "Pay");
+      const cancel = el("button", { type: "button", class: "secondary", ...id("cancel") }, "Cancel");
+      pay.addEventListener("click", () => changeOrder(o, "pay"));
+      cancel.addEventListener("click", () => changeOrder(o, "cancel"));
+      actions.append(pay, cancel);
+      nodes.push(actions);
+    }
+    if (o.note) nodes.push(el("div", { class: "muted", ...id("order-note") }, o.note));
+    return nodes;
+  }
+
+  function renderOrders() {
+    const out = $("#buy-result");
+    if (state.latest) {
+      out.className = "outcome ok";
+      out.replaceChildren(...orderView(state.latest, true));
+    }
+    $("#orders-wrap").hidden = state.orders.length === 0;
+    $("#orders").replaceChildren(...state.orders.map((o) => el("li", {}, ...orderView(o, false))));
+  }
+
+  // countdown says how long an unpaid order may still be paid.
+  function countdown(due) {
+    const left = Math.ceil((Date.parse(due) - Date.now()) / 1000);
+    if (left <= 0) return "payment window ended";
+    return "pay within " + Math.floor(left / 60) + ":" + String(left % 60).padStart(2, "0");
+  }
+
+  // tickCountdowns moves the countdowns on; an order whose window has ended
+  // is read again, to show the timeout's cancel.
+  function tickCountdowns() {
+    for (const span of document.querySelectorAll("[data-due]")) span.textContent = countdown(span.dataset.due);
+    const now = Date.now();
+    for (const o of [state.latest, ...state.orders]) {
+      if (o && o.status === "unpaid" && o.due_at && Date.parse(o.due_at) < now && !o.refreshing) refreshOrder(o);
+    }
+  }
+
+  // replaceOrder puts a newer copy of an order where the old one was.
+  function replaceOrder(fresh) {
+    if (state.latest?.id === fresh.id) state.latest = fresh;
+    state.orders = state.orders.map((o) => (o.id === fresh.id ? fresh : o));
+    renderOrders();
+  }
+
+  // refreshOrder reads an order again, a second apart at most.
+  async function refreshOrder(o) {
+    o.refreshing = true;
+    const r = await api("GET", "/api/orders/" + o.id);
+    setTimeout(() => { o.refreshing = false; }, 1000);
+    if (r.ok && r.data.status !== o.status) {
+      replaceOrder(r.data);
+      pollProduct();
+    }
+  }
+
+  async function changeOrder(o, action) {
+    for (const b of document.querySelectorAll(".order-actions button")) b.disabled = true;
+    const r = await api("POST", "/api/orders/" + o.id + "/" + action, { user_id: o.user_id });
+    if (r.ok) {
+      replaceOrder(r.data);
+    } else {
+      // The state it lost to (paid, cancelled by the window's end) is the order's now.
+      const g = await api("GET", "/api/orders/" + o.id);
+      const fresh = g.ok ? g.data : { ...o };
+      fresh.note = action + " refused: " + r.data.code + ": " + r.data.error;
+      replaceOrder(fresh);
+    }
+    pollProduct();
+  }
+
   // followQueued reads a queued order until the consumer has written it (or
   // the database refused it), for a few seconds at most.
-  async function followQueued(id, status) {
+  async function followQueued(id) {
     for (let i = 0; i < 50; i++) {
       await new Promise((done) => setTimeout(done, 100));
       const r = await api("GET", "/api/orders/" + id);
       if (r.ok && r.data.status !== "pending") {
-        status.textContent = r.data.status + (r.data.reason ? ": " + r.data.reason : "");
+        replaceOrder(r.data);
         return;
       }
     }
@@ -494,6 +600,7 @@
       case "SAFE": return "every unit sold at most once, none lost, no error";
       case "OVERSOLD": return "more orders than stock, or decrements lost";
       case "UNDERSOLD": return "buyers were told sold out while stock was left";
+      case "LOST": return "units left the store and reached no order";
       case "ERRORS": return "stock is right, but some requests failed";
       case "SKIPPED": return "no load was sent: the run could not start";
       default: return "";
@@ -617,6 +724,7 @@
     $("#lab-fault").addEventListener("change", faultChanged);
     $("#lab-mode").addEventListener("change", showModeNote);
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
+    setInterval(tickCountdowns, 250);
 
     productOptions();
     loadLocks();
