@@ -92,7 +92,9 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 		sqlDB.SetConnMaxLifetime(30 * time.Minute)
 		// Tables in utf8mb4 whatever the server's default (MariaDB's is
 		// latin1): a product named in Chinese must not be a 503.
-		db = db.Set("gorm:table_options", "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci")
+		// Set returns a handle whose statement every chain on it would share
+		// (a Where on it sticks to every later query): a session clones it.
+		db = db.Set("gorm:table_options", "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci").Session(&gorm.Session{})
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
