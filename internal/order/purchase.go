@@ -43,8 +43,8 @@ type Fault struct {
 	Abandon bool
 	// CrashAfterTake stops the purchase between the take and the order's
 	// write (the mq mode: its publish), as a process that died there
-	// would: the unit stays taken and no order comes. The async and db
-	// modes have no such moment, and refuse it.
+	// would: the unit stays taken and no order comes. The async, db and
+	// sqlrmw modes have no such moment, and refuse it.
 	CrashAfterTake bool
 	// Lock carries the strategy-level faults: a crash between SETNX and
 	// EXPIRE, a skewed client clock.
