@@ -19,17 +19,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
+	"seckill/internal/child"
 	"seckill/internal/harness"
 	"seckill/internal/testenv"
 )
 
-// TestMain lets the test binary be a service instance: -instances re-executes
-// the running binary with -serve, and under go test that binary is this one.
+// TestMain lets the test binary be a service instance or a Redis: the
+// cluster re-executes the running binary (see child.Run), and under go test
+// that binary is this one.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == serveFlag {
-		args := append([]string{"loadtest"}, os.Args[1:]...)
-		if err := run(context.Background(), args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-			os.Stderr.WriteString("loadtest -serve: " + err.Error() + "\n")
+	if ok, err := child.Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); ok {
+		if err != nil {
+			os.Stderr.WriteString("loadtest child: " + err.Error() + "\n")
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -81,8 +81,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err = order.Migrate(ctx, a.db); err != nil {
 		return nil, err
 	}
+	every := cfg.ReconcileEvery
+	if every == 0 {
+		every = -1 // order.Options: negative is off, zero its default
+	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep, Log: log,
+		ReconcileEvery: every, ReconcileGrace: cfg.ReconcileGrace,
 	})
 	if err != nil {
 		return nil, err

@@ -27,6 +27,8 @@ type Config struct {
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
+	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 off (a pass on demand still runs)
+	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0: a whole purchase's time budget
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
 }
@@ -78,6 +80,8 @@ func (c *Config) settings() []setting {
 		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
+		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns the schedule off", dur(&c.ReconcileEvery), "10s"},
+		{"reconcile-grace", "RECONCILE_GRACE", "how old a take without its order must be before the reconciler returns its unit; 0 is a whole purchase's time budget, which no purchase in flight outlives", dur(&c.ReconcileGrace), "0s"},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
 	}

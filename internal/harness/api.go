@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"seckill/internal/api"
 )
@@ -52,7 +53,9 @@ func call(ctx context.Context, c *http.Client, method, url, token string, in, ou
 		return fmt.Errorf("reading %s %s: %w", method, url, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		err := fmt.Errorf("%s %s: %s", method, url, describe(resp.StatusCode, b))
+		var e api.Error
+		_ = json.Unmarshal(b, &e) // an answer that is not the service's error has no code
+		var err error = &refusal{code: e.Code, msg: fmt.Sprintf("%s %s: %s", method, url, describe(resp.StatusCode, b))}
 		if resp.StatusCode == http.StatusBadRequest {
 			err = fmt.Errorf("%w: %w", ErrRejected, err)
 		}
@@ -65,6 +68,17 @@ func call(ctx context.Context, c *http.Client, method, url, token string, in, ou
 		return fmt.Errorf("decoding the answer of %s %s: %w", method, url, err)
 	}
 	return nil
+}
+
+// refusal is a non-2xx answer, with the service's error code.
+type refusal struct{ code, msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// refused reports whether err is an answer with the error code code.
+func refused(err error, code string) bool {
+	var r *refusal
+	return errors.As(err, &r) && r.code == code
 }
 
 // describe turns an error answer into "409 sold_out: message".
@@ -121,4 +135,33 @@ func CheckHealth(ctx context.Context, c *http.Client, target string) (api.Health
 		return h, fmt.Errorf("checking health: %w", err)
 	}
 	return h, nil
+}
+
+// reconcilePoll is how often reconcile asks again while takes are pending
+// or another process holds the reconciler's lease.
+const reconcilePoll = 100 * time.Millisecond
+
+// reconcile runs the reconciler on the product until a pass leaves no take
+// pending: every take is then in an order, or its unit went back.
+func reconcile(ctx context.Context, c *http.Client, s Spec) error {
+	url := s.Targets[0] + "/api/products/" + strconv.FormatInt(s.ProductID, 10) + "/reconcile"
+	t := time.NewTicker(reconcilePoll)
+	defer t.Stop()
+	for {
+		var r api.Reconciliation
+		err := call(ctx, c, http.MethodPost, url, s.AdminToken, nil, &r)
+		switch {
+		case err == nil && r.Error != "":
+			return fmt.Errorf("reconciling product %d: %s", s.ProductID, r.Error)
+		case err == nil && r.Pending == 0:
+			return nil
+		case err != nil && !refused(err, api.CodeBusy):
+			return fmt.Errorf("reconciling product %d: %w", s.ProductID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("reconciling product %d: takes still pending (%d) or the lease busy: %w", s.ProductID, r.Pending, ctx.Err())
+		case <-t.C:
+		}
+	}
 }

@@ -40,6 +40,7 @@ func Config(t testing.TB) app.Config {
 		LockTTL:         5 * time.Second,
 		LockWait:        5 * time.Second,
 		ShutdownTimeout: 5 * time.Second,
+		ReconcileEvery:  order.DefaultReconcileEvery,
 		LogLevel:        "warn",
 	}
 	cfg.RedisAddr = os.Getenv("REDIS_ADDR")
