@@ -332,3 +332,57 @@ func TestAllRequestsFailedIsAnError(t *testing.T) {
 		t.Errorf("rows %+v: want one row of 10 errors", rep.Rows)
 	}
 }
+
+// The fault scenarios strike the processes the command started, in the
+// middle of each run: an instance killed (its stranded units returned by the
+// reconciler before the audit), the run's own Redis paused, an instance
+// paused past its lease. Each row's expectation must hold, and the two
+// sides of each verdict agree.
+func TestFaultScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		runs int
+	}{{"instance-kill", 2}, {"redis-pause", 2}, {"pause", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			product := testenv.ProductID(t)
+			getenv := backends(t, product, tc.runs)
+			rep, _, err := runCommand(t, getenv, "-scenario", tc.name, "-product", strconv.FormatInt(product, 10))
+			if err != nil {
+				t.Fatalf("scenario %s: %v", tc.name, err)
+			}
+			if len(rep.Rows) != tc.runs {
+				t.Fatalf("%d rows, want %d", len(rep.Rows), tc.runs)
+			}
+			for _, r := range rep.Rows {
+				if r.Verdict == harness.Skipped || r.Expect == nil || !r.Expect.Held || !r.Agree {
+					t.Errorf("%s: %s (%s), agree %v %v", r.Label(), r.Verdict, r.Note, r.Agree, r.Disagreements)
+				}
+			}
+			if tc.name == "instance-kill" {
+				for _, r := range rep.Rows {
+					if r.ErrorCodes["transport"] == 0 || r.LostUpdates != 0 {
+						t.Errorf("%s: errors %v, lost updates %d: want the killed instance's clients unanswered and no unit lost",
+							r.Label(), r.ErrorCodes, r.LostUpdates)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Against -target instances the command did not start, it cannot strike
+// them: the fault scenarios' runs are SKIPPED, saying why.
+func TestFaultScenarioSkippedOnTarget(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 2)
+	target := startTarget(t, getenv)
+	rep, _, err := runCommand(t, getenv, "-scenario", "instance-kill", "-target", target, "-product", strconv.FormatInt(product, 10))
+	if err != nil {
+		t.Fatalf("scenario instance-kill against a target: %v", err)
+	}
+	for _, r := range rep.Rows {
+		if r.Verdict != harness.Skipped || !strings.Contains(r.Note, "-target") {
+			t.Errorf("%s: %s (%s), want SKIPPED because the target's processes are not the command's", r.Label(), r.Verdict, r.Note)
+		}
+	}
+}
