@@ -328,11 +328,11 @@ func (s *sale) reconcile() api.Reconciliation {
 type state struct {
 	p         order.Product
 	remaining int
-	ledger    map[int64]stock.Entry     // the current layout's takes, by buyer
-	buyers    int                       // buyer keys naming a take of the ledger
-	orders    map[idgen.ID]order.Order  // live orders of the current sale
-	rows      map[idgen.ID]order.Order  // every row of the product, void rows and past sales too
-	byUser    map[int64][]order.Order   // live orders of the current sale, by user
+	ledger    map[int64]stock.Entry    // the current layout's takes, by buyer
+	buyers    int                      // buyer keys naming a take of the ledger
+	orders    map[idgen.ID]order.Order // live orders of the current sale
+	rows      map[idgen.ID]order.Order // every row of the product, void rows and past sales too
+	byUser    map[int64][]order.Order  // live orders of the current sale, by user
 }
 
 func (s *sale) read() state {
