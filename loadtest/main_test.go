@@ -21,6 +21,8 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/child"
 	"seckill/internal/harness"
+	"seckill/internal/order"
+	"seckill/internal/stock"
 	"seckill/internal/testenv"
 )
 
@@ -56,22 +58,18 @@ func backends(t *testing.T, product int64, runs int) func(string) string {
 }
 
 // deleteProductKeys removes the service's keys of the products a test used
-// from the shared Redis; product ids are random, so the pattern is theirs.
+// from the shared Redis.
 func deleteProductKeys(t *testing.T, addr string, product int64, runs int) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	ctx := context.Background()
+	var ids []int64
+	var extra []string
 	for p := product; p < product+int64(runs); p++ {
-		id := strconv.FormatInt(p, 10)
-		for _, pattern := range []string{"seckill:*{" + id + "_*", "seckill:*:" + id} {
-			iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
-			for iter.Next(ctx) {
-				rdb.Del(ctx, iter.Val())
-			}
-			if err := iter.Err(); err != nil {
-				t.Logf("cleaning up %s: %v", pattern, err)
-			}
-		}
+		ids = append(ids, p)
+		extra = append(extra, order.ProductKeys(p)...)
+	}
+	if err := stock.Purge(context.Background(), rdb, ids, extra...); err != nil {
+		t.Logf("cleaning up products %v: %v", ids, err)
 	}
 }
 
@@ -126,6 +124,25 @@ func TestOversellScenario(t *testing.T) {
 	}
 	if !bytes.Equal(raw, again.Bytes()) {
 		t.Errorf("the JSON report does not round-trip:\nwrote %s\nagain %s", raw, again.Bytes())
+	}
+}
+
+// An async run counts its 202s as sales, waits for the queue to drain,
+// and judges the orders written: exactly the stock, SAFE, with the time
+// from 202 to row reported.
+func TestAsyncRunDrainsBeforeItIsJudged(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 1)
+	rep, _, err := runCommand(t, getenv, "-lock", "none", "-mode", "async", "-product", strconv.FormatInt(product, 10),
+		"-stock", "50", "-buyers", "200", "-concurrency", "40")
+	if err != nil {
+		t.Fatalf("async run: %v", err)
+	}
+	if got := verdicts(rep.Rows); len(got) != 1 || got[0] != "SAFE/true" {
+		t.Fatalf("verdicts %v, want [SAFE/true]", got)
+	}
+	if r := rep.Rows[0]; r.OK != 50 || r.Accepted != 50 || r.Sold != 50 || r.DrainP99MS <= 0 {
+		t.Errorf("row %+v: want 50 sales, all queued (202), 50 written, a drain latency", r)
 	}
 }
 

@@ -26,6 +26,9 @@ const (
 	CodeSoldOut              = "sold_out"               // 409
 	CodeAlreadyBought        = "already_bought"         // 409
 	CodeRunInProgress        = "run_in_progress"        // 409
+	CodeAlreadyPaid          = "already_paid"           // 409
+	CodeOrderCancelled       = "order_cancelled"        // 409
+	CodeOrderQueued          = "order_queued"           // 409
 	CodeBusy                 = "busy"                   // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
@@ -61,10 +64,14 @@ const (
 	ModeLua = "lua"
 	// ModeDB is a conditional SQL UPDATE; it takes no lock.
 	ModeDB = "db"
+	// ModeAsync is the lua mode's atomic script, which also queues the
+	// order on a Redis Stream: the purchase answers 202 and a consumer
+	// writes the order.
+	ModeAsync = "async"
 )
 
 // Modes lists the stock modes in teaching order.
-func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB} }
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeAsync} }
 
 // Defaults of a product, and of a purchase that names no lock or mode.
 const (

@@ -16,6 +16,14 @@ type ProductRequest struct {
 	// Lab products take the per-request lock, mode, hold and faults; others
 	// refuse them (403 lab_only). Fixed when the product is created.
 	Lab bool `json:"lab,omitempty"`
+	// PayTimeoutMS is the payment window: an order unpaid this long after
+	// its purchase is cancelled and its unit goes back on sale. 0 (the
+	// default) is none; else 1,000–86,400,000.
+	PayTimeoutMS int64 `json:"pay_timeout_ms,omitempty"`
+	// Lifecycle is "conditional" (the default): pay, cancel and the
+	// timeout are conditional updates, and exactly one wins; or, on a lab
+	// product, "naive": read the status, then write, which loses the race.
+	Lifecycle string `json:"lifecycle,omitempty"`
 }
 
 // ProductView is a product with its stock, the answer of GET
@@ -34,7 +42,9 @@ type ProductView struct {
 	Store    string      `json:"store"` // "redis" or "sql"
 	Lab      bool        `json:"lab"`
 	// Sale counts the product's sales: each reset starts one.
-	Sale int64 `json:"sale"`
+	Sale         int64  `json:"sale"`
+	PayTimeoutMS int64  `json:"pay_timeout_ms"`
+	Lifecycle    string `json:"lifecycle"`
 }
 
 // ShardView is one shard's stock and where it is kept.
@@ -67,16 +77,48 @@ type Audit struct {
 	// Redis), or Initial − Remaining for stock in SQL.
 	Taken  int `json:"taken"`
 	Orders int `json:"orders"`
+	// Queued is the orders taken and queued, not written yet (the async
+	// mode): initial = remaining + orders + queued on a quiet product.
+	Queued int `json:"queued"`
 	// Oversold is max(0, Orders − Initial).
 	Oversold int `json:"oversold"`
-	// LostUpdates is Orders − (Initial − Remaining).
+	// LostUpdates is Orders + Queued − (Initial − Remaining).
 	LostUpdates int `json:"lost_updates"`
-	// Unsettled is max(0, Taken − Orders): purchases in flight, or takes
-	// stranded until the reconciler returns their units.
-	Unsettled int    `json:"unsettled"`
+	// Unsettled is max(0, Taken − Orders − Queued): purchases in flight, or
+	// takes stranded until the reconciler returns their units.
+	Unsettled int `json:"unsettled"`
+	// Unpaid and Paid split Orders; Cancelled is the sale's cancelled
+	// orders, whose units went back on sale.
+	Unpaid    int    `json:"unpaid"`
+	Paid      int    `json:"paid"`
+	Cancelled int    `json:"cancelled"`
 	Verdict   string `json:"verdict"`
+	// Shards is the same count shard by shard.
+	Shards []ShardAudit `json:"shards,omitempty"`
 	// Reconciled is the reconciler's last pass over the product, if any.
 	Reconciled *Reconciliation `json:"reconciled,omitempty"`
+}
+
+// Drain is GET /api/products/:id/drain: how the current sale's queued
+// orders (the async mode) reached their rows.
+type Drain struct {
+	// Written is the queued orders written; Queued those still queued.
+	Written int `json:"written"`
+	Queued  int `json:"queued"`
+	// P50MS, P99MS and MaxMS are percentiles of the time from a purchase's
+	// 202 to its order's row.
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// ShardAudit is one shard's part of an audit.
+type ShardAudit struct {
+	Shard     int `json:"shard"`
+	Initial   int `json:"initial"`
+	Remaining int `json:"remaining"`
+	Orders    int `json:"orders"`
+	Queued    int `json:"queued"`
 }
 
 // Reconciliation is one pass of the reconciler over a product's sale, the
@@ -91,6 +133,9 @@ type Reconciliation struct {
 	Returned int `json:"returned"`
 	// Orphans is the orders that no take names: reported, not changed.
 	Orphans int `json:"orphans"`
+	// Expired is the unpaid orders past their payment window whose
+	// deadline the delay queue had lost, cancelled by this pass.
+	Expired int `json:"expired"`
 	// Error is why the pass stopped early, if it did.
 	Error string `json:"error,omitempty"`
 }
@@ -113,15 +158,33 @@ type OrderRequest struct {
 // /api/orders/:id. Its id is a decimal string: ids exceed 2^53, past which a
 // JavaScript number loses integers.
 type Order struct {
-	ID        string    `json:"id"`
-	ProductID int64     `json:"product_id"`
-	Sale      int64     `json:"sale"`
-	UserID    int64     `json:"user_id"`
-	Shard     int       `json:"shard"`
-	Lock      string    `json:"lock"`
-	Mode      string    `json:"mode"`
+	ID        string `json:"id"`
+	ProductID int64  `json:"product_id"`
+	Sale      int64  `json:"sale"`
+	UserID    int64  `json:"user_id"`
+	Shard     int    `json:"shard"`
+	Lock      string `json:"lock"`
+	Mode      string `json:"mode"`
+	// Status is unpaid for an order written, then paid or cancelled;
+	// pending for one queued (the async mode) and not written yet; failed
+	// for a queued one the database refused, with the Reason (its unit
+	// went back on sale).
 	Status    string    `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// DueAt is when an unpaid order is cancelled, if its product has a
+	// payment window.
+	DueAt       *time.Time `json:"due_at,omitempty"`
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	// CancelledBy is "buyer" or "timeout".
+	CancelledBy string `json:"cancelled_by,omitempty"`
+}
+
+// BuyerRequest is the body of POST /api/orders/:id/pay and /cancel: the
+// buyer the order must belong to.
+type BuyerRequest struct {
+	UserID *int64 `json:"user_id"`
 }
 
 // Health is GET /healthz when Redis and the database answer.
@@ -130,6 +193,23 @@ type Health struct {
 	Mode   string `json:"mode"`   // "embedded" or "external"
 	Redis  string `json:"redis"`  // server version
 	SQL    string `json:"sql"`    // dialect and version
+	// Queue is the async mode's backlog, over every product.
+	Queue Backlog `json:"queue"`
+}
+
+// Backlog is the async mode's queue of orders taken and not written yet.
+type Backlog struct {
+	// Streams is the streams that may hold orders (one per shard in use).
+	Streams int `json:"streams"`
+	// Queued is the orders in them: not delivered yet, or delivered and not
+	// acknowledged.
+	Queued int64 `json:"queued"`
+	// Delivered is those of Queued delivered to a consumer and not
+	// acknowledged: being written, or left by a consumer that died until
+	// another claims them.
+	Delivered int64 `json:"delivered"`
+	// OldestMS is the age of the oldest queued order, 0 when none is.
+	OldestMS int64 `json:"oldest_ms"`
 }
 
 // LockInfo is one rung of the lock ladder, GET /api/locks.

@@ -139,8 +139,11 @@ type RunResult struct {
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.
-	Requests      int `json:"requests"`
-	OK            int `json:"ok"`
+	Requests int `json:"requests"`
+	// OK is the sales: 201 (written) and 202 (queued, the async mode).
+	OK int `json:"ok"`
+	// Accepted is the 202s among OK.
+	Accepted      int `json:"accepted,omitempty"`
 	SoldOut       int `json:"sold_out"`
 	AlreadyBought int `json:"already_bought"`
 	Errors        int `json:"errors"`
@@ -165,6 +168,12 @@ type RunResult struct {
 	MaxMS         float64 `json:"max_ms"`
 	LockWaitP99MS float64 `json:"lock_wait_p99_ms"`
 	ElapsedS      float64 `json:"elapsed_s"`
+	// DrainS is how long the queue took to drain after the load (the async
+	// mode); DrainP50MS and DrainP99MS are the percentiles of the time
+	// from a purchase's 202 to its order's row.
+	DrainS     float64 `json:"drain_s,omitempty"`
+	DrainP50MS float64 `json:"drain_p50_ms,omitempty"`
+	DrainP99MS float64 `json:"drain_p99_ms,omitempty"`
 
 	// Verdict is the worse of HarnessVerdict and AuditVerdict: SAFE,
 	// OVERSOLD, UNDERSOLD or ERRORS, or SKIPPED when the service refused the

@@ -26,6 +26,7 @@ type App struct {
 	Config   Config
 	Embedded bool // Redis or the database is the embedded stand-in
 	Orders   *order.Service
+	Consumer *order.Consumer // nil when Config.Consume is off
 	Handler  *server.Server
 
 	rdb      *redis.Client
@@ -81,16 +82,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err = order.Migrate(ctx, a.db); err != nil {
 		return nil, err
 	}
-	every := cfg.ReconcileEvery
-	if every == 0 {
-		every = -1 // order.Options: negative is off, zero its default
-	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
-		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep, Log: log,
-		ReconcileEvery: every, ReconcileGrace: cfg.ReconcileGrace,
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
+		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
+		Deployment: deployment(cfg), Log: log,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Consume {
+		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{Log: log})
+		a.Consumer.Start()
 	}
 	if cfg.DemoStock > 0 {
 		if err = a.ensureDemo(ctx); err != nil {
@@ -104,6 +106,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		Web: extras.Web, Runs: extras.Runs, Log: log,
 	})
 	return a, nil
+}
+
+// reconcileEvery maps the configuration's "0 turns it off" to the order
+// service's (which takes 0 for its default).
+func reconcileEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // DemoProduct is the product created at start when DemoStock > 0.
@@ -157,13 +168,20 @@ func (a *App) health(ctx context.Context) (api.Health, error) {
 	if err != nil {
 		return api.Health{}, fmt.Errorf("%w: %w", server.ErrDatabaseDown, err)
 	}
-	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer}, nil
+	q, err := a.Orders.Backlog(ctx)
+	if err != nil {
+		return api.Health{}, fmt.Errorf("%w: %w", server.ErrRedisDown, err)
+	}
+	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer, Queue: q}, nil
 }
 
 // Close closes the service, then Redis and the database, then the
 // embedded server.
 func (a *App) Close() error {
 	var errs []error
+	if a.Consumer != nil {
+		errs = append(errs, a.Consumer.Close())
+	}
 	if a.Orders != nil {
 		errs = append(errs, a.Orders.Close())
 	}

@@ -2,7 +2,11 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -154,4 +158,30 @@ func sqlVersion(ctx context.Context, db *gorm.DB) string {
 		return db.Dialector.Name() + " unknown"
 	}
 	return db.Dialector.Name() + " " + v
+}
+
+// deployment names the database the service writes its orders to: the
+// processes on one database share the async mode's queue, and those on
+// another (tests sharing one Redis) do not. An in-memory SQLite is this
+// process's alone.
+func deployment(cfg Config) string {
+	var id string
+	switch {
+	case cfg.MySQLDSN != "":
+		if c, err := mysqldrv.ParseDSN(cfg.MySQLDSN); err == nil {
+			id = "mysql:" + c.Addr + "/" + c.DBName
+		} else {
+			id = "mysql:" + cfg.MySQLDSN
+		}
+	case cfg.SQLitePath != "":
+		abs, err := filepath.Abs(cfg.SQLitePath)
+		if err != nil {
+			abs = cfg.SQLitePath
+		}
+		id = "sqlite:" + abs
+	default:
+		id = "memory:" + rand.Text()
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:6])
 }

@@ -27,8 +27,9 @@ type Config struct {
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
-	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 off (a pass on demand still runs)
-	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0: a whole purchase's time budget
+	Consume         bool          // -consume / CONSUME; run a consumer of the async mode's queue in this process
+	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 turns the schedule off
+	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
 }
@@ -80,8 +81,11 @@ func (c *Config) settings() []setting {
 		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
-		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns the schedule off", dur(&c.ReconcileEvery), "10s"},
-		{"reconcile-grace", "RECONCILE_GRACE", "how old a take without its order must be before the reconciler returns its unit; 0 is a whole purchase's time budget, which no purchase in flight outlives", dur(&c.ReconcileGrace), "0s"},
+		{"consume", "CONSUME", "run a consumer that writes the async mode's queued orders", func(fs *flag.FlagSet, name, def, help string) {
+			fs.BoolVar(&c.Consume, name, def == "true", help)
+		}, "true"},
+		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},
+		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
 	}
@@ -157,6 +161,7 @@ func (c Config) String() string {
 			dsn = dsn[:colon+1] + "****" + dsn[at:]
 		}
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q",
-		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins)
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s",
+		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
+		c.Consume, c.ReconcileEvery, c.ReconcileGrace)
 }

@@ -165,3 +165,35 @@ func reconcile(ctx context.Context, c *http.Client, s Spec) error {
 		}
 	}
 }
+
+// drainTimeout bounds the wait for the queue to drain after a run.
+const drainTimeout = 60 * time.Second
+
+// drain waits until the product's queue is empty and every take is
+// settled, then reads how long queued orders took to be written.
+func drain(ctx context.Context, c *http.Client, s Spec, row *Row) error {
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	start := time.Now()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		a, err := fetchAudit(ctx, c, s.Targets[0], s.ProductID)
+		if err == nil && a.Queued == 0 && a.Unsettled == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the queue did not drain within %s (audit: %+v, %v)", drainTimeout, a, err)
+		case <-poll.C:
+		}
+	}
+	row.DrainS = time.Since(start).Seconds()
+	var d api.Drain
+	url := s.Targets[0] + "/api/products/" + strconv.FormatInt(s.ProductID, 10) + "/drain"
+	if err := call(ctx, c, http.MethodGet, url, "", nil, &d); err != nil {
+		return fmt.Errorf("reading the drain of product %d: %w", s.ProductID, err)
+	}
+	row.DrainP50MS, row.DrainP99MS = d.P50MS, d.P99MS
+	return nil
+}

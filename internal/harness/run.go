@@ -69,6 +69,12 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 		return row, ctx.Err()
 	}
 
+	if row.Accepted > 0 {
+		// Queued orders are judged once written: wait for the queue to drain.
+		if err := drain(context.WithoutCancel(ctx), c, spec, &row); err != nil {
+			row.Note = err.Error()
+		}
+	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
 	if spec.Reconcile {
@@ -164,6 +170,7 @@ type worker struct {
 	buf, body []byte // reused request buffers of the conns path
 	lat, wait *hdrhistogram.Histogram
 	ok        int
+	accepted  int
 	soldOut   int
 	already   int
 	errs      int
@@ -397,6 +404,7 @@ func tally(row *Row, workers []*worker, elapsed time.Duration) {
 		lat.Merge(w.lat)
 		wait.Merge(w.wait)
 		row.OK += w.ok
+		row.Accepted += w.accepted
 		row.SoldOut += w.soldOut
 		row.AlreadyBought += w.already
 		row.Errors += w.errs
@@ -499,7 +507,8 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 			_ = w.wait.RecordValue(min(max(us, histMin), histMax)) // clamped: cannot fail
 		}
 	}
-	if resp.StatusCode == http.StatusCreated {
+	sale := resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusAccepted
+	if sale {
 		_, err = io.Copy(io.Discard, resp.Body)
 	} else {
 		var b []byte
@@ -524,12 +533,15 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 	}
 	resp.Body.Close()
 	_ = w.lat.RecordValue(min(max(time.Since(due).Microseconds(), histMin), histMax))
-	if resp.StatusCode == http.StatusCreated {
+	if sale {
 		if err != nil { // the order exists, but the answer was cut: say so
-			w.fail("transport", "reading a 201 answer: "+err.Error())
+			w.fail("transport", "reading a "+strconv.Itoa(resp.StatusCode)+" answer: "+err.Error())
 			sh.errors.Add(1)
 		} else {
 			w.ok++
+			if resp.StatusCode == http.StatusAccepted {
+				w.accepted++
+			}
 			w.lastSale = sent
 			sh.ok.Add(1)
 		}

@@ -104,3 +104,27 @@ func (g *Redis) Restore(ctx context.Context, last ID) error {
 	}
 	return nil
 }
+
+// Slot is what a script that draws an ID itself needs (see the async
+// mode's take, internal/stock): the day key to INCR, its time to live in
+// milliseconds (set with PEXPIRE when the INCR creates it), and the seconds
+// since the epoch that make the ID's upper bits. The ID is then
+// Compose(Secs, the INCR's value).
+type Slot struct {
+	DayKey    string
+	TTLMillis string
+	Secs      int64
+}
+
+// Slot returns the slot of the generator's clock now.
+func (g *Redis) Slot() (Slot, error) {
+	now := g.now()
+	secs, err := ticks(now.Sub(epoch), time.Second, timeBits)
+	if err != nil {
+		return Slot{}, fmt.Errorf("%w: %v", err, now)
+	}
+	return Slot{DayKey: g.key(now), TTLMillis: g.ttl, Secs: secs}, nil
+}
+
+// Compose packs the seconds since the epoch and the day's sequence number.
+func Compose(secs int64, seq uint32) ID { return ID(secs<<seqBits | int64(seq)) }

@@ -12,7 +12,6 @@ var (
 	//go:embed fenced_acquire.lua
 	fencedAcquireLua    string
 	fencedAcquireScript = redis.NewScript(fencedAcquireLua)
-
 )
 
 // Fenced is Token plus a fencing token: every acquisition also increments a

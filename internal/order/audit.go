@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"seckill/internal/api"
 
@@ -11,11 +12,11 @@ import (
 )
 
 // NewAudit computes an audit's derived fields from its counts.
-func NewAudit(product int64, initial, remaining, taken, orders int) api.Audit {
-	a := api.Audit{ProductID: product, Initial: initial, Remaining: remaining, Taken: taken, Orders: orders}
+func NewAudit(product int64, initial, remaining, taken, orders, queued int) api.Audit {
+	a := api.Audit{ProductID: product, Initial: initial, Remaining: remaining, Taken: taken, Orders: orders, Queued: queued}
 	a.Oversold = max(0, orders-initial)
-	a.LostUpdates = orders - (initial - remaining)
-	a.Unsettled = max(0, taken-orders)
+	a.LostUpdates = orders + queued - (initial - remaining)
+	a.Unsettled = max(0, taken-orders-queued)
 	switch {
 	case a.Oversold > 0:
 		a.Verdict = api.VerdictOversold
@@ -27,6 +28,45 @@ func NewAudit(product int64, initial, remaining, taken, orders int) api.Audit {
 		a.Verdict = api.VerdictOK
 	}
 	return a
+}
+
+// saleCounts are a sale's orders by shard (the live ones) and by status.
+type saleCounts struct {
+	perShard                []int
+	unpaid, paid, cancelled int
+}
+
+// countSale counts the orders of the product's current sale by shard and
+// status, in one query.
+func (s *Service) countSale(ctx context.Context, p Product) (saleCounts, error) {
+	var rows []struct {
+		Shard  int
+		Status string
+		N      int
+	}
+	err := s.db.WithContext(ctx).Model(&Order{}).Select("shard, status, COUNT(*) AS n").
+		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Group("shard, status").Scan(&rows).Error
+	if err != nil {
+		return saleCounts{}, fmt.Errorf("counting orders of product %d: %w", p.ID, err)
+	}
+	c := saleCounts{perShard: make([]int, p.Shards)}
+	for _, r := range rows {
+		switch r.Status {
+		case Unpaid:
+			c.unpaid += r.N
+		case Paid:
+			c.paid += r.N
+		case Cancelled:
+			c.cancelled += r.N
+			continue
+		default: // void rows hold no unit
+			continue
+		}
+		if r.Shard >= 0 && r.Shard < len(c.perShard) {
+			c.perShard[r.Shard] += r.N
+		}
+	}
+	return c, nil
 }
 
 // View is a product with its stock and sales.
@@ -56,7 +96,12 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 		return View{}, api.Audit{}, err
 	}
 	v := View{Product: p, SoldOut: s.stock.SoldOut(id)}
-	v.Levels, err = s.stock.Levels(ctx, p.stock())
+	var c stock.Counts
+	if p.Store == string(stock.InRedis) {
+		c, err = s.stock.Count(ctx, p.stock())
+	} else {
+		c.Levels, err = s.stock.Levels(ctx, p.stock())
+	}
 	if errors.Is(err, stock.ErrNotLaidOut) {
 		// Stale (reset elsewhere) or lost: read the product again to tell.
 		if fresh, ferr := s.refresh(ctx, id); ferr == nil && fresh.Epoch != p.Epoch {
@@ -68,23 +113,68 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
-	var sold int64
-	err = s.db.WithContext(ctx).Model(&Order{}).
-		Where("product_id = ? AND sale = ? AND buyer IS NOT NULL", id, p.Sale).Count(&sold).Error
+	v.Levels = c.Levels
+	sc, err := s.countSale(ctx, p)
 	if err != nil {
-		return View{}, api.Audit{}, fmt.Errorf("counting orders of product %d: %w", id, err)
+		return View{}, api.Audit{}, err
 	}
-	v.Sold = int(sold)
+	perShard := sc.perShard
+	initial := stock.Split(p.Initial, p.Shards)
+	var shards []api.ShardAudit
+	totalQueued := 0
+	for k := range p.Shards {
+		sa := api.ShardAudit{Shard: k, Initial: initial[k], Orders: perShard[k]}
+		if k < len(c.Levels) {
+			sa.Remaining = c.Levels[k]
+		}
+		if k < len(c.Queued) {
+			sa.Queued = c.Queued[k]
+		}
+		v.Sold += sa.Orders
+		totalQueued += sa.Queued
+		shards = append(shards, sa)
+	}
 	taken := p.Initial - v.Remaining()
 	if p.Store == string(stock.InRedis) {
-		if taken, err = s.stock.Takes(ctx, p.stock().Layout); err != nil {
-			return View{}, api.Audit{}, err
-		}
+		taken = c.Takes
 	}
-	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold)
+	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold, totalQueued)
+	a.Shards = shards
 	a.Sale = p.Sale
+	a.Unpaid, a.Paid, a.Cancelled = sc.unpaid, sc.paid, sc.cancelled
 	if a.Reconciled, err = s.LastReconciliation(ctx, id); err != nil {
 		return View{}, api.Audit{}, err
 	}
 	return v, a, nil
+}
+
+// Drain tells how the current sale's queued orders reached their rows.
+func (s *Service) Drain(ctx context.Context, id int64) (api.Drain, error) {
+	_, a, err := s.Audit(ctx, id)
+	if err != nil {
+		return api.Drain{}, err
+	}
+	p, err := s.Product(ctx, id)
+	if err != nil {
+		return api.Drain{}, err
+	}
+	var rows []Order
+	err = s.db.WithContext(ctx).Select("accepted_at", "created_at").
+		Where("product_id = ? AND sale = ? AND mode = ? AND status IN ?", id, p.Sale, string(stock.Async), live).Find(&rows).Error
+	if err != nil {
+		return api.Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
+	}
+	d := api.Drain{Written: len(rows), Queued: a.Queued}
+	lat := make([]float64, 0, len(rows))
+	for _, o := range rows {
+		if o.AcceptedAt != nil {
+			lat = append(lat, float64(o.CreatedAt.Sub(*o.AcceptedAt).Microseconds())/1000)
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		at := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+		d.P50MS, d.P99MS, d.MaxMS = at(0.50), at(0.99), lat[len(lat)-1]
+	}
+	return d, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -103,6 +104,11 @@ type ProductSpec struct {
 	Mode     string // default api.DefaultMode
 	Fallback *bool  // default true
 	Lab      bool   // fixed when the product is created
+	// PayTimeout is the payment window: MinPayTimeout–MaxPayTimeout, or 0
+	// for none (the default).
+	PayTimeout time.Duration
+	// Lifecycle is Conditional (the default) or, on a lab product, Naive.
+	Lifecycle string
 }
 
 // Reset creates a product, or starts a new sale of it: the stock is laid
@@ -188,7 +194,8 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 		return Product{}, fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 	}
 	p := Product{ID: spec.ID, Name: spec.Name, Initial: spec.Stock, Shards: spec.Shards,
-		Lock: spec.Lock, Mode: spec.Mode, Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab}
+		Lock: spec.Lock, Mode: spec.Mode, Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab,
+		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional)}
 	if p.ID <= 0 {
 		return invalid("id must be a positive integer")
 	}
@@ -206,6 +213,18 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	}
 	if len(p.Name) > 200 {
 		return invalid("name must be at most 200 bytes")
+	}
+	if p.PayTimeout != 0 && (p.PayTimeout < MinPayTimeout || p.PayTimeout > MaxPayTimeout) {
+		return invalid("the payment window must be 0 (none) or between %s and %s", MinPayTimeout, MaxPayTimeout)
+	}
+	switch p.Lifecycle {
+	case Conditional:
+	case Naive:
+		if !p.Lab {
+			return invalid("the naive lifecycle loses races on purpose: it is for lab products")
+		}
+	default:
+		return invalid("lifecycle must be %s or %s", Conditional, Naive)
 	}
 	p.Lock = cmp.Or(p.Lock, api.DefaultLock)
 	p.Mode = cmp.Or(p.Mode, api.DefaultMode)

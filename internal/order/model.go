@@ -41,14 +41,22 @@ type Product struct {
 	Sale int64 `gorm:"not null;default:1"`
 	// Epoch counts the layouts of the product's stock in Redis: a reset or
 	// a rebuild lays it out anew under new keys (see stock.Layout).
-	Epoch     int64 `gorm:"not null;default:1"`
+	Epoch int64 `gorm:"not null;default:1"`
+	// PayTimeout is how long a buyer has to pay an order before it is
+	// cancelled and its unit goes back on sale; 0: no window, orders stay
+	// unpaid until paid or cancelled.
+	PayTimeout time.Duration `gorm:"not null;default:0"`
+	// Lifecycle is how pay, cancel and the timeout change an order:
+	// Conditional (the default), or Naive, the check-then-act a lab
+	// product may choose to show the race it loses.
+	Lifecycle string `gorm:"size:12;not null;default:conditional"`
 	UpdatedAt time.Time
 }
 
 func (p Product) stock() stock.Product {
 	return stock.Product{
 		Layout: stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch},
-		Where:  stock.Where(p.Store), Fallback: p.Fallback,
+		Where:  stock.Where(p.Store), Fallback: p.Fallback, Sale: p.Sale, PayTimeout: p.PayTimeout,
 	}
 }
 
@@ -60,6 +68,32 @@ const (
 	// written: it settles a write whose outcome was unknown, and its unit
 	// went back to the store. It is not an order.
 	Void = "void"
+	// Pending is an order of the async mode that is queued and not written
+	// yet. It has no row: only the API says it.
+	Pending = "pending"
+	// Failed is a queued order the database refused: it went to the dead
+	// letters, its unit back to the store. It has no row either.
+	Failed = "failed"
+	// Paid is an order its buyer paid: sold for good.
+	Paid = "paid"
+	// Cancelled is an order cancelled by its buyer or by the payment
+	// window's end; its unit went back on sale, and its buyer may buy again.
+	Cancelled = "cancelled"
+)
+
+// live are the statuses of an order that holds a unit.
+var live = []string{Unpaid, Paid}
+
+// Who cancelled an order.
+const (
+	ByBuyer   = "buyer"
+	ByTimeout = "timeout"
+)
+
+// Lifecycles of a product's orders.
+const (
+	Conditional = "conditional"
+	Naive       = "naive"
 )
 
 // Order is one unit sold to one user in one sale. The unique index on
@@ -68,18 +102,31 @@ const (
 // insert. Buyer is the user for a live order and NULL for a void row, which
 // a unique index does not compare.
 type Order struct {
-	ID        idgen.ID  `gorm:"primaryKey;autoIncrement:false"`
-	ProductID int64     `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:1"`
-	Sale      int64     `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:2"`
-	Buyer     *int64    `gorm:"uniqueIndex:idx_sale_buyer,priority:3"`
-	UserID    int64     `gorm:"not null"`
-	Shard     int       `gorm:"not null"`
-	Lock      string    `gorm:"size:32;not null"`
-	Mode      string    `gorm:"size:8;not null"`
-	Status    string    `gorm:"size:12;not null"`
-	Key       string    `gorm:"column:idem_key;size:64;not null"`
-	CreatedAt time.Time `gorm:"not null"`
+	ID        idgen.ID `gorm:"primaryKey;autoIncrement:false"`
+	ProductID int64    `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:1"`
+	Sale      int64    `gorm:"not null;uniqueIndex:idx_sale_buyer,priority:2"`
+	Buyer     *int64   `gorm:"uniqueIndex:idx_sale_buyer,priority:3"`
+	UserID    int64    `gorm:"not null"`
+	Shard     int      `gorm:"not null"`
+	Lock      string   `gorm:"size:32;not null"`
+	Mode      string   `gorm:"size:8;not null"`
+	Status    string   `gorm:"size:12;not null;default:unpaid"`
+	Key       string   `gorm:"column:idem_key;size:64;not null;default:''"`
+	// AcceptedAt is when the purchase was answered: CreatedAt for the
+	// synchronous modes, earlier for a queued order (its 202). NULL in
+	// rows written before it existed.
+	AcceptedAt *time.Time
+	CreatedAt  time.Time `gorm:"not null"`
+	// DueAt is when an unpaid order is cancelled, if its product has a
+	// payment window.
+	DueAt       *time.Time
+	PaidAt      *time.Time
+	CancelledAt *time.Time
+	CancelledBy string `gorm:"size:8;not null;default:''"`
+	// Reason says why an order failed; not stored.
+	Reason string `gorm:"-"`
 }
 
-// Live reports whether the row is an order (not a void row).
-func (o Order) Live() bool { return o.Buyer != nil }
+// Live reports whether the order holds a unit: unpaid or paid, not void
+// nor cancelled.
+func (o Order) Live() bool { return o.Status == Unpaid || o.Status == Paid }

@@ -99,6 +99,8 @@ type Receipt struct {
 	// Replayed: the purchase repeated an earlier one with the same key,
 	// whose outcome it returns.
 	Replayed bool
+	// Queued: the order is queued (the async mode), not written yet.
+	Queued bool
 }
 
 // plan is how one purchase takes its unit.
@@ -174,12 +176,13 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	// reentrant lock its first attempt still holds instead of waiting for
 	// itself, and the take then finds that attempt's record.
 	ctx = lock.WithOwner(ctx, "purchase:"+key)
-	id, err := s.ids.Next(ctx)
-	if err != nil {
-		return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
+	t := stock.Ticket{User: in.UserID, Key: key}
+	if pl.mode != stock.Async { // the async take draws its id itself
+		if t.Order, err = s.ids.Next(ctx); err != nil {
+			return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
+		}
+		rc.Order = t.Order
 	}
-	rc.Order = id
-	t := stock.Ticket{User: in.UserID, Order: id, Key: key}
 	for attempt := 0; ; attempt++ {
 		o, err := s.sell(ctx, p, pl, in.Lab, t, &rc)
 		if !errors.Is(err, errStale) {
@@ -221,8 +224,15 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
 		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
 	}
-	if pl.mode == stock.DB {
+	switch pl.mode {
+	case stock.DB:
 		return s.sellInSQL(ctx, p, req, rc)
+	case stock.Async:
+		slot, err := s.ids.Slot()
+		if err != nil {
+			return Order{}, fmt.Errorf("drawing an order id: %w", err)
+		}
+		req.IDSlot = slot
 	}
 	taken, err := s.take(ctx, req)
 	rc.LockWait += taken.LockWait
@@ -239,6 +249,10 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	if taken.ReleaseErr != nil {
 		s.log.Warn("the lock was not released after the unit was taken; it will expire",
 			"product", p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
+	}
+	if pl.mode == stock.Async {
+		rc.Order, rc.Queued = taken.Order, true
+		return queuedView(p, taken.Entry, rc), nil
 	}
 	return s.record(ctx, p, req, taken.Entry, rc)
 }
@@ -282,6 +296,17 @@ func (s *Service) resume(ctx context.Context, p Product, req stock.Request, prio
 		return Order{}, &UnsettledError{Order: prior.Order,
 			Err: errors.New("an earlier purchase of this buyer was voided and its unit is going back; try again shortly")}
 	}
+	// Queued (the async mode): the consumer writes it.
+	if q, queued, err := s.queued(ctx, prior.Order); err != nil {
+		return Order{}, err
+	} else if queued {
+		rc.Queued = true
+		if same {
+			rc.Replayed = true
+			return q, nil
+		}
+		return Order{}, &stock.TakenBefore{Prior: prior}
+	}
 	req.Ticket = stock.Ticket{User: req.Ticket.User, Order: prior.Order, Key: prior.Key}
 	if o, err = s.record(ctx, p, req, prior, rc); err != nil {
 		return Order{}, err
@@ -291,4 +316,12 @@ func (s *Service) resume(ctx context.Context, p Product, req stock.Request, prio
 		return o, nil
 	}
 	return Order{}, &stock.TakenBefore{Prior: prior}
+}
+
+// queuedView is the order an async take queued, as the API shows it until
+// the consumer writes it.
+func queuedView(p Product, e stock.Entry, rc *Receipt) Order {
+	at := e.At
+	return Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
+		Lock: rc.Lock, Mode: rc.Mode, Status: Pending, Key: e.Key, AcceptedAt: &at, CreatedAt: at}
 }

@@ -75,7 +75,7 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 			return err
 		}
 		var orders []Order
-		if err := tx.Where("product_id = ? AND sale = ? AND buyer IS NOT NULL", id, p.Sale).Find(&orders).Error; err != nil {
+		if err := tx.Where("product_id = ? AND sale = ? AND status IN ?", id, p.Sale, live).Find(&orders).Error; err != nil {
 			return err
 		}
 		levels := stock.Split(p.Initial, p.Shards)

@@ -22,7 +22,8 @@ import (
 // killed process, a database that stopped answering), or whose outcome was
 // left unknown. It compares each take in the product's ledger with the
 // order rows of its sale; a take older than the grace period (longer than
-// any purchase may still be in flight) whose order is not there is settled
+// any purchase may still be in flight) whose order is neither there nor
+// queued (the async mode, whose consumer writes it) is settled
 // with a void row, and then its unit goes back and its buyer may buy again.
 // A void row, not a read, because an INSERT that lost its answer can still
 // commit later: the void row takes its id first, or finds it taken.
@@ -81,7 +82,11 @@ func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, 
 func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation, error) {
 	var r api.Reconciliation
 	if p.Store != string(stock.InRedis) {
-		return r, nil // the db mode takes and writes in one transaction
+		// The db mode takes and writes in one transaction: only the
+		// payment deadlines that never reached the delay queue are left.
+		n, err := s.expireOverdue(ctx, p)
+		r.Expired = n
+		return r, err
 	}
 	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
 	if err != nil {
@@ -114,8 +119,17 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 			r.Pending++
 			continue
 		}
+		// Queued (the async mode): the unit is in the queue, and the
+		// consumer writes its order.
+		if _, queued, err := s.queued(ctx, e.Order); err != nil {
+			return r, err
+		} else if queued {
+			r.Pending++
+			continue
+		}
+		now := time.Now()
 		o := Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
-			Lock: p.Lock, Mode: p.Mode, Key: e.Key, CreatedAt: time.Now()}
+			Lock: p.Lock, Mode: p.Mode, Key: e.Key, AcceptedAt: &now, CreatedAt: now}
 		_, live, err := s.settle(ctx, o)
 		if err != nil {
 			return r, err
@@ -141,7 +155,9 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 			r.Orphans++
 		}
 	}
-	return r, nil
+	n, err := s.expireOverdue(ctx, p)
+	r.Expired = n
+	return r, err
 }
 
 // LastReconciliation returns the last pass recorded for a product, if any.

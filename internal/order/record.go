@@ -17,24 +17,35 @@ import (
 
 // newOrder is the order a take becomes.
 func newOrder(p Product, t stock.Ticket, shard int, rc *Receipt) Order {
-	buyer := t.User
+	buyer, now := t.User, time.Now()
 	return Order{
 		ID: t.Order, ProductID: p.ID, Sale: p.Sale, Buyer: &buyer, UserID: t.User, Shard: shard,
-		Lock: rc.Lock, Mode: rc.Mode, Status: Unpaid, Key: t.Key, CreatedAt: time.Now(),
+		Lock: rc.Lock, Mode: rc.Mode, Status: Unpaid, Key: t.Key, AcceptedAt: &now, CreatedAt: now,
+		DueAt: p.due(now),
 	}
+}
+
+// due is when an order accepted at is cancelled if unpaid; nil without a
+// payment window.
+func (p Product) due(at time.Time) *time.Time {
+	if p.PayTimeout <= 0 {
+		return nil
+	}
+	d := at.Add(p.PayTimeout)
+	return &d
 }
 
 // insertSQL writes an order only while the product's layout is epoch. A
 // reset or a rebuild changes the epoch under a row lock that this statement
 // shares, so once it has, no order taken from the old layout can land.
-const insertSQL = "INSERT INTO orders (`id`, `product_id`, `sale`, `buyer`, `user_id`, `shard`, `lock`, `mode`, `status`, `idem_key`, `created_at`) " +
-	"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM products WHERE `id` = ? AND `epoch` = ?"
+const insertSQL = "INSERT INTO orders (`id`, `product_id`, `sale`, `buyer`, `user_id`, `shard`, `lock`, `mode`, `status`, `idem_key`, `accepted_at`, `created_at`, `due_at`) " +
+	"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM products WHERE `id` = ? AND `epoch` = ?"
 
 // insert writes o if the product's layout is still epoch; it returns the
 // rows written, 0 when the layout changed.
 func insert(ctx context.Context, db *gorm.DB, o Order, epoch int64) (int64, error) {
 	res := db.WithContext(ctx).Exec(insertSQL, int64(o.ID), o.ProductID, o.Sale, o.Buyer, o.UserID, o.Shard,
-		o.Lock, o.Mode, o.Status, o.Key, o.CreatedAt, o.ProductID, epoch)
+		o.Lock, o.Mode, o.Status, o.Key, o.AcceptedAt, o.CreatedAt, o.DueAt, o.ProductID, epoch)
 	return res.RowsAffected, res.Error
 }
 
@@ -48,6 +59,7 @@ func (s *Service) record(ctx context.Context, p Product, req stock.Request, e st
 	n, err := insert(rctx, s.db, o, p.Epoch)
 	switch {
 	case err == nil && n == 1:
+		s.schedule(ctx, o)
 		return o, nil
 	case err == nil: // the layout changed after the take: its keys are gone
 		s.giveBack(ctx, req, e, "the product was laid out anew")
@@ -64,6 +76,7 @@ func (s *Service) record(ctx context.Context, p Product, req stock.Request, e st
 	case serr != nil:
 		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
 	case live:
+		s.schedule(ctx, row)
 		return row, nil
 	}
 	s.giveBack(ctx, req, e, err)
@@ -121,9 +134,17 @@ func (s *Service) settle(ctx context.Context, o Order) (Order, bool, error) {
 // definite reports whether a failed write surely did not commit: the
 // server answered with an error. A timeout or a broken connection leaves
 // the write's outcome unknown.
-func (s *Service) definite(err error) bool {
-	if s.db.Dialector.Name() == "sqlite" {
+func (s *Service) definite(err error) bool { return definite(s.db, err) }
+
+func definite(db *gorm.DB, err error) bool {
+	if db.Dialector.Name() == "sqlite" {
 		return true // in process: a statement that failed did not commit
+	}
+	// GORM translates some server errors into its own (TranslateError).
+	for _, refused := range []error{gorm.ErrDuplicatedKey, gorm.ErrForeignKeyViolated, gorm.ErrCheckConstraintViolated} {
+		if errors.Is(err, refused) {
+			return true
+		}
 	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me)
@@ -229,20 +250,23 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 		}
 		return Order{}, err
 	}
-	if err := tx.Commit().Error; err != nil {
-		if s.definite(err) {
-			return Order{}, fmt.Errorf("committing order %s: %w", o.ID, err)
-		}
-		row, live, serr := s.settle(ctx, o)
-		switch {
-		case serr != nil:
-			return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
-		case live:
-			return row, nil
-		}
-		return Order{}, fmt.Errorf("committing order %s (voided, nothing was sold): %w", o.ID, err)
+	err = tx.Commit().Error
+	if err == nil {
+		s.schedule(ctx, o)
+		return o, nil
 	}
-	return o, nil
+	if s.definite(err) {
+		return Order{}, fmt.Errorf("committing order %s: %w", o.ID, err)
+	}
+	row, live, serr := s.settle(ctx, o)
+	switch {
+	case serr != nil:
+		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
+	case live:
+		s.schedule(ctx, row)
+		return row, nil
+	}
+	return Order{}, fmt.Errorf("committing order %s (voided, nothing was sold): %w", o.ID, err)
 }
 
 // duplicateInSQL handles a db-mode order that collided: the buyer has an

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/api"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
@@ -51,6 +53,18 @@ type Options struct {
 	// judges it stranded. It must outlast any purchase still in flight.
 	// Default: the budget of a whole purchase (Budget.Purchase).
 	ReconcileGrace time.Duration
+	// DueEvery is how often the process polls the payment deadlines.
+	// Default: DefaultDueEvery; negative turns the polling off.
+	DueEvery time.Duration
+	// DueLease is how long a claimed deadline stays claimed: a process
+	// that dies holding claimed deadlines loses them for this long, after
+	// which another claims them. Default: DefaultDueLease.
+	DueLease time.Duration
+	// Deployment names the database the orders are written to, so that the
+	// async mode's consumers of processes on other databases sharing the
+	// Redis leave this one's queue alone (stock.Store.ForDeployment).
+	// Default: none, one queue per Redis.
+	Deployment string
 	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
 	Log *slog.Logger
 }
@@ -59,6 +73,8 @@ type Options struct {
 const (
 	DefaultStep           = 4 * time.Second
 	DefaultReconcileEvery = 10 * time.Second
+	DefaultDueEvery       = 100 * time.Millisecond
+	DefaultDueLease       = 5 * time.Second
 )
 
 // Limits on what a request may ask for.
@@ -141,9 +157,15 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if opt.ReconcileEvery == 0 {
 		opt.ReconcileEvery = DefaultReconcileEvery
 	}
+	if opt.DueEvery == 0 {
+		opt.DueEvery = DefaultDueEvery
+	}
+	if opt.DueLease <= 0 {
+		opt.DueLease = DefaultDueLease
+	}
 	s := &Service{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
-		stock: stock.NewStore(rdb, db),
+		stock: stock.NewStore(rdb, db).ForDeployment(opt.Deployment),
 		ids:   idgen.NewRedis(rdb, "order"),
 		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
 		done:  make(chan struct{}),
@@ -157,6 +179,9 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	if opt.ReconcileEvery > 0 {
 		s.working.Go(s.reconcileOnSchedule)
+	}
+	if opt.DueEvery > 0 {
+		s.working.Go(s.expireOnSchedule)
 	}
 	return s, nil
 }
@@ -208,19 +233,64 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 	if err := db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
 		return fmt.Errorf("migrating products and orders: %w", err)
 	}
+	// Rows from before buyers were recorded are live orders of sale 1.
+	err := db.WithContext(ctx).Model(&Order{}).Where("buyer IS NULL AND status = ?", Unpaid).
+		Update("buyer", gorm.Expr("user_id")).Error
+	if err != nil {
+		return fmt.Errorf("recording the buyers of earlier orders: %w", err)
+	}
 	return stock.Migrate(ctx, db)
 }
 
-// Order returns an order by id. A void row is not an order: not found.
+// Order returns an order by id: written, or queued (status Pending), or
+// refused by the database after it was queued (status Failed, with the
+// Reason). A void row is not an order: not found.
 func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
 	o, found, err := s.find(ctx, s.db, id)
 	switch {
 	case err != nil:
 		return Order{}, err
-	case !found:
-		return Order{}, fmt.Errorf("%w: order %s", ErrNotFound, id)
-	case !o.Live():
+	case found && o.Status == Void:
 		return Order{}, fmt.Errorf("%w: order %s was never completed; its unit went back on sale", ErrNotFound, id)
+	case found:
+		return o, nil
 	}
-	return o, nil
+	q, queued, err := s.queued(ctx, id)
+	switch {
+	case err != nil:
+		return Order{}, err
+	case !queued:
+		return Order{}, fmt.Errorf("%w: order %s", ErrNotFound, id)
+	}
+	return q, nil
+}
+
+// queued looks an order up in the async mode's pending index.
+func (s *Service) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
+	v, err := s.rdb.HGet(ctx, stock.PendingKey(id.Time()), id.String()).Result()
+	if errors.Is(err, redis.Nil) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("looking order %s up among the queued: %w", id, err)
+	}
+	if reason, failed := strings.CutPrefix(v, "failed "); failed {
+		return Order{ID: id, Status: Failed, Reason: reason}, true, nil
+	}
+	var product, user, sale int64
+	var shard int
+	if _, err := fmt.Sscan(v, &product, &shard, &user, &sale); err != nil {
+		return Order{}, false, fmt.Errorf("queued order %s: %q: %w", id, v, err)
+	}
+	return Order{ID: id, ProductID: product, Sale: sale, UserID: user, Shard: shard, Mode: string(stock.Async),
+		Status: Pending, CreatedAt: id.Time()}, true, nil
+}
+
+// Backlog is the async mode's queue, over every product.
+func (s *Service) Backlog(ctx context.Context) (api.Backlog, error) {
+	b, err := s.stock.Backlog(ctx)
+	if err != nil {
+		return api.Backlog{}, err
+	}
+	return api.Backlog{Streams: b.Streams, Queued: b.Queued, Delivered: b.Delivered, OldestMS: b.Oldest.Milliseconds()}, nil
 }

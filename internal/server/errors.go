@@ -61,6 +61,12 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusServiceUnavailable, api.CodeRebuilding, true
 	case errors.Is(err, order.ErrUnsettled):
 		return http.StatusServiceUnavailable, api.CodeOutcomeUnknown, true
+	case errors.Is(err, order.ErrAlreadyPaid):
+		return http.StatusConflict, api.CodeAlreadyPaid, true
+	case errors.Is(err, order.ErrCancelled):
+		return http.StatusConflict, api.CodeOrderCancelled, true
+	case errors.Is(err, order.ErrQueued):
+		return http.StatusConflict, api.CodeOrderQueued, true
 	case errors.Is(err, order.ErrBusy):
 		return http.StatusConflict, api.CodeBusy, true
 	case errors.Is(err, errMediaType):

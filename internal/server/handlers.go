@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -49,6 +50,7 @@ func (s *Server) handleLocks(c *gin.Context) {
 func newProductView(v order.View) api.ProductView {
 	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
+		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle,
 		Shards: make([]api.ShardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {
@@ -72,7 +74,16 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		return
 	}
 	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
-		Fallback: req.Fallback, Lab: req.Lab}
+		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle}
+	if ms := req.PayTimeoutMS; ms != 0 {
+		// In milliseconds first: a huge value would overflow a Duration.
+		if ms < order.MinPayTimeout.Milliseconds() || ms > order.MaxPayTimeout.Milliseconds() {
+			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("pay_timeout_ms must be 0 (none) or between %d and %d",
+				order.MinPayTimeout.Milliseconds(), order.MaxPayTimeout.Milliseconds()))
+			return
+		}
+		spec.PayTimeout = time.Duration(ms) * time.Millisecond
+	}
 	if req.Shards != nil {
 		// order takes 0 for the default; here only an absent field is.
 		if n := *req.Shards; n < 1 || n > api.MaxShards {
@@ -118,6 +129,19 @@ func (s *Server) handleAudit(c *gin.Context) {
 	c.JSON(http.StatusOK, a)
 }
 
+func (s *Server) handleDrain(c *gin.Context) {
+	id, ok := s.pathID(c, "product")
+	if !ok {
+		return
+	}
+	d, err := s.deps.Orders.Drain(c.Request.Context(), id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
 // handleReconcile runs a pass of the reconciler over the product now.
 func (s *Server) handleReconcile(c *gin.Context) {
 	id, ok := s.pathID(c, "product")
@@ -134,7 +158,8 @@ func (s *Server) handleReconcile(c *gin.Context) {
 
 func newOrder(o order.Order) api.Order {
 	return api.Order{ID: o.ID.String(), ProductID: o.ProductID, Sale: o.Sale, UserID: o.UserID, Shard: o.Shard,
-		Lock: o.Lock, Mode: o.Mode, Status: o.Status, CreatedAt: o.CreatedAt}
+		Lock: o.Lock, Mode: o.Mode, Status: o.Status, Reason: o.Reason, CreatedAt: o.CreatedAt,
+		DueAt: o.DueAt, PaidAt: o.PaidAt, CancelledAt: o.CancelledAt, CancelledBy: o.CancelledBy}
 }
 
 func (s *Server) handleBuy(c *gin.Context) {
@@ -173,17 +198,59 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
+	if rc.Queued {
+		// Accepted, not written: the order is in the queue, and GET
+		// /api/orders/:id says pending until its row exists.
+		c.Header("Location", "/api/orders/"+o.ID.String())
+		c.JSON(http.StatusAccepted, newOrder(o))
+		return
+	}
 	c.JSON(http.StatusCreated, newOrder(o))
 }
 
-func (s *Server) handleOrder(c *gin.Context) {
+// orderID reads the order id of the path, or answers 400.
+func (s *Server) orderID(c *gin.Context) (idgen.ID, bool) {
 	raw := c.Param("id")
 	id, err := idgen.ParseID(raw)
 	if !digits(raw) || err != nil || id <= 0 {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "order id must be a positive integer in decimal digits, sent as a string")
+		return 0, false
+	}
+	return id, true
+}
+
+func (s *Server) handleOrder(c *gin.Context) {
+	id, ok := s.orderID(c)
+	if !ok {
 		return
 	}
 	o, err := s.deps.Orders.Order(c.Request.Context(), id)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, newOrder(o))
+}
+
+// handlePay and handleCancel change an order's state for its buyer.
+func (s *Server) handlePay(c *gin.Context)    { s.changeOrder(c, s.deps.Orders.Pay) }
+func (s *Server) handleCancel(c *gin.Context) { s.changeOrder(c, s.deps.Orders.Cancel) }
+
+func (s *Server) changeOrder(c *gin.Context, change func(context.Context, idgen.ID, int64) (order.Order, error)) {
+	id, ok := s.orderID(c)
+	if !ok {
+		return
+	}
+	var req api.BuyerRequest
+	if err := s.decode(c, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if req.UserID == nil {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id is required: the order's buyer")
+		return
+	}
+	o, err := change(c.Request.Context(), id, *req.UserID)
 	if err != nil {
 		s.failErr(c, err)
 		return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -104,4 +105,42 @@ func (m *metrics) purchase(rc order.Receipt, err error) {
 	if rc.LockWait > 0 {
 		m.lockWait.WithLabelValues(rc.Lock).Observe(rc.LockWait.Seconds())
 	}
+}
+
+// backlog reports the async mode's queue at each scrape: a few Redis
+// commands per stream in use, bounded in time.
+type backlog struct {
+	orders                     *order.Service
+	queued, delivered, streams *prometheus.Desc
+	oldest                     *prometheus.Desc
+}
+
+func newBacklog(orders *order.Service) *backlog {
+	return &backlog{
+		orders:    orders,
+		queued:    prometheus.NewDesc("seckill_queue_orders", "Orders taken and queued (async mode), not written yet.", nil, nil),
+		delivered: prometheus.NewDesc("seckill_queue_delivered", "Queued orders delivered to a consumer and not acknowledged.", nil, nil),
+		streams:   prometheus.NewDesc("seckill_queue_streams", "Streams the consumers read.", nil, nil),
+		oldest:    prometheus.NewDesc("seckill_queue_oldest_seconds", "Age of the oldest queued order; 0 when none is.", nil, nil),
+	}
+}
+
+func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
+	ch <- b.queued
+	ch <- b.delivered
+	ch <- b.streams
+	ch <- b.oldest
+}
+
+func (b *backlog) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	q, err := b.orders.Backlog(ctx)
+	if err != nil {
+		return // Redis did not answer: no sample rather than a wrong one
+	}
+	ch <- prometheus.MustNewConstMetric(b.queued, prometheus.GaugeValue, float64(q.Queued))
+	ch <- prometheus.MustNewConstMetric(b.delivered, prometheus.GaugeValue, float64(q.Delivered))
+	ch <- prometheus.MustNewConstMetric(b.streams, prometheus.GaugeValue, float64(q.Streams))
+	ch <- prometheus.MustNewConstMetric(b.oldest, prometheus.GaugeValue, float64(q.OldestMS)/1000)
 }

@@ -19,9 +19,12 @@ func (s *Server) routes(r *gin.Engine) {
 	g.POST("/products", s.admin, s.handleResetProduct)
 	g.GET("/products/:id", s.handleProduct)
 	g.GET("/products/:id/audit", s.handleAudit)
+	g.GET("/products/:id/drain", s.handleDrain)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
 	g.POST("/orders", s.handleBuy)
 	g.GET("/orders/:id", s.handleOrder)
+	g.POST("/orders/:id/pay", s.handlePay)
+	g.POST("/orders/:id/cancel", s.handleCancel)
 	if s.deps.Runs != nil {
 		g.POST("/runs", s.admin, s.handleStartRun)
 		g.GET("/runs", s.handleRuns)

@@ -92,6 +92,9 @@ func New(deps Deps) *Server {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{deps: deps, metrics: newMetrics(deps.Registry), origins: make(map[string]bool)}
+	if deps.Orders != nil {
+		deps.Registry.MustRegister(newBacklog(deps.Orders))
+	}
 	for _, o := range deps.AllowedOrigins {
 		s.origins[normalizeOrigin(o)] = true
 	}

@@ -1,6 +1,9 @@
 package stock
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // Layout is where one product's stock lives in Redis: its shard count and
 // the epoch of its keys. Every key of a shard carries the shard's hash tag
@@ -46,6 +49,29 @@ func (l Layout) LockKey(shard int) string { return "seckill:lock:" + l.tag(shard
 func (l Layout) BuyerKey(user int64) string {
 	return "seckill:buyer:{" + strconv.FormatInt(l.ID, 10) + ":" + strconv.FormatInt(user, 10) + "}" + l.epoch()
 }
+
+// StreamKey is the shard's stream of queued orders (the async mode): the
+// outbox its take writes to, in the shard's slot.
+func (l Layout) StreamKey(shard int) string { return "seckill:orders:" + l.tag(shard) + l.epoch() }
+
+// Names the async mode's consumers share.
+const (
+	// StreamsKey is the set of streams that may hold orders: every async
+	// take adds its stream, and a consumer removes one it found drained.
+	// A store with a deployment name keeps its own (see NewStore).
+	StreamsKey = "seckill:streams"
+	// Group is the consumer group every stream is read by.
+	Group = "orders"
+	// DeadLetterKey is the stream of orders the database refused, with the
+	// reason; their units went back to the store.
+	DeadLetterKey = "seckill:orders:dead"
+)
+
+// PendingKey is the hash of the queued orders of the day t falls in (UTC),
+// by order id: "product shard user sale", or "failed <reason>" for one
+// the database refused. It answers GET /api/orders/:id until the order is
+// written.
+func PendingKey(t time.Time) string { return "seckill:pending:" + t.UTC().Format("2006:01:02") }
 
 // MarkerKey is a hash describing the product's current layout (epoch,
 // shards, initial stock). It is read only when a product is created, so

@@ -6,6 +6,9 @@
 //   - lua: one atomic Lua script; no lock needed.
 //   - db: a conditional SQL UPDATE ... WHERE stock > 0, in the transaction
 //     that writes the order; no lock needed.
+//   - async: lua's script, which also draws the order id and queues the
+//     order on the shard's stream, in the same atomic step; a consumer
+//     writes the orders later.
 //
 // Stock for rmw and lua lives in Redis (see Layout for the keys). Every take
 // is recorded, in the same atomic step, in the shard's ledger and under the
@@ -13,7 +16,7 @@
 // first one's record instead of taking again, and a unit that left the store
 // without reaching an order can be found and returned. Stock for db lives in
 // the table product_shards. Which store a product uses is fixed when it is
-// laid out; rmw and lua may be switched per request.
+// laid out; rmw, lua and async may be switched per request.
 //
 // On a Redis Cluster, a shard's keys share a slot, but a buyer's key is in a
 // slot of its own: the scripts that touch both assume one Redis server.
@@ -34,10 +37,13 @@ const (
 	RMW Mode = api.ModeRMW
 	Lua Mode = api.ModeLua
 	DB  Mode = api.ModeDB
+	// Async is Lua's take that also queues the order (async.lua); a
+	// consumer writes it (internal/order's Consumer).
+	Async Mode = api.ModeAsync
 )
 
 // Modes lists the modes in teaching order.
-func Modes() []Mode { return []Mode{RMW, Lua, DB} }
+func Modes() []Mode { return []Mode{RMW, Lua, DB, Async} }
 
 // ParseMode checks a user-facing mode name.
 func ParseMode(s string) (Mode, error) {
@@ -46,7 +52,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want rmw, lua or db)", ErrUnknownMode, s)
+	return "", fmt.Errorf("%w %q (want one of %v)", ErrUnknownMode, s, api.Modes())
 }
 
 // Where says which store holds a product's stock.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -34,7 +35,10 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 type Product struct {
 	Layout
 	Where    Where
-	Fallback bool // try the other shards when the picked one is empty
+	Fallback bool  // try the other shards when the picked one is empty
+	Sale     int64 // the sale an async take queues its order for
+	// PayTimeout is the payment window an async take's order gets.
+	PayTimeout time.Duration
 }
 
 // Accepts returns ErrWrongStore, explained, unless m takes its units from
@@ -53,6 +57,8 @@ func (p Product) Accepts(m Mode) error {
 type Store struct {
 	rdb      redis.Cmdable
 	db       *gorm.DB
+	streams  string   // the registry of order streams (StreamsKey)
+	dueSets  string   // the registry of deadline sets (DueSetsKey)
 	products sync.Map // int64 → *state
 }
 
@@ -76,7 +82,22 @@ func (st *state) clear() {
 
 // NewStore returns a store on rdb and db. rdb may be a cluster client: the
 // store sends no command whose keys span slots, but see the package comment.
-func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store { return &Store{rdb: rdb, db: db} }
+func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
+	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey}
+}
+
+// ForDeployment names the deployment the store serves, that is the
+// database its orders are written to: the async mode's consumers read only
+// the streams of their deployment, so that processes writing to different
+// databases (tests sharing one Redis) never write each other's orders.
+// Processes sharing a database share it. Default: none, one registry.
+func (s *Store) ForDeployment(name string) *Store {
+	if name != "" {
+		s.streams = StreamsKey + ":" + name
+		s.dueSets = DueSetsKey + ":" + name
+	}
+	return s
+}
 
 func (s *Store) state(id int64) *state {
 	if st, ok := s.products.Load(id); ok {
@@ -341,4 +362,63 @@ func Purge(ctx context.Context, rdb redis.UniversalClient, ids []int64, extra ..
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
 	}
 	return scan(ctx, rdb)
+}
+
+// Queued counts the orders queued on a layout's streams, per shard: taken
+// and not yet written (the async mode).
+func (s *Store) Queued(ctx context.Context, l Layout) ([]int, error) {
+	cmds := make([]*redis.IntCmd, l.Shards)
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = pipe.XLen(ctx, l.StreamKey(i))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("counting the queued orders of product %d: %w", l.ID, err)
+	}
+	out := make([]int, l.Shards)
+	for i, c := range cmds {
+		out[i] = int(c.Val())
+	}
+	return out, nil
+}
+
+// Counts are a Redis product's counts per shard, read together.
+type Counts struct {
+	Levels []int // stock
+	Queued []int // orders queued, not written yet (the async mode)
+	Takes  int   // takes recorded in the ledgers, over all shards
+}
+
+// Count reads a Redis product's stock, queued orders and takes in one
+// round trip. A missing stock key reads as ErrNotLaidOut.
+func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
+	type shard struct {
+		stock        *redis.StringCmd
+		queued, took *redis.IntCmd
+	}
+	cmds := make([]shard, p.Shards)
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = shard{pipe.Get(ctx, p.StockKey(i)), pipe.XLen(ctx, p.StreamKey(i)), pipe.HLen(ctx, p.LedgerKey(i))}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Counts{}, fmt.Errorf("reading the counts of product %d: %w", p.ID, err)
+	}
+	c := Counts{Levels: make([]int, p.Shards), Queued: make([]int, p.Shards)}
+	for i, sh := range cmds {
+		n, err := sh.stock.Int()
+		if errors.Is(err, redis.Nil) {
+			return Counts{}, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, p.StockKey(i))
+		}
+		if err != nil {
+			return Counts{}, fmt.Errorf("stock key %s: %w", p.StockKey(i), err)
+		}
+		c.Levels[i], c.Queued[i] = n, int(sh.queued.Val())
+		c.Takes += int(sh.took.Val())
+	}
+	return c, nil
 }

@@ -52,6 +52,13 @@ func (f *fixture) layOut(p stock.Product, levels ...int) {
 // take takes a unit for user, in a transaction of its own for the db mode.
 func (f *fixture) take(r stock.Request, user int64) (stock.Taken, error) {
 	r.Ticket = ticket(user)
+	if r.Mode == stock.Async {
+		slot, err := idgen.NewRedis(f.rdb, "order").Slot()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		r.IDSlot = slot
+	}
 	if r.Mode != stock.DB {
 		return f.s.Take(f.t.Context(), r)
 	}
@@ -141,6 +148,7 @@ func TestTakeEveryUnitThenSoldOut(t *testing.T) {
 			}
 			// A unit given back is in its shard again and can be sold.
 			r.Ticket = ticket(7)
+			r.Ticket.Order = last.Order // the async take's is the one its script drew
 			if back, err := f.s.GiveBack(t.Context(), r, last); err != nil || !back {
 				t.Fatalf("give-back: %v, %v", back, err)
 			}

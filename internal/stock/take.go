@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/idgen"
 	"seckill/internal/lock"
 )
 
@@ -30,6 +31,10 @@ var (
 	//go:embed give_back.lua
 	giveBackLua    string
 	giveBackScript = redis.NewScript(giveBackLua)
+
+	//go:embed async.lua
+	asyncLua    string
+	asyncScript = redis.NewScript(asyncLua)
 )
 
 // TakeScript is the lua mode's script (see take.lua). Exported so that the
@@ -66,6 +71,9 @@ type Request struct {
 	// Tx is the transaction the db mode takes in: the order is written in
 	// it too, so the take and the order commit or roll back together.
 	Tx *gorm.DB
+	// IDSlot is where the async mode's script draws the order id; the
+	// Ticket's order id is then the script's.
+	IDSlot idgen.Slot
 }
 
 // DefaultGiveBackWait is Request.GiveBackWait's default.
@@ -129,6 +137,8 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 		}
 		return s.reply(p, t.Shard, r.Ticket.User, res)
+	case Async:
+		return s.takeAsync(ctx, r, t)
 	case DB:
 		if r.Tx == nil {
 			return false, errors.New("stock: the db mode takes in the order's transaction, and none was given")
@@ -144,6 +154,36 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 		return s.readModifyWrite(ctx, r, t)
 	}
 	return false, fmt.Errorf("%w %q", ErrUnknownMode, r.Mode)
+}
+
+// takeAsync runs async.lua on the shard t names; on a take, t's order id
+// becomes the one the script drew.
+func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error) {
+	p, slot := r.Product, r.IDSlot
+	if slot.DayKey == "" {
+		return false, errors.New("stock: an async take needs the order id's slot")
+	}
+	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User), p.StreamKey(t.Shard),
+		slot.DayKey, PendingKey(idgen.Compose(slot.Secs, 0).Time()), s.streams}
+	var due int64
+	if p.PayTimeout > 0 {
+		due = t.At.Add(p.PayTimeout).UnixMilli()
+	}
+	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
+		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due).Slice()
+	if err != nil {
+		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
+	}
+	if code, _ := res[0].(int64); code != replyTaken {
+		return s.reply(p, t.Shard, r.Ticket.User, res)
+	}
+	raw, _ := res[1].(string)
+	id, err := idgen.ParseID(raw)
+	if err != nil {
+		return false, fmt.Errorf("the order id drawn for shard %d of product %d: %w", t.Shard, p.ID, err)
+	}
+	t.Order = id
+	return true, nil
 }
 
 // reply turns a script's reply into a take's outcome.

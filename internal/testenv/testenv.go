@@ -40,8 +40,8 @@ func Config(t testing.TB) app.Config {
 		LockTTL:         5 * time.Second,
 		LockWait:        5 * time.Second,
 		ShutdownTimeout: 5 * time.Second,
-		ReconcileEvery:  order.DefaultReconcileEvery,
 		LogLevel:        "warn",
+		Consume:         true,
 	}
 	cfg.RedisAddr = os.Getenv("REDIS_ADDR")
 	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {

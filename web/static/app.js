@@ -167,10 +167,17 @@
     const lost = $("#stat-lost");
     lost.textContent = fmt(a.lost_updates);
     lost.classList.toggle("alarm", a.lost_updates !== 0);
+    $("#stat-queued").textContent = fmt(a.queued);
     const b = $("#stat-audit");
     b.className = "badge " + a.verdict;
     b.textContent = a.verdict;
-    b.title = a.orders + " orders in the database for " + a.initial + " units, " + a.remaining + " left in Redis";
+    b.title = a.orders + " orders in the database and " + a.queued + " queued for " + a.initial + " units, " +
+      a.remaining + " left in the store";
+  }
+
+  // A note under the mode when it needs one: what a 202 promises.
+  function showModeNote() {
+    $("#mode-note").hidden = $("#lab-mode").value !== "async";
   }
 
   const pct = (v, of) => (of > 0 ? Math.max(0, Math.min(100, (100 * v) / of)) : 0);
@@ -247,18 +254,35 @@
       // The id is a string in the JSON and stays one: it exceeds 2^53.
       const o = r.data;
       out.className = "outcome ok";
+      const status = el("span", { id: "order-status" }, o.status);
       out.replaceChildren(
-        el("div", {}, "Order ", el("code", { class: "order-id", id: "order-id" }, o.id)),
+        el("div", {}, "Order ", el("code", { class: "order-id", id: "order-id" }, o.id), " · ", status),
         el("div", { class: "muted" }, "user " + o.user_id + " · shard " + o.shard + " · lock " + o.lock + " · mode " + o.mode),
       );
+      if (r.status === 202) followQueued(o.id, status);
     } else {
       out.className = "outcome refused";
-      out.replaceChildren(
+      const lines = [
         el("div", {}, "Refused: ", el("code", { id: "buy-code" }, r.data.code), " (HTTP " + r.status + ")"),
         el("div", {}, r.data.error),
-      );
+      ];
+      if (r.data.order_id) lines.push(el("div", { class: "muted" }, "order " + r.data.order_id));
+      out.replaceChildren(...lines);
     }
     pollProduct();
+  }
+
+  // followQueued reads a queued order until the consumer has written it (or
+  // the database refused it), for a few seconds at most.
+  async function followQueued(id, status) {
+    for (let i = 0; i < 50; i++) {
+      await new Promise((done) => setTimeout(done, 100));
+      const r = await api("GET", "/api/orders/" + id);
+      if (r.ok && r.data.status !== "pending") {
+        status.textContent = r.data.status + (r.data.reason ? ": " + r.data.reason : "");
+        return;
+      }
+    }
   }
 
   // ---- Locks and the explanation ---------------------------------------
@@ -305,6 +329,7 @@
     oversell: { lock: "none", mode: "rmw", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 2, fault: "none" },
     token: { lock: "token", mode: "rmw", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 2, fault: "none" },
     lua: { lock: "none", mode: "lua", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 0, fault: "none" },
+    async: { lock: "none", mode: "async", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 0, fault: "none" },
   };
 
   function applyPreset(name) {
@@ -314,6 +339,7 @@
       if (input) input.value = String(v);
     }
     faultChanged();
+    showModeNote();
     explain();
   }
 
@@ -550,6 +576,7 @@
     $("#run-form").addEventListener("submit", startRun);
     $("#lab-lock").addEventListener("change", explain);
     $("#lab-fault").addEventListener("change", faultChanged);
+    $("#lab-mode").addEventListener("change", showModeNote);
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
 
     productOptions();

@@ -1,0 +1,320 @@
+package order
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"seckill/internal/idgen"
+	"seckill/internal/stock"
+)
+
+// Consumer writes the async mode's queued orders to the database: one per
+// process, all in one consumer group, each under a name of its own. It
+// reads a batch from every stream, writes the batch in one transaction,
+// inserting only orders whose id is not there yet (a redelivered order
+// never makes a second row), then acknowledges it. Orders delivered to a
+// consumer that died are claimed by the living after ConsumerOptions.
+// ClaimIdle. An order the database refuses goes to the dead letters, its
+// unit back to the store, and the rest keep flowing; while the database
+// does not answer, the batch in hand is retried with a backoff, and
+// acceptance goes on meanwhile (it needs only Redis).
+type Consumer struct {
+	db    *gorm.DB
+	svc   *Service
+	stock *stock.Store
+	opt   ConsumerOptions
+	name  string
+
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	streams []string
+	listed  time.Time
+}
+
+// ConsumerOptions configure a Consumer. Every field has a working default.
+type ConsumerOptions struct {
+	// Batch is the most orders read from one stream at a time. Default: 200.
+	Batch int64
+	// Block is how long a read waits for an order. It bounds how long
+	// Close waits for the reading to stop. Default: 500ms.
+	Block time.Duration
+	// ClaimIdle is how long an order may stay delivered and unacknowledged
+	// before another consumer takes it over. It must outlast a live
+	// consumer's write of a batch, retries included, or two consumers would
+	// write the same batch (harmless: the insert skips ids already there,
+	// but wasted). Default: 30s, well above a batch write's bound of a
+	// few seconds on a database that answers.
+	ClaimIdle time.Duration
+	// ClaimEvery is how often the consumer looks for such orders, and drops
+	// the streams that hold none. Default: 5s.
+	ClaimEvery time.Duration
+	// Log receives what went wrong. Default: slog.Default().
+	Log *slog.Logger
+}
+
+// Defaults of ConsumerOptions.
+const (
+	DefaultBatch      = 200
+	DefaultBlock      = 500 * time.Millisecond
+	DefaultClaimIdle  = 30 * time.Second
+	DefaultClaimEvery = 5 * time.Second
+)
+
+// NewConsumer returns a consumer on db and the store's Redis; Run runs it.
+func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
+	if opt.Batch <= 0 {
+		opt.Batch = DefaultBatch
+	}
+	if opt.Block <= 0 {
+		opt.Block = DefaultBlock
+	}
+	if opt.ClaimIdle <= 0 {
+		opt.ClaimIdle = DefaultClaimIdle
+	}
+	if opt.ClaimEvery <= 0 {
+		opt.ClaimEvery = DefaultClaimEvery
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	host, _ := os.Hostname()
+	return &Consumer{
+		db: db, svc: s, stock: s.stock, opt: opt,
+		name: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6]),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// Name is the consumer's name in the group.
+func (c *Consumer) Name() string { return c.name }
+
+// Start runs the consumer in a goroutine of its own until Close.
+func (c *Consumer) Start() { go c.run() }
+
+// Close stops reading, finishes the batch in hand (its write and its
+// acknowledgement, or, if the database does not answer, leaves it to the
+// group: another consumer claims it), and returns.
+func (c *Consumer) Close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+	return nil
+}
+
+func (c *Consumer) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Consumer) run() {
+	defer close(c.done)
+	ctx := context.Background()
+	lastClaim := time.Now()
+	for !c.stopped() {
+		streams, err := c.streamList(ctx)
+		if err != nil {
+			c.opt.Log.Warn("the consumer cannot list the order streams", "error", err)
+			c.sleep(c.opt.Block)
+			continue
+		}
+		if len(streams) == 0 {
+			c.sleep(c.opt.Block)
+		} else {
+			good, bad, err := c.stock.Read(ctx, c.name, streams, c.opt.Batch, c.opt.Block)
+			if err != nil {
+				c.opt.Log.Warn("the consumer cannot read the order streams", "error", err)
+				c.sleep(c.opt.Block)
+				continue
+			}
+			c.handle(ctx, good, bad)
+		}
+		if time.Since(lastClaim) >= c.opt.ClaimEvery {
+			lastClaim = time.Now()
+			c.claim(ctx)
+		}
+	}
+}
+
+// streamList returns the registered streams, read again every second.
+func (c *Consumer) streamList(ctx context.Context) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.listed) < time.Second && c.streams != nil {
+		return c.streams, nil
+	}
+	streams, err := c.stock.Streams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.streams, c.listed = streams, time.Now()
+	return streams, nil
+}
+
+// claim takes over the orders left with consumers that died, and drops the
+// streams that hold none.
+func (c *Consumer) claim(ctx context.Context) {
+	streams, err := c.streamList(ctx)
+	if err != nil {
+		return
+	}
+	for _, st := range streams {
+		good, bad, err := c.stock.Claim(ctx, c.name, st, c.opt.ClaimIdle, c.opt.Batch)
+		if err != nil {
+			c.opt.Log.Warn("the consumer cannot claim orders", "stream", st, "error", err)
+			continue
+		}
+		if len(good)+len(bad) > 0 {
+			c.opt.Log.Warn("claimed orders left by another consumer", "stream", st, "orders", len(good)+len(bad))
+		}
+		c.handle(ctx, good, bad)
+	}
+	if _, err := c.stock.ForgetDrained(ctx); err != nil {
+		c.opt.Log.Warn("the consumer cannot drop drained streams", "error", err)
+	}
+	c.mu.Lock()
+	c.listed = time.Time{}
+	c.mu.Unlock()
+}
+
+func (c *Consumer) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.stop:
+	case <-t.C:
+	}
+}
+
+// handle writes a batch and acknowledges it; malformed entries and orders
+// the database refuses go to the dead letters.
+func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
+	for _, q := range bad {
+		c.deadLetter(ctx, q, "malformed message")
+	}
+	if len(good) == 0 {
+		return
+	}
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		written, refused, err := c.write(ctx, good)
+		if err == nil {
+			for _, r := range refused {
+				c.deadLetter(ctx, r.q, r.reason)
+			}
+			rows := make([]Order, len(written))
+			for i, q := range written {
+				rows[i] = queuedOrder(q)
+			}
+			c.svc.schedule(ctx, rows...)
+			if err := c.stock.Ack(ctx, written); err != nil {
+				// Unacknowledged, they are delivered again and skipped
+				// as written: nothing is lost.
+				c.opt.Log.Warn("written orders not acknowledged; they will be delivered again", "error", err)
+			}
+			return
+		}
+		if c.stopped() {
+			c.opt.Log.Warn("stopping with a batch unwritten; another consumer will claim it", "orders", len(good), "error", err)
+			return
+		}
+		c.opt.Log.Warn("the database did not take a batch; retrying", "orders", len(good), "in", backoff, "error", err)
+		c.sleep(backoff)
+	}
+}
+
+type refusal struct {
+	q      stock.QueuedOrder
+	reason string
+}
+
+// write inserts the batch's orders whose ids are not there yet, in one
+// transaction. If the database refuses the batch, it writes the orders one
+// by one and returns those it refuses. An error means the database did not
+// answer (or failed in a way that says nothing about the orders): retry.
+func (c *Consumer) write(ctx context.Context, qs []stock.QueuedOrder) (written []stock.QueuedOrder, refused []refusal, err error) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows := make([]Order, len(qs))
+	for i, q := range qs {
+		rows[i] = queuedOrder(q)
+	}
+	err = c.db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
+	})
+	if err != nil && !definite(c.db, err) {
+		return nil, nil, err
+	}
+	if err != nil {
+		// The database refused the batch: find which order, one by one.
+		for i, q := range qs {
+			row := rows[i]
+			if e := c.db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
+				if !definite(c.db, e) {
+					return nil, nil, e
+				}
+				refused = append(refused, refusal{q, e.Error()})
+				continue
+			}
+			written = append(written, q)
+		}
+		return written, refused, nil
+	}
+	// "Insert if absent" skips an order whose id is there (a redelivery)
+	// and one whose buyer has another order in the sale: read which.
+	ids := make([]int64, len(qs))
+	for i, q := range qs {
+		ids[i] = int64(q.Order)
+	}
+	var there []Order
+	if err := c.db.WithContext(wctx).Select("id", "user_id", "product_id").Where("id IN ?", ids).Find(&there).Error; err != nil {
+		return nil, nil, err
+	}
+	have := make(map[idgen.ID]Order, len(there))
+	for _, o := range there {
+		have[o.ID] = o
+	}
+	for _, q := range qs {
+		o, ok := have[q.Order]
+		switch {
+		case ok && o.UserID == q.User && o.ProductID == q.Layout.ID:
+			written = append(written, q)
+		case ok:
+			refused = append(refused, refusal{q, fmt.Sprintf("order id %s belongs to another order", q.Order)})
+		default:
+			refused = append(refused, refusal{q, fmt.Sprintf("the buyer has another order in sale %d", q.Sale)})
+		}
+	}
+	return written, refused, nil
+}
+
+// queuedOrder is the row of a queued order.
+func queuedOrder(q stock.QueuedOrder) Order {
+	buyer, at := q.User, q.At
+	return Order{ID: q.Order, ProductID: q.Layout.ID, Sale: q.Sale, Buyer: &buyer, UserID: q.User, Shard: q.Shard,
+		Lock: "none", Mode: string(stock.Async), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now(),
+		DueAt: q.Due}
+}
+
+func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason string) {
+	c.opt.Log.Error("a queued order was refused; it goes to the dead letters and its unit back on sale",
+		"order", q.Order, "stream", q.Stream, "reason", reason)
+	if err := c.stock.DeadLetter(ctx, q, reason); err != nil {
+		c.opt.Log.Error("parking an order in the dead letters", "order", q.Order, "error", err)
+	}
+}

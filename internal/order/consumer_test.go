@@ -1,0 +1,142 @@
+package order_test
+
+import (
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/order"
+	"seckill/internal/stock"
+)
+
+func (f *fixture) consumer(opt order.ConsumerOptions) *order.Consumer {
+	f.t.Helper()
+	if opt.Block == 0 {
+		opt.Block = 20 * time.Millisecond
+	}
+	if opt.ClaimEvery == 0 {
+		opt.ClaimEvery = 50 * time.Millisecond
+	}
+	c := order.NewConsumer(f.db, f.svc, opt)
+	c.Start()
+	f.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitAudit polls the audit until cond holds.
+func (f *fixture) waitAudit(id int64, what string, cond func(api.Audit) bool) api.Audit {
+	f.t.Helper()
+	var a api.Audit
+	waitFor(f.t, what, func() bool {
+		a = f.audit(id)
+		return cond(a)
+	})
+	return a
+}
+
+// The async mode answers once the order is queued, with its id; the order
+// is pending until the consumer writes it; a retry with the same key gets
+// the same order, queued or written; the audit counts the queue.
+func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: "async"})
+	var ids []string
+	for u := int64(1); u <= 5; u++ {
+		o, rc, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1, Key: "k" + string(rune('0'+u))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rc.Queued || o.Status != order.Pending || o.ID == 0 || rc.Order != o.ID {
+			t.Fatalf("purchase %d: %+v, receipt %+v: want a queued order with its id", u, o, rc)
+		}
+		ids = append(ids, o.ID.String())
+	}
+	if a := f.audit(1); a.Queued != 5 || a.Orders != 0 || a.Remaining != 5 || a.Verdict != api.VerdictOK {
+		t.Fatalf("audit before the consumer: %+v: want 5 queued, OK", a)
+	}
+	first, _, _ := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1, Key: "k1"})
+	if first.ID.String() != ids[0] {
+		t.Errorf("the retry of a queued purchase: order %s, want %s", first.ID, ids[0])
+	}
+	if o, err := f.svc.Order(t.Context(), first.ID); err != nil || o.Status != order.Pending {
+		t.Errorf("the queued order read back: %+v, %v; want pending", o, err)
+	}
+
+	f.consumer(order.ConsumerOptions{})
+	f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 5 })
+	a := f.audit(1)
+	if a.Remaining != 5 || a.Taken != 5 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit after the drain: %+v", a)
+	}
+	o, err := f.svc.Order(t.Context(), first.ID)
+	if err != nil || o.Status != order.Unpaid || o.AcceptedAt == nil || o.CreatedAt.Before(*o.AcceptedAt) {
+		t.Errorf("the written order: %+v, %v", o, err)
+	}
+	again, rc, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1, Key: "k1"})
+	if err != nil || again.ID != first.ID || !rc.Replayed || rc.Queued {
+		t.Errorf("the retry once written: %+v, %+v, %v", again, rc, err)
+	}
+}
+
+// Orders delivered to a consumer that died (it read them and never
+// acknowledged) are claimed by a living one after the idle time, and
+// written once.
+func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	p := f.reset(order.ProductSpec{ID: 1, Stock: 4, Shards: 1, Mode: "async"})
+	for u := int64(1); u <= 4; u++ {
+		if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := stock.NewStore(f.rdb, f.db)
+	stream := stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}.StreamKey(0)
+	got, _, err := store.Read(t.Context(), "died", []string{stream}, 10, 0)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("the dead consumer's read: %d orders, %v", len(got), err)
+	}
+	f.consumer(order.ConsumerOptions{ClaimIdle: 100 * time.Millisecond})
+	a := f.waitAudit(1, "the orders claimed and written", func(a api.Audit) bool { return a.Orders == 4 && a.Queued == 0 })
+	if a.Remaining != 0 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v", a)
+	}
+}
+
+// An order the database refuses goes to the dead letters with the reason;
+// its unit goes back on sale, its buyer reads why, and the others are
+// written: nothing is retried for ever, nothing is lost.
+func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "async"})
+	if err := f.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 666
+		BEGIN SELECT RAISE(ABORT, 'user 666 is refused'); END`).Error; err != nil {
+		t.Fatal(err)
+	}
+	var poison order.Order
+	for _, u := range []int64{1, 666, 2} {
+		o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u == 666 {
+			poison = o
+		}
+	}
+	f.consumer(order.ConsumerOptions{})
+	a := f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 })
+	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), OK", a)
+	}
+	o, err := f.svc.Order(t.Context(), poison.ID)
+	if err != nil || o.Status != order.Failed || o.Reason == "" {
+		t.Errorf("the refused order read back: %+v, %v; want failed with the reason", o, err)
+	}
+	dead, err := f.rdb.XRange(t.Context(), stock.DeadLetterKey, "-", "+").Result()
+	if err != nil || len(dead) != 1 || dead[0].Values["user"] != "666" || dead[0].Values["reason"] == nil {
+		t.Errorf("dead letters %v, %v", dead, err)
+	}
+	f.db.Exec("DROP TRIGGER poison")
+	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 666, ProductID: 1}); err != nil {
+		t.Errorf("the refused buyer buying again: %v", err)
+	}
+}

@@ -1,0 +1,360 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"seckill/internal/idgen"
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// An order's life after it is written: unpaid until its buyer pays (paid,
+// sold for good) or cancels it, or its product's payment window ends
+// (cancelled by the timeout); a cancelled order's unit goes back on sale,
+// once, and its buyer may buy again. Each change is a conditional UPDATE
+// (… WHERE status = 'unpaid'), so exactly one of pay, cancel and the timeout
+// wins, and only the winner of a cancel returns the unit. The window's end
+// is authoritative: a payment after it is refused.
+//
+// The timeouts come from a delay queue in Redis (stock's deadline sets:
+// one sorted set per shard, claimed with a lease by whichever process polls
+// it), not from keyspace notifications, which Redis sends at most once to
+// whoever listens at that moment and only when it notices an expiry (lazily,
+// or by sampling), nor from a periodic scan of the orders, which costs a
+// query over every unpaid order per pass and fires up to a period late. A
+// process that dies holding claimed deadlines loses nothing: they come due
+// again when the lease ends. An order whose deadline never reached Redis
+// (a crash between the INSERT and the scheduling) is found by the
+// reconciler, which reads the due time from the order's row.
+
+// Outcomes a caller branches on.
+var (
+	// ErrAlreadyPaid: the order was paid; it cannot be paid again nor
+	// cancelled.
+	ErrAlreadyPaid = errors.New("order: already paid")
+	// ErrCancelled: the order was cancelled, by its buyer or its payment
+	// window's end.
+	ErrCancelled = errors.New("order: cancelled")
+	// ErrQueued: the order is queued (the async mode), not written yet:
+	// try again in a moment.
+	ErrQueued = errors.New("order: queued, not written yet")
+)
+
+// Limits of a product's payment window.
+const (
+	MinPayTimeout = time.Second
+	MaxPayTimeout = 24 * time.Hour
+)
+
+// naiveGap is the naive lifecycle's pause between its read of the status
+// and its write: the time a real system spends in between (a call to the
+// payment provider), which is the race window.
+const naiveGap = 20 * time.Millisecond
+
+// Pay marks an order paid, if user is its buyer, it is unpaid, and its
+// payment window is open.
+func (s *Service) Pay(ctx context.Context, id idgen.ID, user int64) (Order, error) {
+	o, p, err := s.ownOrder(ctx, id, user)
+	if err != nil {
+		return Order{}, err
+	}
+	now := time.Now()
+	if p.Lifecycle == Naive {
+		return s.payNaively(ctx, o, now)
+	}
+	res := s.db.WithContext(ctx).Model(&Order{}).
+		Where("id = ? AND status = ? AND (due_at IS NULL OR due_at > ?)", int64(id), Unpaid, now).
+		Updates(map[string]any{"status": Paid, "paid_at": now})
+	if res.Error != nil {
+		return Order{}, fmt.Errorf("paying order %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 1 {
+		o.Status, o.PaidAt = Paid, &now
+		return o, nil
+	}
+	return Order{}, s.lost(ctx, id, "pay")
+}
+
+// Cancel cancels an unpaid order of user's, and puts its unit back on sale.
+func (s *Service) Cancel(ctx context.Context, id idgen.ID, user int64) (Order, error) {
+	o, p, err := s.ownOrder(ctx, id, user)
+	if err != nil {
+		return Order{}, err
+	}
+	won, err := s.cancel(ctx, p, o, ByBuyer)
+	if err != nil {
+		return Order{}, err
+	}
+	if !won {
+		return Order{}, s.lost(ctx, id, "cancel")
+	}
+	o, _, err = s.find(ctx, s.db, id)
+	return o, err
+}
+
+// ownOrder reads an order of user's and its product; another user's order
+// is not found, as an unknown one is.
+func (s *Service) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order, Product, error) {
+	if user <= 0 {
+		return Order{}, Product{}, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
+	}
+	o, err := s.Order(ctx, id)
+	switch {
+	case err != nil:
+		return Order{}, Product{}, err
+	case o.UserID != user:
+		return Order{}, Product{}, fmt.Errorf("%w: order %s of user %d", ErrNotFound, id, user)
+	case o.Status == Pending:
+		return Order{}, Product{}, fmt.Errorf("%w: order %s", ErrQueued, id)
+	}
+	p, err := s.Product(ctx, o.ProductID)
+	return o, p, err
+}
+
+// lost says why a change of an order did not happen: the state it lost to.
+func (s *Service) lost(ctx context.Context, id idgen.ID, what string) error {
+	o, found, err := s.find(ctx, s.db, id)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: order %s", ErrNotFound, id)
+	case o.Status == Paid:
+		return fmt.Errorf("%w: order %s was paid at %s", ErrAlreadyPaid, id, o.PaidAt.UTC().Format(time.RFC3339Nano))
+	case o.Status == Cancelled:
+		return fmt.Errorf("%w: order %s was cancelled by its %s", ErrCancelled, id, o.CancelledBy)
+	case o.Status == Unpaid && o.DueAt != nil && !o.DueAt.After(time.Now()):
+		// The window ended and the timeout has not come yet: it is cancelled now.
+		if p, err := s.Product(ctx, o.ProductID); err == nil {
+			if _, err := s.cancel(ctx, p, o, ByTimeout); err != nil {
+				s.log.Warn("cancelling an order past its payment window", "order", id, "error", err)
+			}
+		}
+		return fmt.Errorf("%w: order %s: its payment window ended at %s", ErrCancelled, id, o.DueAt.UTC().Format(time.RFC3339Nano))
+	}
+	return fmt.Errorf("order %s could not %s (status %s); try again", id, what, o.Status)
+}
+
+// cancel cancels o if it is still unpaid (and, by the timeout, past its
+// window), and returns its unit to the store: in the same transaction for
+// stock in SQL, after the commit for stock in Redis (if that fails, the
+// take stays in the ledger without a live order, and the reconciler returns
+// it). It reports whether this call won.
+func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bool, error) {
+	if p.Lifecycle == Naive {
+		return s.cancelNaively(ctx, p, o, by)
+	}
+	now := time.Now()
+	ours := o.Sale == p.Sale // a unit of an earlier sale went with its stock
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := tx.Model(&Order{}).Where("id = ? AND status = ?", int64(o.ID), Unpaid)
+		if by == ByTimeout {
+			q = q.Where("due_at IS NOT NULL AND due_at <= ?", now)
+		}
+		res := q.Updates(map[string]any{"status": Cancelled, "buyer": nil, "cancelled_at": now, "cancelled_by": by})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errLost
+		}
+		if ours && p.Store == string(stock.InSQL) {
+			return tx.Model(&stock.Shard{}).Where("product_id = ? AND shard = ?", p.ID, o.Shard).
+				Update("stock", gorm.Expr("stock + 1")).Error
+		}
+		return nil
+	})
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cancelling order %s: %w", o.ID, err)
+	}
+	if ours {
+		s.returnUnit(ctx, p, o)
+	}
+	return true, nil
+}
+
+var errLost = errors.New("order: lost the race")
+
+// returnUnit puts a cancelled order's unit back and forgets its buyer.
+func (s *Service) returnUnit(ctx context.Context, p Product, o Order) {
+	if p.Store == string(stock.InSQL) {
+		s.stock.ClearSoldOut(p.ID)
+		s.announce(ctx, returnChannel, p.ID)
+		return
+	}
+	var locker lock.Locker
+	if p.Mode == string(stock.RMW) {
+		locker, _ = s.locker(p.Lock)
+	}
+	req := stock.Request{Product: p.stock(), Mode: stock.Mode(p.Mode), Locker: locker,
+		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait()}
+	s.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
+}
+
+// payNaively is the check-then-act a lab product may choose: read the
+// status, pause, write "paid" whatever it has become meanwhile.
+func (s *Service) payNaively(ctx context.Context, o Order, now time.Time) (Order, error) {
+	cur, _, err := s.find(ctx, s.db, o.ID)
+	if err != nil {
+		return Order{}, err
+	}
+	if cur.Status != Unpaid {
+		return Order{}, s.lost(ctx, o.ID, "pay")
+	}
+	if err := pauseFor(ctx, naiveGap); err != nil {
+		return Order{}, err
+	}
+	err = s.db.WithContext(ctx).Model(&Order{}).Where("id = ?", int64(o.ID)).
+		Updates(map[string]any{"status": Paid, "paid_at": now}).Error
+	if err != nil {
+		return Order{}, fmt.Errorf("paying order %s: %w", o.ID, err)
+	}
+	o.Status, o.PaidAt = Paid, &now
+	return o, nil
+}
+
+// cancelNaively: read the status, pause, write "cancelled" and return the
+// unit, whatever the status has become meanwhile.
+func (s *Service) cancelNaively(ctx context.Context, p Product, o Order, by string) (bool, error) {
+	cur, _, err := s.find(ctx, s.db, o.ID)
+	if err != nil {
+		return false, err
+	}
+	if cur.Status != Unpaid {
+		return false, nil
+	}
+	if err := pauseFor(ctx, naiveGap); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	err = s.db.WithContext(ctx).Model(&Order{}).Where("id = ?", int64(o.ID)).
+		Updates(map[string]any{"status": Cancelled, "buyer": nil, "cancelled_at": now, "cancelled_by": by}).Error
+	if err != nil {
+		return false, fmt.Errorf("cancelling order %s: %w", o.ID, err)
+	}
+	if o.Sale == p.Sale {
+		if p.Store == string(stock.InSQL) {
+			s.db.WithContext(ctx).Model(&stock.Shard{}).Where("product_id = ? AND shard = ?", p.ID, o.Shard).
+				Update("stock", gorm.Expr("stock + 1"))
+		}
+		s.returnUnit(ctx, p, o)
+	}
+	return true, nil
+}
+
+func pauseFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// schedule adds the payment deadlines of orders just written. A failure
+// is logged: the reconciler finds unpaid orders past their due time.
+func (s *Service) schedule(ctx context.Context, os ...Order) {
+	var ds []stock.Deadline
+	for _, o := range os {
+		if o.DueAt != nil {
+			ds = append(ds, stock.Deadline{Product: o.ProductID, Shard: o.Shard, Order: o.ID, Due: *o.DueAt})
+		}
+	}
+	if err := s.stock.Schedule(ctx, ds); err != nil {
+		s.log.Warn("payment deadlines not scheduled; the reconciler will find them", "orders", len(ds), "error", err)
+	}
+}
+
+// expireOnSchedule polls the deadline sets every DueEvery until Close, and
+// cancels the unpaid orders whose window has ended.
+func (s *Service) expireOnSchedule() {
+	t := time.NewTicker(s.opt.DueEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
+		if err := s.ExpireDue(ctx); err != nil && !errors.Is(err, ErrClosing) {
+			s.log.Warn("a pass over the payment deadlines failed", "error", err)
+		}
+		cancel()
+	}
+}
+
+// ExpireDue claims the deadlines that are due, in every set, and cancels
+// their orders if they are still unpaid.
+func (s *Service) ExpireDue(ctx context.Context) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.working.Done()
+	keys, err := s.stock.DueSets(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range keys {
+		ids, err := s.stock.ClaimDue(ctx, key, time.Now(), s.opt.DueLease, 100)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var done []idgen.ID
+		for _, id := range ids {
+			if err := s.expire(ctx, id); err != nil {
+				errs = append(errs, err) // left claimed: due again after the lease
+				continue
+			}
+			done = append(done, id)
+		}
+		errs = append(errs, s.stock.Unschedule(ctx, key, done...))
+	}
+	return errors.Join(errs...)
+}
+
+// expire cancels an order whose window has ended, if it is still unpaid.
+func (s *Service) expire(ctx context.Context, id idgen.ID) error {
+	o, found, err := s.find(ctx, s.db, id)
+	if err != nil || !found || o.Status != Unpaid {
+		return err // paid, cancelled, or never written (the reconciler's)
+	}
+	p, err := s.Product(ctx, o.ProductID)
+	if err != nil {
+		return err
+	}
+	_, err = s.cancel(ctx, p, o, ByTimeout)
+	return err
+}
+
+// expireOverdue cancels a sale's unpaid orders well past their due time:
+// those whose deadline never reached the delay queue.
+func (s *Service) expireOverdue(ctx context.Context, p Product) (int, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Model(&Order{}).
+		Where("product_id = ? AND sale = ? AND status = ? AND due_at < ?", p.ID, p.Sale, Unpaid, time.Now().Add(-2*s.opt.DueLease)).
+		Limit(1000).Pluck("id", &ids).Error
+	if err != nil {
+		return 0, fmt.Errorf("reading the overdue orders of product %d: %w", p.ID, err)
+	}
+	n := 0
+	for _, id := range ids {
+		if err := s.expire(ctx, idgen.ID(id)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,179 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/idgen"
+	"seckill/internal/order"
+	"seckill/internal/stock"
+)
+
+func (f *fixture) buy(product, user int64) order.Order {
+	f.t.Helper()
+	o, _, err := f.svc.Buy(f.t.Context(), order.Purchase{UserID: user, ProductID: product})
+	if err != nil {
+		f.t.Fatalf("user %d buys product %d: %v", user, product, err)
+	}
+	return o
+}
+
+// Pay, cancel, and the states they lose to: a paid order cannot be paid or
+// cancelled again; a cancelled one gives its unit back once and frees its
+// buyer; another buyer's order is not found.
+func TestPayAndCancel(t *testing.T) {
+	for _, mode := range []string{"lua", "db", "rmw"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t, order.Options{})
+			f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: mode, PayTimeout: time.Minute})
+			a, b := f.buy(1, 1), f.buy(1, 2)
+			if a.DueAt == nil || a.DueAt.Sub(a.CreatedAt) != time.Minute {
+				t.Errorf("due %v for an order made at %v: want a minute later", a.DueAt, a.CreatedAt)
+			}
+			ctx := t.Context()
+			if _, err := f.svc.Pay(ctx, a.ID, 2); !errors.Is(err, order.ErrNotFound) {
+				t.Errorf("paying another buyer's order: %v, want not found", err)
+			}
+			if o, err := f.svc.Pay(ctx, a.ID, 1); err != nil || o.Status != order.Paid || o.PaidAt == nil {
+				t.Fatalf("pay: %+v, %v", o, err)
+			}
+			if _, err := f.svc.Pay(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+				t.Errorf("paying twice: %v, want ErrAlreadyPaid", err)
+			}
+			if _, err := f.svc.Cancel(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+				t.Errorf("cancelling a paid order: %v, want ErrAlreadyPaid", err)
+			}
+			if o, err := f.svc.Cancel(ctx, b.ID, 2); err != nil || o.Status != order.Cancelled || o.CancelledBy != order.ByBuyer {
+				t.Fatalf("cancel: %+v, %v", o, err)
+			}
+			for _, try := range []func(context.Context, idgen.ID, int64) (order.Order, error){f.svc.Cancel, f.svc.Pay} {
+				if _, err := try(ctx, b.ID, 2); !errors.Is(err, order.ErrCancelled) {
+					t.Errorf("after the cancel: %v, want ErrCancelled", err)
+				}
+			}
+			a2 := f.audit(1)
+			if a2.Paid != 1 || a2.Unpaid != 0 || a2.Cancelled != 1 || a2.Orders != 1 || a2.Remaining != 4 || a2.Verdict != api.VerdictOK {
+				t.Errorf("audit %+v: want 1 paid, 1 cancelled with its unit back (4 left), OK", a2)
+			}
+			if o := f.buy(1, 2); o.ID == b.ID {
+				t.Error("the buyer of the cancelled order bought again and got the same order")
+			}
+		})
+	}
+}
+
+// The payment window's end cancels the unpaid orders and returns their
+// units; a paid one stays.
+func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
+	f := newFixture(t, order.Options{DueEvery: 20 * time.Millisecond})
+	f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua", PayTimeout: order.MinPayTimeout})
+	paid := f.buy(1, 1)
+	f.buy(1, 2)
+	f.buy(1, 3)
+	if _, err := f.svc.Pay(t.Context(), paid.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	a := f.waitAudit(1, "the window's end", func(a api.Audit) bool { return a.Cancelled == 2 })
+	if a.Paid != 1 || a.Unpaid != 0 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want 1 paid, 2 cancelled with their units back", a)
+	}
+	if _, err := f.svc.Pay(t.Context(), paid.ID+0, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+		t.Errorf("%v", err)
+	}
+}
+
+// Pay, cancel and the timeout at once, on many orders released together:
+// each order ends paid or cancelled, never both; only the cancels return
+// units, once each; the audit is exact.
+func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
+	f := newFixture(t, order.Options{DueEvery: 5 * time.Millisecond})
+	const n = 40
+	f.reset(order.ProductSpec{ID: 1, Stock: n, Shards: 4, Mode: "lua", PayTimeout: order.MinPayTimeout})
+	orders := make([]order.Order, n)
+	for i := range orders {
+		orders[i] = f.buy(1, int64(i+1))
+	}
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, o := range orders {
+		user := int64(i + 1)
+		wg.Go(func() {
+			<-gate
+			time.Sleep(time.Until(*o.DueAt) - 5*time.Millisecond) // a little before the end
+			f.svc.Pay(context.Background(), o.ID, user)
+		})
+		wg.Go(func() {
+			<-gate
+			time.Sleep(time.Until(*o.DueAt) - 5*time.Millisecond)
+			f.svc.Cancel(context.Background(), o.ID, user)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	a := f.waitAudit(1, "every order settled", func(a api.Audit) bool { return a.Unpaid == 0 })
+	if a.Paid+a.Cancelled != n || a.Remaining != a.Cancelled || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want every order paid or cancelled, one unit back per cancel, OK", a)
+	}
+	t.Logf("%d paid, %d cancelled", a.Paid, a.Cancelled)
+}
+
+// The naive lifecycle reads the status, then writes: a payment and the
+// timeout that both read "unpaid" both win, and a unit is both paid for and
+// back on sale.
+func TestNaiveLifecycleLosesTheRace(t *testing.T) {
+	f := newFixture(t, order.Options{DueEvery: -1})
+	const n = 20
+	f.reset(order.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: order.MinPayTimeout, Lab: true, Lifecycle: order.Naive})
+	orders := make([]order.Order, n)
+	for i := range orders {
+		orders[i] = f.buy(1, int64(i+1))
+	}
+	time.Sleep(time.Until(*orders[n-1].DueAt)) // every window has ended
+	var wg sync.WaitGroup
+	wg.Go(func() { f.svc.ExpireDue(context.Background()) })
+	for i, o := range orders {
+		wg.Go(func() { f.svc.Pay(context.Background(), o.ID, int64(i+1)) })
+	}
+	wg.Wait()
+	a := f.audit(1)
+	if a.LostUpdates <= 0 || a.Verdict == api.VerdictOK {
+		t.Errorf("audit %+v: want units both paid for and returned (lost updates > 0)", a)
+	}
+	t.Logf("audit %+v", a)
+	// A product that is not a lab product cannot choose it.
+	if _, err := f.svc.Reset(t.Context(), order.ProductSpec{ID: 2, Stock: 1, Lifecycle: order.Naive}); !errors.Is(err, order.ErrInvalid) {
+		t.Errorf("a naive lifecycle on a product that is not a lab product: %v, want ErrInvalid", err)
+	}
+}
+
+// A process that claims deadlines and dies loses nothing: they come due
+// again when the claim's lease ends, and another process cancels them.
+func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
+	f := newFixture(t, order.Options{DueEvery: -1})
+	p := f.reset(order.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: order.MinPayTimeout})
+	o := f.buy(1, 1)
+	time.Sleep(time.Until(*o.DueAt))
+	store := stock.NewStore(f.rdb, f.db)
+	key := stock.Layout{ID: p.ID}.DueKey(o.Shard)
+	ids, err := store.ClaimDue(t.Context(), key, time.Now(), 200*time.Millisecond, 10) // and dies
+	if err != nil || len(ids) != 1 || ids[0] != o.ID {
+		t.Fatalf("the dead process's claim: %v, %v", ids, err)
+	}
+	if err := f.svc.ExpireDue(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.audit(1); a.Cancelled != 0 {
+		t.Fatalf("cancelled while another held the claim: %+v", a)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if err := f.svc.ExpireDue(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.audit(1); a.Cancelled != 1 || a.Remaining != 2 {
+		t.Errorf("after the lease: %+v, want the order cancelled and its unit back", a)
+	}
+}

@@ -1,0 +1,277 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/idgen"
+)
+
+// The queue of the async mode: every async take appends its order to its
+// shard's stream (async.lua), and consumers read the streams in one group,
+// write the orders, and acknowledge them. These are the consumers' side of
+// it; internal/order's Consumer drives them.
+
+var (
+	//go:embed dead_letter.lua
+	deadLetterLua    string
+	deadLetterScript = redis.NewScript(deadLetterLua)
+
+	//go:embed forget_drained.lua
+	forgetDrainedLua    string
+	forgetDrainedScript = redis.NewScript(forgetDrainedLua)
+)
+
+// QueuedOrder is one order read from a stream.
+type QueuedOrder struct {
+	Stream string // the stream it came from
+	MsgID  string // its entry id there
+	Layout Layout // of the shard it was taken from (Shards unknown: 0)
+	Shard  int
+	Order  idgen.ID
+	Sale   int64
+	User   int64
+	Key    string
+	At     time.Time  // when it was taken, to the millisecond
+	Due    *time.Time // when its payment window ends, if its product has one
+	Fields map[string]any
+}
+
+// parseStream reads product, shard and epoch back from a stream key,
+// seckill:orders:{P_k}:E.
+func parseStream(key string) (Layout, int, error) {
+	rest, ok := strings.CutPrefix(key, "seckill:orders:{")
+	tag, epoch, ok2 := strings.Cut(rest, "}:")
+	p, k, ok3 := strings.Cut(tag, "_")
+	if !ok || !ok2 || !ok3 {
+		return Layout{}, 0, fmt.Errorf("%q is not an order stream", key)
+	}
+	id, err1 := strconv.ParseInt(p, 10, 64)
+	shard, err2 := strconv.Atoi(k)
+	e, err3 := strconv.ParseInt(epoch, 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Layout{}, 0, fmt.Errorf("order stream %q: %w", key, err)
+	}
+	return Layout{ID: id, Epoch: e}, shard, nil
+}
+
+// parseQueued reads one stream entry. A malformed entry is returned with
+// the error, so that it can go to the dead letters.
+func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
+	q := QueuedOrder{Stream: stream, MsgID: m.ID, Fields: m.Values}
+	l, shard, err := parseStream(stream)
+	if err != nil {
+		return q, err
+	}
+	q.Layout, q.Shard = l, shard
+	field := func(name string) string { s, _ := m.Values[name].(string); return s }
+	id, err := idgen.ParseID(field("id"))
+	q.Order = id
+	sale, err1 := strconv.ParseInt(field("sale"), 10, 64)
+	user, err2 := strconv.ParseInt(field("user"), 10, 64)
+	ms, err3 := strconv.ParseInt(field("at"), 10, 64)
+	q.Sale, q.User, q.Key, q.At = sale, user, field("key"), time.UnixMilli(ms)
+	if due, _ := strconv.ParseInt(field("due"), 10, 64); due > 0 {
+		d := time.UnixMilli(due)
+		q.Due = &d
+	}
+	if err := errors.Join(err, err1, err2, err3); err != nil || id == 0 || user <= 0 {
+		return q, fmt.Errorf("malformed queued order %s in %s: %v", m.ID, stream, m.Values)
+	}
+	return q, nil
+}
+
+// Streams lists the streams that may hold queued orders.
+func (s *Store) Streams(ctx context.Context) ([]string, error) {
+	keys, err := s.rdb.SMembers(ctx, s.streams).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing the order streams: %w", err)
+	}
+	return keys, nil
+}
+
+// errNoGroup matches the error XREADGROUP answers for a stream that was
+// deleted (or never created) under the registry's feet.
+func errNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+
+// Read delivers up to count new orders per stream to consumer, waiting up
+// to block for one. Malformed entries come back in bad.
+func (s *Store) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
+	if len(streams) == 0 {
+		return nil, nil, nil
+	}
+	args := append(append([]string{}, streams...), make([]string, len(streams))...)
+	for i := range streams {
+		args[len(streams)+i] = ">"
+	}
+	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: args, Count: count, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil, nil
+	}
+	if errNoGroup(err) {
+		// A stream in the registry without its group: dropped while
+		// registered. Forget those, and read the others next time.
+		return nil, nil, s.forgetMissing(ctx, streams)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the order streams: %w", err)
+	}
+	for _, st := range res {
+		good, bad = collect(st.Stream, st.Messages, good, bad)
+	}
+	return good, bad, nil
+}
+
+func collect(stream string, msgs []redis.XMessage, good, bad []QueuedOrder) ([]QueuedOrder, []QueuedOrder) {
+	for _, m := range msgs {
+		q, err := parseQueued(stream, m)
+		if err != nil {
+			bad = append(bad, q)
+			continue
+		}
+		good = append(good, q)
+	}
+	return good, bad
+}
+
+func (s *Store) forgetMissing(ctx context.Context, streams []string) error {
+	for _, st := range streams {
+		n, err := s.rdb.Exists(ctx, st).Result()
+		if err != nil {
+			return fmt.Errorf("checking stream %s: %w", st, err)
+		}
+		if n == 0 {
+			if err := s.rdb.SRem(ctx, s.streams, st).Err(); err != nil {
+				return fmt.Errorf("forgetting stream %s: %w", st, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Claim takes over, for consumer, up to count orders of a stream that were
+// delivered to a consumer and left unacknowledged for at least minIdle:
+// that consumer died or stalls. XAUTOCLAIM hands each to one claimer only.
+func (s *Store) Claim(ctx context.Context, consumer, stream string, minIdle time.Duration, count int64) (good, bad []QueuedOrder, err error) {
+	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: stream, Group: Group, Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: count,
+	}).Result()
+	if errNoGroup(err) || errors.Is(err, redis.Nil) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("claiming from %s: %w", stream, err)
+	}
+	good, bad = collect(stream, msgs, nil, nil)
+	return good, bad, nil
+}
+
+// Ack removes written orders from their streams and from the pending index.
+func (s *Store) Ack(ctx context.Context, qs []QueuedOrder) error {
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, q := range qs {
+			pipe.XAck(ctx, q.Stream, Group, q.MsgID)
+			pipe.XDel(ctx, q.Stream, q.MsgID)
+			if q.Order != 0 {
+				pipe.HDel(ctx, PendingKey(q.Order.Time()), q.Order.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("acknowledging %d orders: %w", len(qs), err)
+	}
+	return nil
+}
+
+// DeadLetter parks an order the database refused (see dead_letter.lua).
+func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) error {
+	var fields strings.Builder
+	for k, v := range q.Fields {
+		fmt.Fprintf(&fields, "%s\t%v\t", k, v)
+	}
+	l := q.Layout
+	keys := []string{q.Stream, DeadLetterKey, l.StockKey(q.Shard), l.LedgerKey(q.Shard), l.BuyerKey(q.User),
+		PendingKey(q.Order.Time())}
+	err := deadLetterScript.Run(ctx, s.rdb, keys, Group, q.MsgID, q.Order.String(), q.User,
+		strings.ReplaceAll(reason, "\t", " "), fields.String()).Err()
+	if err != nil {
+		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
+	}
+	s.ClearSoldOut(l.ID)
+	return nil
+}
+
+// ForgetDrained drops the registered streams that hold no order; the next
+// async take on one registers it again. It returns how many it dropped.
+func (s *Store) ForgetDrained(ctx context.Context) (int, error) {
+	streams, err := s.Streams(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, st := range streams {
+		dropped, err := forgetDrainedScript.Run(ctx, s.rdb, []string{st, s.streams}).Int()
+		if err != nil {
+			return n, fmt.Errorf("dropping drained stream %s: %w", st, err)
+		}
+		n += dropped
+	}
+	return n, nil
+}
+
+// Backlog is the queue's state over every registered stream.
+type Backlog struct {
+	Streams int
+	// Queued is the orders in the streams: not delivered yet, or delivered
+	// and not acknowledged.
+	Queued int64
+	// Delivered is those of Queued delivered to a consumer and not
+	// acknowledged: being written, or held by a consumer that died.
+	Delivered int64
+	// Oldest is the age of the oldest order queued; 0 when none is.
+	Oldest time.Duration
+}
+
+// Backlog reads the queue's state: two commands per stream.
+func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
+	streams, err := s.Streams(ctx)
+	if err != nil {
+		return Backlog{}, err
+	}
+	type cmds struct {
+		first *redis.XMessageSliceCmd
+		len   *redis.IntCmd
+		pend  *redis.XPendingCmd
+	}
+	cs := make([]cmds, len(streams))
+	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, st := range streams {
+			cs[i] = cmds{pipe.XRangeN(ctx, st, "-", "+", 1), pipe.XLen(ctx, st), pipe.XPending(ctx, st, Group)}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !errNoGroup(err) {
+		return Backlog{}, fmt.Errorf("reading the queue's backlog: %w", err)
+	}
+	b := Backlog{Streams: len(streams)}
+	now := time.Now()
+	for _, c := range cs {
+		b.Queued += c.len.Val()
+		if p := c.pend.Val(); p != nil {
+			b.Delivered += p.Count
+		}
+		if msgs := c.first.Val(); len(msgs) > 0 {
+			ms, _ := strconv.ParseInt(strings.Split(msgs[0].ID, "-")[0], 10, 64)
+			b.Oldest = max(b.Oldest, now.Sub(time.UnixMilli(ms)))
+		}
+	}
+	return b, nil
+}
