@@ -14,9 +14,10 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"seckill/internal/freeze"
 )
 
 // StartTimeout bounds a child's start-up.
@@ -27,9 +28,6 @@ type Process struct {
 	cmd    *exec.Cmd
 	stdin  io.Closer     // closed by Stop: a child of ours then exits
 	exited chan struct{} // closed once the process has exited and was waited for
-
-	mu     sync.Mutex
-	paused bool
 }
 
 // start runs exe with args and waits, within StartTimeout, for the line it
@@ -93,27 +91,16 @@ func start(ctx context.Context, exe string, args []string, stderr io.Writer, pre
 // Pid is the child's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
-// Pause stops the whole process (SIGSTOP): its threads, timers and
-// connections freeze while the kernel keeps its sockets open.
+// Pause stops the whole process (SIGSTOP) and returns once it is stopped:
+// its threads, timers and connections freeze while the kernel keeps its
+// sockets open.
 func (p *Process) Pause() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("pausing process %d: %w", p.Pid(), err)
-	}
-	p.paused = true
-	return nil
+	return freeze.Stop(p.cmd.Process)
 }
 
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("resuming process %d: %w", p.Pid(), err)
-	}
-	p.paused = false
-	return nil
+	return freeze.Continue(p.cmd.Process)
 }
 
 // PauseFor pauses the process for d, then resumes it, unless ctx ends first

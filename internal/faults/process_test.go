@@ -54,6 +54,7 @@ func TestInstanceKilledMidBurst(t *testing.T) {
 // INSERTs as MySQL does (under these bursts it loses orders and stores two
 // for one buyer), so there they would measure it, not the service.
 func TestDatabaseFaults(t *testing.T) {
+	t.Parallel() // mostly waiting out a pause: beside the others
 	if !mysqltest.HaveMariaDB() {
 		t.Skip("mariadbd and mariadb-install-db are not on PATH, and go-mysql-server does not keep concurrent writes as MySQL does")
 	}

@@ -17,8 +17,10 @@ import (
 // nobody is told already_bought without an order, and the audit is exact
 // once the reconciler has settled any purchase whose outcome stayed unknown.
 func TestRedisPausedMidBurst(t *testing.T) {
+	t.Parallel() // mostly waiting out a pause: beside the others
 	for _, tc := range []struct{ lock, mode string }{{"none", "lua"}, {"token", "rmw"}} {
 		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
 			r := ownRedis(t)
 			s := newSale(t, testenv.Start(t, config(t, r.Addr, ""), app.Extras{}))
 			s.reset(100, tc.lock, tc.mode)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"seckill/internal/freeze"
 )
 
 // Server is a MySQL server of the test's own, in a process of its own, that
@@ -90,7 +92,7 @@ func (s *Server) Database(tb testing.TB, options string) string {
 // queries wait, as behind a frozen VM or a saturated disk.
 func (s *Server) Pause(tb testing.TB) {
 	tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := freeze.Stop(s.cmd.Process); err != nil {
 		tb.Fatalf("pausing %s: %v", s.Kind, err)
 	}
 }
@@ -98,7 +100,7 @@ func (s *Server) Pause(tb testing.TB) {
 // Resume continues a paused server.
 func (s *Server) Resume(tb testing.TB) {
 	tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := freeze.Continue(s.cmd.Process); err != nil {
 		tb.Fatalf("resuming %s: %v", s.Kind, err)
 	}
 }
