@@ -29,16 +29,7 @@ import (
 // TestMain lets the test binary be a service instance or a Redis: the
 // cluster re-executes the running binary (see child.Run), and under go test
 // that binary is this one.
-func TestMain(m *testing.M) {
-	if ok, err := child.Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); ok {
-		if err != nil {
-			os.Stderr.WriteString("loadtest child: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { child.Main(m.Run) }
 
 // backends returns the environment the command sees: the real Redis when
 // REDIS_ADDR is set (its keys for product are deleted afterwards), a

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -168,6 +169,20 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return true, serveRedis(args[2], stdin, stdout)
 	}
 	return false, nil
+}
+
+// Main is the entry point of a binary that starts children of itself,
+// typically a test binary's TestMain (child.Main(m.Run)): it runs the child
+// its arguments ask for and exits, or else exits with run's status.
+func Main(run func() int) {
+	if ok, err := Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(run())
 }
 
 // awaitParent returns a channel closed when stdin closes: the parent closed

@@ -1,9 +1,7 @@
 package child_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"testing"
@@ -15,16 +13,7 @@ import (
 )
 
 // TestMain lets this test binary be the children it starts.
-func TestMain(m *testing.M) {
-	if ok, err := child.Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); ok {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { child.Main(m.Run) }
 
 func exe(t *testing.T) string {
 	t.Helper()

@@ -29,16 +29,7 @@ import (
 // TestMain lets the test binary be a service instance or a Redis of a
 // test's own (see child.Run): the tests start them as separate processes,
 // which they can pause and kill whole.
-func TestMain(m *testing.M) {
-	if ok, err := child.Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); ok {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "faults child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { child.Main(m.Run) }
 
 // grace is the reconciler's grace in these tests: short, so that a test
 // need not wait out a whole purchase's budget. A pass runs only on demand,
