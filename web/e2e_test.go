@@ -31,8 +31,12 @@ import (
 const token = "e2e-admin-token"
 
 // TestPage drives the page in a headless Chromium: a purchase shows its
-// order id, the oversell scenario shows OVERSOLD, the token lock shows SAFE,
-// the comparison charts hold both runs, a dozen runs keep every chart label
+// order id, the oversell scenario shows OVERSOLD and a race timeline with red
+// overlaps and its lost update in a sentence, the token lock shows SAFE and
+// a timeline without, the none run's timeline reopens from the comparison
+// table, a page reloaded mid-run follows the run going, a 5,000-purchase
+// timeline draws and zooms on a phone, the comparison charts hold the runs,
+// a dozen runs keep every chart label
 // and every verdict in sight at 390 px, a link to the lab's product names it
 // as the lab's, a refused run shows no counts, and the console stays clean
 // (Chromium's markup advice included) at desktop width and at 375 px.
@@ -117,7 +121,14 @@ func TestPage(t *testing.T) {
 		`document.querySelector("#stat-stock").textContent === "100" && document.querySelector("#stat-sold").textContent === "0" && "ok"`)
 
 	// The oversell scenario, then the same with the token lock.
-	for _, tc := range []struct{ lock, want string }{{"none", "OVERSOLD"}, {"token", "SAFE"}} {
+	for _, tc := range []struct {
+		lock, want string
+		race       *regexp.Regexp // the timeline's sentence
+		red        bool           // overlapping bars drawn in red
+	}{
+		{"none", "OVERSOLD", noneRace, true},
+		{"token", "SAFE", regexp.MustCompile(`^No two purchases were inside one shard's critical section at once`), false},
+	} {
 		fill := fmt.Sprintf(`(() => {
 			const f = document.querySelector("#run-form").elements;
 			const set = (name, v) => { f[name].value = v; f[name].dispatchEvent(new Event("change")); };
@@ -137,6 +148,7 @@ func TestPage(t *testing.T) {
 			t.Errorf("lock %s: the page shows %q, want %s; result: %s", tc.lock, verdict, tc.want,
 				run[string](t, ctx, `document.querySelector("#run-result").innerText`))
 		}
+		checkTimeline(t, ctx, tc.lock, tc.race, tc.red)
 	}
 	// The run moved the page to the lab's product: the purchase shown was of
 	// the product watched before, and would read as this one's.
@@ -170,6 +182,9 @@ func TestPage(t *testing.T) {
 	// The product panel follows the lab's product: it shows the token run's end.
 	waitFor[bool](t, ctx, "the lab product's final stock",
 		`document.querySelector("#stat-sold").textContent === "50" && document.querySelector("#product-meta").textContent.includes("lock token")`)
+	// The none run's race, reopened from the comparison table (its oldest row).
+	do(t, ctx, "reopen the none run", chromedp.Click(chromedp.CSS("#runs-body tr:last-child .run-open")))
+	checkTimeline(t, ctx, "none, reopened", noneRace, true)
 	desktop := screenshot(t, ctx, "desktop")
 	do(t, ctx, "narrow the page", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 	if over := run[int](t, ctx, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
@@ -186,17 +201,33 @@ func TestPage(t *testing.T) {
 		}
 	}
 
-	// Ten more runs, as a class would make in an hour. A reload shows them
-	// all: GET /api/runs feeds the charts.
-	var more []string
+	// A page reloaded mid-run finds the run going and follows it to its end.
+	var going struct{ ID string }
+	slow := `{"lock":"token","mode":"rmw","shards":2,"stock":40,"buyers":60,"concurrency":2,"hold_ms":40,"fault":"none"}`
+	if code := sendJSON(t, http.MethodPost, srv.URL+"/api/runs", slow, &going); code != http.StatusAccepted {
+		t.Fatalf("POST /api/runs %s: %d", slow, code)
+	}
+	do(t, ctx, "reload mid-run", chromedp.Reload())
+	waitFor[bool](t, ctx, "the page to follow the run going", fmt.Sprintf(
+		`window.seckill.running === %q && !document.querySelector("#run-progress").hidden && document.querySelector("#run").disabled`, going.ID))
+	if done := getRun(t, srv.URL, going.ID); done.Status != "running" {
+		t.Errorf("run %s was %s by the time the page followed it: the check proves nothing; slow it down", going.ID, done.Status)
+	}
+	waitFor[bool](t, ctx, "the followed run's end", fmt.Sprintf(`window.seckill.runs.some(r => r.id === %q)`, going.ID))
+	checkTimeline(t, ctx, "the followed run", regexp.MustCompile(`^No two purchases`), false)
+
+	// Eleven more runs, as a class would make in an hour, the last with
+	// 5,000 purchases. A reload shows them all: GET /api/runs feeds the charts.
+	more := []string{`{"lock":"none","mode":"rmw","shards":5,"stock":5000,"buyers":5000,"concurrency":64,"hold_ms":0,"fault":"none"}`}
 	for _, lm := range []string{"local rmw", "setnx-expire rmw", "lua-setnx rmw", "setnx-px rmw", "reentrant rmw",
 		"watchdog rmw", "fenced rmw", "getset rmw", "none lua", "none db"} {
 		lock, mode, _ := strings.Cut(lm, " ")
 		more = append(more, fmt.Sprintf(`{"lock":%q,"mode":%q,"shards":2,"stock":10,"buyers":40,"concurrency":8,"hold_ms":0,"fault":"none"}`, lock, mode))
 	}
+	more = append(more[1:], more[0])
 	labRuns(t, srv.URL, more...)
 	do(t, ctx, "reload", chromedp.Reload())
-	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 12`)
+	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 14`)
 
 	for _, vp := range []struct {
 		w, h  int64
@@ -223,11 +254,14 @@ func TestPage(t *testing.T) {
 		for _, p := range run[[]string](t, ctx, chartLabelsHidden) {
 			t.Errorf("at %d px: %s", w, p)
 		}
+		if vp.phone {
+			checkBigTimeline(t, ctx)
+		}
 	}
 
 	// A link to the lab's product names it as the lab's, once.
 	do(t, ctx, "open the lab's product by its link", chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(labProduct, 10)))
-	waitFor[bool](t, ctx, "the runs, which name the lab's product", `window.seckill.runs.length === 12`)
+	waitFor[bool](t, ctx, "the runs, which name the lab's product", `window.seckill.runs.length === 14`)
 	if got, want := watching(t, ctx), []string{fmt.Sprint(labProduct, " · lab runs"), "1 · demo"}; !slices.Equal(got, want) {
 		t.Errorf("?product=%d: product choices %q, want %q", labProduct, got, want)
 	}
@@ -265,6 +299,62 @@ func TestPage(t *testing.T) {
 	defer mu.Unlock()
 	for _, p := range problems {
 		t.Errorf("console: %s", p)
+	}
+}
+
+// checkBigTimeline opens the 5,000-purchase run (the newest) on a phone:
+// its timeline draws every bar within the screen's width, and zooms.
+func checkBigTimeline(t *testing.T, ctx context.Context) {
+	t.Helper()
+	do(t, ctx, "open the 5,000-purchase run", chromedp.Click(chromedp.CSS("#runs-body tr:first-child .run-open")))
+	checkTimeline(t, ctx, "5,000 purchases", noneRace, true)
+	if n := run[int](t, ctx, `window.seckill.timeline.data.bars.length`); n < 5000 {
+		t.Errorf("the 5,000-purchase run's timeline has %d bars", n)
+	}
+	if over := run[int](t, ctx, `Math.max(...[...document.querySelectorAll("#timeline canvas")].map(c => c.getBoundingClientRect().right)) - innerWidth`); over > 0 {
+		t.Errorf("the timeline is %d px wider than the phone's screen", over)
+	}
+	before := run[string](t, ctx, `document.querySelector("#timeline .tl-range").textContent`)
+	do(t, ctx, "zoom in", chromedp.Click(chromedp.CSS("#timeline .tl-controls button")))
+	if after := run[string](t, ctx, `document.querySelector("#timeline .tl-range").textContent`); after == before {
+		t.Errorf("zooming in left the window at %q", after)
+	}
+}
+
+// noneRace is the sentence of a run that lost updates.
+var noneRace = regexp.MustCompile(`^Buyers \d+ and \d+ both read \d+ from shard \d+ at [0-9.]+ (and [0-9.]+ )?ms and both wrote \d+$`)
+
+// checkTimeline waits for the race timeline of the run just shown and
+// checks its sentence and whether red (overlapping) bars were drawn.
+func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *regexp.Regexp, red bool) {
+	t.Helper()
+	type drawn struct {
+		Sentence string `json:"sentence"`
+		Red      int    `json:"red"`
+		Bars     int    `json:"bars"`
+		Run      string `json:"run"`
+		Shown    string `json:"shown"`
+	}
+	waitFor[bool](t, ctx, what+"'s timeline", `(() => {
+		const tl = window.seckill.timeline;
+		return !!tl && !!tl.data && !document.querySelector("#timeline-section").hidden &&
+			document.querySelector("#timeline").dataset.red !== undefined &&
+			document.querySelector("#timeline-run").textContent.startsWith(tl.run + " ");
+	})()`)
+	d := run[drawn](t, ctx, `(() => {
+		const tl = document.querySelector("#timeline");
+		return {sentence: tl.querySelector(".tl-sentence").textContent, red: Number(tl.dataset.red),
+			bars: window.seckill.timeline.data.bars.length, run: window.seckill.timeline.run,
+			shown: document.querySelector("#run-result .what").textContent};
+	})()`)
+	if !sentence.MatchString(d.Sentence) {
+		t.Errorf("%s: the timeline says %q, want it to match %s", what, d.Sentence, sentence)
+	}
+	if (d.Red > 0) != red || d.Bars == 0 {
+		t.Errorf("%s: %d of %d bars drawn red, want red bars %v", what, d.Red, d.Bars, red)
+	}
+	if !strings.HasPrefix(d.Shown, "Run "+d.Run+":") {
+		t.Errorf("%s: the timeline is run %s's, the result shown is %q", what, d.Run, d.Shown)
 	}
 }
 
@@ -406,6 +496,14 @@ func labRuns(t *testing.T, base string, specs ...string) {
 			t.Fatalf("run %s of %s: %s: %s", r.ID, spec, r.Status, r.Error)
 		}
 	}
+}
+
+// getRun reads a lab run.
+func getRun(t *testing.T, base, id string) struct{ Status string } {
+	t.Helper()
+	var r struct{ Status string }
+	getJSON(t, base+"/api/runs/"+id, &r)
+	return r
 }
 
 func getJSON(t *testing.T, url string, out any) int {

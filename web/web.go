@@ -8,13 +8,16 @@ import (
 	"strings"
 
 	"seckill/internal/chartjs"
+	"seckill/internal/harness"
 )
 
 //go:embed static
 var static embed.FS
 
 // FS returns the page's files, rooted so that index.html is at the top, with
-// Chart.js at vendor/chart.umd.min.js, where index.html loads it.
+// Chart.js at vendor/chart.umd.min.js and the race timeline's drawing at
+// timeline.js (the harness's report draws with the same), where index.html
+// loads them.
 func FS() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
@@ -28,6 +31,9 @@ func FS() fs.FS {
 type page struct{ static, vendor fs.FS }
 
 func (p page) Open(name string) (fs.File, error) {
+	if name == "timeline.js" {
+		return harness.TimelineFS().Open(name)
+	}
 	if name == "vendor" {
 		return p.vendor.Open(".")
 	}

@@ -13,6 +13,8 @@ type Error struct {
 	// OrderID names the order an error is about: the buyer's order
 	// (already_bought), or one whose outcome is unknown (outcome_unknown).
 	OrderID string `json:"order_id,omitempty"`
+	// Trace is the refused purchase's trace, when it asked for one.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // Error codes, one per outcome a client may branch on.
@@ -64,6 +66,10 @@ const (
 	ModeLua = "lua"
 	// ModeDB is a conditional SQL UPDATE; it takes no lock.
 	ModeDB = "db"
+	// ModeSQLRMW is SELECT, then UPDATE to the value read minus one, the
+	// order's INSERT and COMMIT, in one transaction inside the lock: the
+	// read-modify-write of stock kept in SQL.
+	ModeSQLRMW = "sqlrmw"
 	// ModeAsync is the lua mode's atomic script, which also queues the
 	// order on a Redis Stream: the purchase answers 202 and a consumer
 	// writes the order.
@@ -71,7 +77,7 @@ const (
 )
 
 // Modes lists the stock modes in teaching order.
-func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeAsync} }
+func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeSQLRMW, ModeAsync} }
 
 // Defaults of a product, and of a purchase that names no lock or mode.
 const (

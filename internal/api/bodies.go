@@ -152,6 +152,11 @@ type OrderRequest struct {
 	Abandon           bool  `json:"abandon,omitempty"`
 	CrashBeforeExpire bool  `json:"crash_before_expire,omitempty"`
 	ClockSkewMS       int64 `json:"clock_skew_ms,omitempty"`
+	// ReleaseBeforeCommit releases the sqlrmw mode's lock before the
+	// transaction's COMMIT, so that the next holder reads the old value.
+	ReleaseBeforeCommit bool `json:"release_before_commit,omitempty"`
+	// Trace asks for the purchase's Trace in the answer.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Order is an order, the answer of POST /api/orders and GET
@@ -179,6 +184,8 @@ type Order struct {
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// CancelledBy is "buyer" or "timeout".
 	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Trace is the purchase's trace, when it asked for one.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // BuyerRequest is the body of POST /api/orders/:id/pay and /cancel: the

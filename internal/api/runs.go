@@ -58,11 +58,14 @@ const (
 	FaultCrashBeforeExpire = "crash-before-expire"
 	// FaultClockSkew: the holder's clock runs past any lock TTL.
 	FaultClockSkew = "clock-skew"
+	// FaultReleaseBeforeCommit: the sqlrmw mode's holder releases its lock
+	// before COMMIT.
+	FaultReleaseBeforeCommit = "release_before_commit"
 )
 
 // Faults lists the faults a run accepts, FaultNone first.
 func Faults() []string {
-	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew}
+	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew, FaultReleaseBeforeCommit}
 }
 
 // WithDefaults returns s with its zero fields set to their defaults.
@@ -136,6 +139,8 @@ type RunResult struct {
 	// The buyers were users UserBase+1 … UserBase+Buyers.
 	Buyers   int   `json:"buyers"`
 	UserBase int64 `json:"user_base"`
+	// Fault is the fault the run injected (one of Faults), absent for none.
+	Fault string `json:"fault,omitempty"`
 
 	// Requests is the number of order requests that completed (answered or
 	// failed); OK + SoldOut + AlreadyBought + Errors.

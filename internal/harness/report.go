@@ -1,18 +1,20 @@
 package harness
 
 import (
-	_ "embed"
+	"embed"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/chartjs"
 )
 
@@ -41,6 +43,9 @@ func (r Row) Label() string {
 	}
 	if r.Fallback != nil && !*r.Fallback {
 		s += " no-fallback"
+	}
+	if r.Fault != "" {
+		s += " " + r.Fault
 	}
 	return s
 }
@@ -194,6 +199,9 @@ func (rep Report) writeRemarks(b *strings.Builder) {
 		for _, s := range r.ErrorSamples {
 			add(remark{"error", r.Label(), s})
 		}
+		if r.Timeline != nil {
+			add(remark{"race", r.Label(), r.Timeline.Sentence})
+		}
 	}
 	for _, m := range order {
 		if n := runs[m]; n > 1 {
@@ -216,6 +224,25 @@ func agreement(r Row) string {
 
 //go:embed assets/report.html.tmpl
 var reportHTML string
+
+// TimelineJS draws an api.Timeline in a browser: the harness's HTML report
+// inlines it and the service's page loads it (TimelineFS), so both draw the
+// same thing.
+//
+//go:embed assets/timeline.js
+var TimelineJS string
+
+//go:embed assets/timeline.js
+var timelineFS embed.FS
+
+// TimelineFS holds timeline.js at its root, for the page to serve.
+func TimelineFS() fs.FS {
+	sub, err := fs.Sub(timelineFS, "assets")
+	if err != nil {
+		panic(err) // "assets" is a valid constant path: fs.Sub cannot fail on it
+	}
+	return sub
+}
 
 var reportTmpl = template.Must(template.New("report").Parse(reportHTML))
 
@@ -247,12 +274,24 @@ func (rep Report) Charts() []Chart {
 // WriteHTML writes one self-contained page: the machine, the table and the
 // charts, with the chart library and the data inlined.
 func (rep Report) WriteHTML(w io.Writer) error {
+	// By row, nil where a row has none; nil when no row has one.
+	var timelines []*api.Timeline
+	for i, r := range rep.Rows {
+		if r.Timeline != nil && timelines == nil {
+			timelines = make([]*api.Timeline, len(rep.Rows))
+		}
+		if timelines != nil {
+			timelines[i] = r.Timeline
+		}
+	}
 	data := struct {
 		Report
-		Lines   []string
-		Charts  []Chart
-		ChartJS template.JS
-	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartjs.Script)}
+		Lines      []string
+		Charts     []Chart
+		ChartJS    template.JS
+		Timelines  []*api.Timeline
+		TimelineJS template.JS
+	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartjs.Script), timelines, template.JS(TimelineJS)}
 	if err := reportTmpl.Execute(w, data); err != nil {
 		return fmt.Errorf("writing the HTML report: %w", err)
 	}

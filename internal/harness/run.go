@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,8 @@ type Row struct {
 	api.RunResult
 	// Expect is what a scenario expected of this row (see Check).
 	Expect *Expectation `json:"expect,omitempty"`
+	// Timeline is the run's race, drawn from its purchases' traces.
+	Timeline *api.Timeline `json:"timeline,omitempty"`
 }
 
 // Progress is a snapshot of a run, passed to the progress callback.
@@ -142,7 +145,7 @@ func newRow(s Spec) Row {
 	return Row{RunResult: api.RunResult{
 		ProductID: s.ProductID, Strategy: s.Lock, Mode: s.Mode, Instances: len(s.Targets), Stock: s.Stock,
 		Shards: s.Shards, Fallback: s.Fallback, Concurrency: s.Concurrency, HoldMS: time.Duration(s.Hold).Milliseconds(),
-		Buyers: s.Buyers, UserBase: s.UserBase,
+		Buyers: s.Buyers, UserBase: s.UserBase, Fault: s.fault(),
 	}}
 }
 
@@ -180,6 +183,9 @@ type worker struct {
 	soldOutAt []time.Time
 	codes     map[string]int
 	samples   []string
+	// start is the run's; traces are the answers' traces, stamped with it.
+	start  time.Time
+	traces []Traced
 }
 
 func (w *worker) fail(code, msg string) {
@@ -204,14 +210,14 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	if err != nil {
 		return row, err
 	}
-	workers := newWorkers(c, spec)
+	l := &load{spec: spec, plain: plain, faulty: faulty, start: time.Now()}
+	workers := newWorkers(c, spec, l.start)
 	defer func() {
 		for _, w := range workers {
 			w.close()
 		}
 	}()
 
-	l := &load{spec: spec, plain: plain, faulty: faulty, start: time.Now()}
 	stopProgress := l.report(progress)
 	l.send(ctx, workers)
 	elapsed := time.Since(l.start)
@@ -221,6 +227,11 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	}
 
 	tally(&row, workers, elapsed)
+	var traces []Traced
+	for _, w := range workers {
+		traces = append(traces, w.traces...)
+	}
+	row.Timeline = BuildTimeline(traces, cmp.Or(spec.Shards, api.DefaultShards), l.start.UnixMicro(), spec.UserBase)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && row.Requests < spec.Requests {
 		row.TimedOut = true
 		row.Note = fmt.Sprintf("timed out after %s: %d of %d requests completed",
@@ -231,14 +242,14 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 
 // newWorkers returns the run's workers, each with a connection of its own
 // to every target when all are plain http.
-func newWorkers(c *http.Client, spec Spec) []*worker {
+func newWorkers(c *http.Client, spec Spec, start time.Time) []*worker {
 	urls := make([]string, len(spec.Targets))
 	for i, t := range spec.Targets {
 		urls[i] = t + "/api/orders"
 	}
 	workers := make([]*worker, min(spec.Concurrency, spec.Requests))
 	for k := range workers {
-		w := &worker{client: c, urls: urls, lat: newHist(), wait: newHist(), codes: make(map[string]int)}
+		w := &worker{client: c, urls: urls, lat: newHist(), wait: newHist(), codes: make(map[string]int), start: start}
 		for _, t := range spec.Targets {
 			cn, err := newConn(t, "/api/orders")
 			if err != nil { // https: net/http speaks it
@@ -449,12 +460,12 @@ func bodyTails(s Spec) (plain, faulty []byte, err error) {
 	// UserID stays nil, hence absent: each request writes its own.
 	f := api.OrderRequest{
 		ProductID: &s.ProductID, Lock: s.Lock, Mode: s.Mode,
-		HoldMS: time.Duration(s.Hold).Milliseconds(),
+		HoldMS: time.Duration(s.Hold).Milliseconds(), Trace: true,
 	}
 	if plain, err = json.Marshal(f); err != nil {
 		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
 	}
-	f.Abandon, f.CrashBeforeExpire = s.Abandon, s.CrashBeforeExpire
+	f.Abandon, f.CrashBeforeExpire, f.ReleaseBeforeCommit = s.Abandon, s.CrashBeforeExpire, s.ReleaseBeforeCommit
 	f.ClockSkewMS = time.Duration(s.ClockSkew).Milliseconds()
 	if faulty, err = json.Marshal(f); err != nil {
 		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
@@ -507,14 +518,21 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 			_ = w.wait.RecordValue(min(max(us, histMin), histMax)) // clamped: cannot fail
 		}
 	}
+	traced := Traced{User: user, SentUS: sent.Sub(w.start).Microseconds()}
 	sale := resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusAccepted
 	if sale {
-		_, err = io.Copy(io.Discard, resp.Body)
+		var b []byte
+		if b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody)); err == nil {
+			var o api.Order
+			_ = json.Unmarshal(b, &o) // the order is counted by its status; the trace is a bonus
+			traced.Trace = o.Trace
+		}
 	} else {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, errorPeek))
 		var e api.Error
 		_ = json.Unmarshal(b, &e) // a body that is not the service's error keeps an empty code
+		traced.Trace = e.Trace
 		switch {
 		case resp.StatusCode == http.StatusConflict && e.Code == api.CodeSoldOut:
 			w.soldOut++
@@ -532,6 +550,8 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 		}
 	}
 	resp.Body.Close()
+	traced.RecvUS = time.Since(w.start).Microseconds()
+	w.traces = append(w.traces, traced)
 	_ = w.lat.RecordValue(min(max(time.Since(due).Microseconds(), histMin), histMax))
 	if sale {
 		if err != nil { // the order exists, but the answer was cut: say so

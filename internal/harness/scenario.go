@@ -218,6 +218,18 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
+		Name: "unlock-before-commit",
+		Summary: "Stock in SQL, taken by SELECT, then UPDATE to the value read minus one, the order's INSERT and COMMIT, " +
+			"under the token lock (mode sqlrmw). Released before the COMMIT (fault release_before_commit, with a 5ms " +
+			"commit after the release), the next holder reads the value its predecessor has not committed yet and " +
+			"writes the same: OVERSOLD. Released after it: SAFE. Needs MySQL: SQLite runs one transaction at a time " +
+			"and refuses the fault (SKIPPED).",
+		Steps: []Step{
+			{Spec: unlockBeforeCommitSpec(true), Expect: always(Oversold)},
+			{Spec: unlockBeforeCommitSpec(false), Expect: always(Safe)},
+		},
+	},
+	{
 		Name: "crash",
 		Summary: "The first holder never releases: a lock without expiry is held forever and every later buyer " +
 			"times out; a lock with a lease recovers when it expires.",
@@ -380,6 +392,11 @@ func pauseSteps(expect map[string][]string, locks ...string) []Step {
 // units of purchases cut short wait for the reconciler.
 func faultSpec(lock, mode string, stock int) Spec {
 	return Spec{Lock: lock, Mode: mode, Stock: stock, Buyers: 300, Concurrency: 40}
+}
+
+func unlockBeforeCommitSpec(fault bool) Spec {
+	return Spec{Lock: "token", Mode: "sqlrmw", Stock: 20, Buyers: 100, Concurrency: 20,
+		Hold: Duration(5 * time.Millisecond), ReleaseBeforeCommit: fault}
 }
 
 func crashSpec(lock string) Spec {

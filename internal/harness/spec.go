@@ -101,6 +101,9 @@ type Spec struct {
 	CrashBeforeExpire bool `json:"crash_before_expire,omitempty"`
 	// ClockSkew skews the holder's clock (sent as clock_skew_ms).
 	ClockSkew Duration `json:"clock_skew,omitempty"`
+	// ReleaseBeforeCommit: the sqlrmw mode's holder releases its lock
+	// before the COMMIT, and spends its hold between the two.
+	ReleaseBeforeCommit bool `json:"release_before_commit,omitempty"`
 	// FaultRequests applies the fault options above to the first this many
 	// requests only, sent one at a time before all the others, so that the
 	// rest show how the lock recovers. Default: 0, every request.
@@ -206,5 +209,20 @@ func (s Spec) faulty(i int) bool {
 
 // hasFaults reports whether any fault option is set.
 func (s Spec) hasFaults() bool {
-	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0
+	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0 || s.ReleaseBeforeCommit
+}
+
+// fault names the run's fault, "" for none.
+func (s Spec) fault() string {
+	switch {
+	case s.Abandon:
+		return api.FaultAbandon
+	case s.CrashBeforeExpire:
+		return api.FaultCrashBeforeExpire
+	case s.ClockSkew != 0:
+		return api.FaultClockSkew
+	case s.ReleaseBeforeCommit:
+		return api.FaultReleaseBeforeCommit
+	}
+	return ""
 }

@@ -1,5 +1,6 @@
 // Package lab runs the web page's load runs inside the service: Start
-// begins one, Get reports its progress and result, List the finished ones;
+// begins one, Get reports its progress and result, List the finished ones
+// and the one going, Timeline a finished one's race;
 // internal/server serves them as /api/runs. A run is the load harness
 // pointed at the service itself, on a product of its own, so the demo
 // product is never touched. One run goes at a time and every run is
@@ -93,7 +94,13 @@ type Lab struct {
 	closed   bool
 	current  *api.Run  // the run going, nil when idle
 	finished []api.Run // newest last, at most opt.Keep
+	// timelines are the last KeepTimelines finished runs' timelines, by id:
+	// a big run's is megabytes.
+	timelines map[string]*api.Timeline
 }
+
+// KeepTimelines is how many finished runs' timelines a Lab keeps.
+const KeepTimelines = 20
 
 // New returns a Lab with nothing running. Close it when the service stops.
 func New(opt Options) *Lab {
@@ -113,7 +120,7 @@ func New(opt Options) *Lab {
 		opt.Log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Lab{opt: opt, grace: auditGrace, ctx: ctx, cancel: cancel}
+	return &Lab{opt: opt, grace: auditGrace, ctx: ctx, cancel: cancel, timelines: make(map[string]*api.Timeline)}
 }
 
 // Close cancels the run going, if any, waits for it to end, and refuses
@@ -215,14 +222,39 @@ func (l *Lab) execute(run *api.Run, hs harness.Spec) {
 	if n := len(l.finished) - l.opt.Keep; n > 0 {
 		l.finished = append([]api.Run(nil), l.finished[n:]...)
 	}
+	if row.Timeline != nil {
+		l.timelines[run.ID] = row.Timeline
+	}
+	for i := range max(0, len(l.finished)-KeepTimelines) {
+		delete(l.timelines, l.finished[i].ID)
+	}
 	l.current = nil
 }
 
-// List returns the finished runs, newest last; never nil.
+// List returns the finished runs, newest last, then the run going if any,
+// with its progress: a page reloaded mid-run finds it there. Never nil.
 func (l *Lab) List() []api.Run {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append(make([]api.Run, 0, len(l.finished)), l.finished...)
+	out := append(make([]api.Run, 0, len(l.finished)+1), l.finished...)
+	if l.current != nil {
+		out = append(out, *l.current)
+	}
+	return out
+}
+
+// Timeline returns a finished run's timeline, or ErrNotFound: for a run
+// going, a run not kept, or one that sent nothing.
+func (l *Lab) Timeline(id string) (*api.Timeline, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if tl, ok := l.timelines[id]; ok {
+		return tl, nil
+	}
+	if l.current != nil && l.current.ID == id {
+		return nil, fmt.Errorf("%w: run %s is still going; its timeline comes when it ends", ErrNotFound, id)
+	}
+	return nil, fmt.Errorf("%w: no timeline for run %q (timelines are kept for the last %d runs)", ErrNotFound, id, KeepTimelines)
 }
 
 // Get returns the run named id, going or finished, or ErrNotFound.

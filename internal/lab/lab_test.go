@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,34 @@ func instant(_ context.Context, s harness.Spec, progress func(harness.Progress))
 		Strategy: s.Lock, Mode: s.Mode, Instances: 1, Stock: s.Stock, Shards: s.Shards,
 		Concurrency: s.Concurrency, Requests: s.Requests, OK: s.Stock, SoldOut: s.Requests - s.Stock,
 		Sold: s.Stock, Verdict: harness.Safe, AuditVerdict: harness.Safe, Agree: true,
-	}}, nil
+	}, Timeline: &api.Timeline{Shards: s.Shards, Sentence: "user base " + strconv.FormatInt(s.UserBase, 10)}}, nil
+}
+
+// TestTimelinesOfTheLastRunsAreKept: a finished run's timeline is its own,
+// until KeepTimelines later runs have pushed it out.
+func TestTimelinesOfTheLastRunsAreKept(t *testing.T) {
+	l := open(t, Options{Run: instant})
+	var ids []string
+	for range KeepTimelines + 1 {
+		r, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFinished(t, l, r.ID)
+		ids = append(ids, r.ID)
+	}
+	if _, err := l.Timeline(ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the timeline of the run %d runs ago: %v, want ErrNotFound", KeepTimelines, err)
+	}
+	last := ids[len(ids)-1]
+	tl, err := l.Timeline(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(last)
+	if want := "user base " + strconv.Itoa(userBase+n*userSpan); tl.Sentence != want {
+		t.Errorf("run %s's timeline says %q, want its own (%q)", last, tl.Sentence, want)
+	}
 }
 
 // blocking is a runner that holds its run until released or cancelled.
@@ -213,6 +241,8 @@ func TestFaultsReachTheHarness(t *testing.T) {
 	}
 }
 
+// TestSecondRunWhileOneGoesIsRefused: one run at a time; the one going is
+// listed, with no timeline until it ends.
 func TestSecondRunWhileOneGoesIsRefused(t *testing.T) {
 	b := newBlocking()
 	l := open(t, Options{Run: b.run})
@@ -226,8 +256,12 @@ func TestSecondRunWhileOneGoesIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "run "+first.ID) {
 		t.Errorf("second Start: %v, want ErrBusy naming run %s", err, first.ID)
 	}
-	if list := l.List(); len(list) != 0 {
-		t.Errorf("the list holds unfinished runs: %+v", list)
+	// A page reloaded mid-run finds the run going in the list, and follows it.
+	if list := l.List(); len(list) != 1 || list[0].ID != first.ID || list[0].Status != api.RunRunning {
+		t.Errorf("the list while run %s goes: %+v, want that run alone, running", first.ID, list)
+	}
+	if _, err := l.Timeline(first.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the timeline of a run going: %v, want ErrNotFound", err)
 	}
 
 	close(b.release)

@@ -68,6 +68,8 @@ func toHarness(s api.RunSpec, target string, product, users int64, timeout time.
 		h.CrashBeforeExpire = true
 	case api.FaultClockSkew:
 		h.ClockSkew = harness.Duration(ClockSkew)
+	case api.FaultReleaseBeforeCommit:
+		h.ReleaseBeforeCommit = true
 	}
 	return h
 }

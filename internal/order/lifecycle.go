@@ -151,6 +151,12 @@ func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bo
 	}
 	now := time.Now()
 	ours := o.Sale == p.Sale // a unit of an earlier sale went with its stock
+	if ours && p.Store == string(stock.InSQL) && (stock.Mode(p.Mode) == stock.SQLRMW || p.Lab) {
+		// The sqlrmw mode writes the stock it read, minus one: a unit
+		// returned between its SELECT and its UPDATE would be written over.
+		// Return it under the shard's lock, as the purchases take theirs.
+		defer s.lockShard(ctx, p, o.Shard)()
+	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		q := tx.Model(&Order{}).Where("id = ? AND status = ?", int64(o.ID), Unpaid)
 		if by == ByTimeout {
@@ -182,6 +188,22 @@ func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bo
 }
 
 var errLost = errors.New("order: lost the race")
+
+// lockShard takes a shard's lock under the product's strategy, waiting as
+// long as a give-back would (a holder that keeps it longer is dead), and
+// returns its release; without the lock, the release does nothing.
+func (s *Service) lockShard(ctx context.Context, p Product, shard int) func() {
+	locker, err := s.locker(p.Lock)
+	if err != nil {
+		return func() {}
+	}
+	lease, err := locker.Acquire(ctx, p.stock().LockKey(shard), lock.Options{TTL: s.opt.LockTTL, Wait: s.Budget().GiveBackWait()})
+	if err != nil {
+		s.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
+		return func() {}
+	}
+	return func() { lease.Release(context.WithoutCancel(ctx)) }
+}
 
 // returnUnit puts a cancelled order's unit back and forgets its buyer.
 func (s *Service) returnUnit(ctx context.Context, p Product, o Order) {

@@ -77,7 +77,8 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	if _, err := f.svc.Pay(t.Context(), paid.ID, 1); err != nil {
 		t.Fatal(err)
 	}
-	a := f.waitAudit(1, "the window's end", func(a api.Audit) bool { return a.Cancelled == 2 })
+	// Cancelled in SQL first, then the unit goes back: wait for both.
+	a := f.waitAudit(1, "the window's end", func(a api.Audit) bool { return a.Cancelled == 2 && a.Unsettled == 0 })
 	if a.Paid != 1 || a.Unpaid != 0 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 1 paid, 2 cancelled with their units back", a)
 	}
@@ -114,30 +115,33 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
-	a := f.waitAudit(1, "every order settled", func(a api.Audit) bool { return a.Unpaid == 0 })
+	a := f.waitAudit(1, "every order settled", func(a api.Audit) bool { return a.Unpaid == 0 && a.Unsettled == 0 })
 	if a.Paid+a.Cancelled != n || a.Remaining != a.Cancelled || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want every order paid or cancelled, one unit back per cancel, OK", a)
 	}
 	t.Logf("%d paid, %d cancelled", a.Paid, a.Cancelled)
 }
 
-// The naive lifecycle reads the status, then writes: a payment and the
-// timeout that both read "unpaid" both win, and a unit is both paid for and
-// back on sale.
+// The naive lifecycle reads the status, then writes: a payment and a
+// cancellation that both read "unpaid" both win, and a unit is both paid
+// for and back on sale. (The harness's pay-vs-timeout scenario races the
+// payment with the timeout; the check-then-act is the same.)
 func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: -1})
 	const n = 20
-	f.reset(order.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: order.MinPayTimeout, Lab: true, Lifecycle: order.Naive})
+	f.reset(order.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: time.Minute, Lab: true, Lifecycle: order.Naive})
 	orders := make([]order.Order, n)
 	for i := range orders {
 		orders[i] = f.buy(1, int64(i+1))
 	}
-	time.Sleep(time.Until(*orders[n-1].DueAt)) // every window has ended
+	gate := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { f.svc.ExpireDue(context.Background()) })
 	for i, o := range orders {
-		wg.Go(func() { f.svc.Pay(context.Background(), o.ID, int64(i+1)) })
+		user := int64(i + 1)
+		wg.Go(func() { <-gate; f.svc.Pay(context.Background(), o.ID, user) })
+		wg.Go(func() { <-gate; f.svc.Cancel(context.Background(), o.ID, user) })
 	}
+	close(gate)
 	wg.Wait()
 	a := f.audit(1)
 	if a.LostUpdates <= 0 || a.Verdict == api.VerdictOK {

@@ -44,6 +44,9 @@ type Fault struct {
 	// Lock carries the strategy-level faults: a crash between SETNX and
 	// EXPIRE, a skewed client clock.
 	Lock lock.Fault
+	// ReleaseBeforeCommit releases the sqlrmw mode's lock before its
+	// transaction commits (MySQL only: see plan).
+	ReleaseBeforeCommit bool
 }
 
 // LabOptions are a purchase's teaching knobs. They are honoured on lab
@@ -53,6 +56,8 @@ type LabOptions struct {
 	Lock, Mode string        // "" uses the product's
 	Hold       time.Duration // a pause inside the critical section
 	Fault      Fault
+	// Trace, when not nil, records the purchase's critical sections.
+	Trace *stock.Trace
 }
 
 func (o LabOptions) set() bool { return o != LabOptions{} }
@@ -126,7 +131,10 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	if _, err := lock.Lookup(rc.Lock); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if mode == stock.RMW {
+	if err := s.checkReleaseBeforeCommit(in.Lab.Fault, mode); err != nil {
+		return plan{}, err
+	}
+	if mode.Locked() {
 		if pl.locker, err = s.locker(rc.Lock); err != nil {
 			return plan{}, err
 		}
@@ -223,9 +231,10 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 		Product: p.stock(), Ticket: t, Mode: pl.mode, Locker: pl.locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
 		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
+		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace,
 	}
 	switch pl.mode {
-	case stock.DB:
+	case stock.DB, stock.SQLRMW:
 		return s.sellInSQL(ctx, p, req, rc)
 	case stock.Async:
 		slot, err := s.ids.Slot()

@@ -231,11 +231,14 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 		return Order{}, fmt.Errorf("beginning the purchase's transaction: %w", tx.Error)
 	}
 	req.Tx = tx
+	var held *stock.Held // sqlrmw's lock, held until the COMMIT
 	o, err := func() (Order, error) {
 		taken, err := s.stock.Take(ctx, req)
+		rc.LockWait += taken.LockWait
 		if err != nil {
 			return Order{}, err
 		}
+		held = taken.Held
 		o := newOrder(p, req.Ticket, taken.Shard, rc)
 		n, err := insert(ctx, tx, o, p.Epoch)
 		if err == nil && n == 0 {
@@ -245,12 +248,24 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 	}()
 	if err != nil {
 		tx.Rollback()
+		s.release(ctx, held, rc)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			return s.duplicateInSQL(ctx, p, req, rc)
 		}
 		return Order{}, err
 	}
+	if req.ReleaseBeforeCommit {
+		s.release(ctx, held, rc)
+		// The hold, spent here as a slow disk or a GC pause would: the
+		// next holder reads before this COMMIT every time.
+		if err := pauseFor(ctx, req.Hold); err != nil {
+			tx.Rollback()
+			return Order{}, fmt.Errorf("holding before the commit: %w", err)
+		}
+	}
+	req.Trace.Commit()
 	err = tx.Commit().Error
+	s.release(ctx, held, rc)
 	if err == nil {
 		s.schedule(ctx, o)
 		return o, nil

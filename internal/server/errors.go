@@ -18,7 +18,10 @@ func (s *Server) fail(c *gin.Context, status int, code, msg string) {
 }
 
 // failErr is the one place where an error becomes a status.
-func (s *Server) failErr(c *gin.Context, err error) {
+func (s *Server) failErr(c *gin.Context, err error) { s.failTraced(c, err, nil) }
+
+// failTraced is failErr for a purchase that carries its trace.
+func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	status, code, known := classify(err)
 	msg := err.Error()
 	var (
@@ -27,11 +30,11 @@ func (s *Server) failErr(c *gin.Context, err error) {
 	)
 	switch {
 	case errors.As(err, &before):
-		c.JSON(status, api.Error{Code: code, Error: msg, OrderID: before.Prior.Order.String()})
+		c.JSON(status, api.Error{Code: code, Error: msg, OrderID: before.Prior.Order.String(), Trace: trace})
 		return
 	case errors.As(err, &unsettled):
 		s.deps.Log.Error("a purchase's outcome is unknown; the reconciler will settle it", "order", unsettled.Order, "error", err)
-		c.JSON(status, api.Error{Code: code, OrderID: unsettled.Order.String(),
+		c.JSON(status, api.Error{Code: code, OrderID: unsettled.Order.String(), Trace: trace,
 			Error: "the order may or may not have been written: retry with the same Idempotency-Key, or read the order later"})
 		return
 	}
@@ -43,7 +46,7 @@ func (s *Server) failErr(c *gin.Context, err error) {
 	if status == http.StatusRequestTimeout {
 		c.Header("Connection", "close") // the rest of the body may still come
 	}
-	s.fail(c, status, code, msg)
+	c.JSON(status, api.Error{Code: code, Error: msg, Trace: trace})
 }
 
 // classify maps an outcome to its status and code; known is false for a

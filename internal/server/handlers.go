@@ -163,6 +163,7 @@ func newOrder(o order.Order) api.Order {
 }
 
 func (s *Server) handleBuy(c *gin.Context) {
+	var trace *stock.Trace
 	var req api.OrderRequest
 	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
@@ -182,6 +183,9 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
+	if req.Trace {
+		trace = stock.NewTrace()
+	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode,
@@ -189,23 +193,28 @@ func (s *Server) handleBuy(c *gin.Context) {
 			Fault: order.Fault{Abandon: req.Abandon, Lock: lock.Fault{
 				CrashBeforeExpire: req.CrashBeforeExpire,
 				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
-			}},
+			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit},
+			Trace: trace,
 		},
 	})
 	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
+	// Lock none's lease is a no-op: its section runs from read to write.
+	t := trace.API(rc.Lock != "none")
 	if err != nil {
-		s.failErr(c, err)
+		s.failTraced(c, err, t)
 		return
 	}
+	body := newOrder(o)
+	body.Trace = t
 	if rc.Queued {
 		// Accepted, not written: the order is in the queue, and GET
 		// /api/orders/:id says pending until its row exists.
 		c.Header("Location", "/api/orders/"+o.ID.String())
-		c.JSON(http.StatusAccepted, newOrder(o))
+		c.JSON(http.StatusAccepted, body)
 		return
 	}
-	c.JSON(http.StatusCreated, newOrder(o))
+	c.JSON(http.StatusCreated, body)
 }
 
 // orderID reads the order id of the path, or answers 400.
@@ -309,4 +318,13 @@ func (s *Server) handleRun(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, run)
+}
+
+func (s *Server) handleRunTimeline(c *gin.Context) {
+	tl, err := s.deps.Runs.Timeline(c.Param("id"))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, tl)
 }

@@ -91,7 +91,7 @@ func (m *metrics) purchase(rc order.Receipt, err error) {
 	case errors.Is(err, stock.ErrSoldOut):
 		m.soldOut.Inc()
 	}
-	if rc.Mode != string(stock.RMW) {
+	if !stock.Mode(rc.Mode).Locked() {
 		return
 	}
 	switch {

@@ -29,6 +29,7 @@ func (s *Server) routes(r *gin.Engine) {
 		g.POST("/runs", s.admin, s.handleStartRun)
 		g.GET("/runs", s.handleRuns)
 		g.GET("/runs/:id", s.handleRun)
+		g.GET("/runs/:id/timeline", s.handleRunTimeline)
 	}
 
 	noRoute := func(c *gin.Context) { s.fail(c, http.StatusNotFound, api.CodeNotFound, "no such route") }

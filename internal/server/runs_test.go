@@ -243,3 +243,36 @@ func TestRunsAgainstTheService(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTimelineOverHTTP: a finished run's timeline is served at
+// /api/runs/:id/timeline; a run going is listed with its progress and has
+// no timeline yet (404).
+func TestRunTimelineOverHTTP(t *testing.T) {
+	sentence := "buyers 1 and 2 both read 5 from shard 0 at 1.00 ms and both wrote 4"
+	e := serveRuns(t, lab.New(lab.Options{Run: func(ctx context.Context, s harness.Spec, p func(harness.Progress)) (harness.Row, error) {
+		row, err := instant(ctx, s, p)
+		row.Timeline = &api.Timeline{Shards: 1, Sentence: sentence}
+		return row, err
+	}}))
+	var r api.Run
+	e.do(http.MethodPost, "/api/runs", `{}`, &r)
+	e.waitFinished(r.ID)
+	var tl api.Timeline
+	if code := e.do(http.MethodGet, "/api/runs/"+r.ID+"/timeline", nil, &tl); code != http.StatusOK || tl.Sentence != sentence {
+		t.Errorf("the finished run's timeline: %d %+v, want 200 with its sentence", code, tl)
+	}
+
+	run, started := held()
+	e = serveRuns(t, lab.New(lab.Options{Run: run}))
+	var going api.Run
+	e.do(http.MethodPost, "/api/runs", `{}`, &going)
+	<-started
+	var list []api.Run
+	if e.do(http.MethodGet, "/api/runs", nil, &list); len(list) != 1 || list[0].ID != going.ID || list[0].Status != api.RunRunning {
+		t.Errorf("GET /api/runs while run %s goes: %+v, want it, running", going.ID, list)
+	}
+	var ae api.Error
+	if code := e.do(http.MethodGet, "/api/runs/"+going.ID+"/timeline", nil, &ae); code != http.StatusNotFound || ae.Code != api.CodeNotFound {
+		t.Errorf("the timeline of a run going: %d %+v, want 404 not_found", code, ae)
+	}
+}

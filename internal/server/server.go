@@ -29,6 +29,8 @@ type Runs interface {
 	Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error)
 	List() []api.Run
 	Get(id string) (api.Run, error)
+	// Timeline is a finished run's race, drawn from its traces.
+	Timeline(id string) (*api.Timeline, error)
 	// Close cancels the run going and refuses new ones.
 	Close() error
 }

@@ -6,6 +6,9 @@
 //   - lua: one atomic Lua script; no lock needed.
 //   - db: a conditional SQL UPDATE ... WHERE stock > 0, in the transaction
 //     that writes the order; no lock needed.
+//   - sqlrmw: read-modify-write of the SQL row (SELECT, UPDATE to the value
+//     read minus one) in the order's transaction, inside a lock that must be
+//     held until the COMMIT.
 //   - async: lua's script, which also draws the order id and queues the
 //     order on the shard's stream, in the same atomic step; a consumer
 //     writes the orders later.
@@ -15,8 +18,8 @@
 // buyer: one unit per buyer holds across shards, a retried take finds the
 // first one's record instead of taking again, and a unit that left the store
 // without reaching an order can be found and returned. Stock for db lives in
-// the table product_shards. Which store a product uses is fixed when it is
-// laid out; rmw, lua and async may be switched per request.
+// the table product_shards, for db and sqlrmw. Which store a product uses is
+// fixed when it is laid out; modes of one store may be switched per request.
 //
 // On a Redis Cluster, a shard's keys share a slot, but a buyer's key is in a
 // slot of its own: the scripts that touch both assume one Redis server.
@@ -37,13 +40,19 @@ const (
 	RMW Mode = api.ModeRMW
 	Lua Mode = api.ModeLua
 	DB  Mode = api.ModeDB
+	// SQLRMW is the read-modify-write of stock in SQL under a lock: see
+	// sqlrmw.go.
+	SQLRMW Mode = api.ModeSQLRMW
 	// Async is Lua's take that also queues the order (async.lua); a
 	// consumer writes it (internal/order's Consumer).
 	Async Mode = api.ModeAsync
 )
 
 // Modes lists the modes in teaching order.
-func Modes() []Mode { return []Mode{RMW, Lua, DB, Async} }
+func Modes() []Mode { return []Mode{RMW, Lua, DB, SQLRMW, Async} }
+
+// Locked reports whether m takes its units under a lock.
+func (m Mode) Locked() bool { return m == RMW || m == SQLRMW }
 
 // ParseMode checks a user-facing mode name.
 func ParseMode(s string) (Mode, error) {
@@ -66,7 +75,7 @@ const (
 
 // Store is where m takes its units from.
 func (m Mode) Store() Where {
-	if m == DB {
+	if m == DB || m == SQLRMW {
 		return InSQL
 	}
 	return InRedis

@@ -68,12 +68,18 @@ type Request struct {
 	// whoever holds the lock is a crashed holder that will never write, and
 	// the unit goes back without it. Default: DefaultGiveBackWait.
 	GiveBackWait time.Duration
-	// Tx is the transaction the db mode takes in: the order is written in
-	// it too, so the take and the order commit or roll back together.
+	// Tx is the transaction the db and sqlrmw modes take in: the order is
+	// written in it too, so the take and the order commit or roll back
+	// together.
 	Tx *gorm.DB
 	// IDSlot is where the async mode's script draws the order id; the
 	// Ticket's order id is then the script's.
 	IDSlot idgen.Slot
+	// ReleaseBeforeCommit is the sqlrmw mode's fault: its caller releases
+	// the lock before the COMMIT (see Taken.Held).
+	ReleaseBeforeCommit bool
+	// Trace, when not nil, records the take's critical sections.
+	Trace *Trace
 }
 
 // DefaultGiveBackWait is Request.GiveBackWait's default.
@@ -90,6 +96,9 @@ type Taken struct {
 	// ReleaseErr is a release that failed after the unit was taken. The
 	// unit is taken all the same (the write landed); the lock expires.
 	ReleaseErr error
+	// Held is the sqlrmw mode's lock, still held when Take returns: the
+	// caller releases it after the transaction's COMMIT. Nil otherwise.
+	Held *Held
 }
 
 // Take takes one unit for r.Ticket. It starts at the shard the round-robin
@@ -132,26 +141,37 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 	switch r.Mode {
 	case Lua:
 		keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+		r.Trace.sent(t.Shard)
 		res, err := takeScript.Run(ctx, s.rdb, keys, r.Ticket.User, t.record()).Slice()
 		if err != nil {
+			r.Trace.done(false, err)
 			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 		}
-		return s.reply(p, t.Shard, r.Ticket.User, res)
+		ok, err := s.reply(p, t.Shard, r.Ticket.User, res)
+		r.Trace.done(ok, err)
+		return ok, err
 	case Async:
-		return s.takeAsync(ctx, r, t)
+		r.Trace.sent(t.Shard)
+		ok, err := s.takeAsync(ctx, r, t)
+		r.Trace.done(ok, err)
+		return ok, err
 	case DB:
 		if r.Tx == nil {
 			return false, errors.New("stock: the db mode takes in the order's transaction, and none was given")
 		}
+		r.Trace.sent(t.Shard)
 		res := r.Tx.Model(&Shard{}).
 			Where("product_id = ? AND shard = ? AND stock > 0", p.ID, t.Shard).
 			Update("stock", gorm.Expr("stock - 1"))
+		r.Trace.done(res.RowsAffected == 1, res.Error)
 		if res.Error != nil {
 			return false, fmt.Errorf("taking from SQL shard %d of product %d: %w", t.Shard, p.ID, res.Error)
 		}
 		return res.RowsAffected == 1, nil
 	case RMW:
 		return s.readModifyWrite(ctx, r, t)
+	case SQLRMW:
+		return s.sqlReadModifyWrite(ctx, r, t)
 	}
 	return false, fmt.Errorf("%w %q", ErrUnknownMode, r.Mode)
 }
@@ -213,24 +233,21 @@ func (s *Store) reply(p Product, shard int, user int64, res []any) (bool, error)
 // trips plus the lock's own, and correct only if the lock really excludes.
 func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken bool, err error) {
 	p := r.Product
-	start := time.Now()
-	lease, err := r.Locker.Acquire(ctx, p.LockKey(t.Shard), r.Lock)
-	t.LockWait += time.Since(start)
-	if errors.Is(err, lock.ErrNotObtained) {
-		return false, fmt.Errorf("%w: shard %d of product %d", ErrLockTimeout, t.Shard, p.ID)
-	}
+	lease, err := s.acquire(ctx, r, t)
 	if err != nil {
-		return false, fmt.Errorf("locking shard %d of product %d: %w", t.Shard, p.ID, err)
+		return false, err
 	}
 	if r.Abandon {
 		lock.Abandon(lease)
 	} else {
 		defer func() {
+			r.Trace.releasing()
 			rerr := lease.Release(ctx)
 			switch {
 			case rerr == nil:
 			case errors.Is(rerr, lock.ErrNotHeld):
 				t.LeaseLost = true
+				r.Trace.leaseLost()
 			case taken:
 				// The write landed: failing now would strand the unit
 				// between the store and the orders. The lock expires.
@@ -240,21 +257,45 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 			}
 		}()
 	}
+	if r.Trace != nil {
+		defer func() { r.Trace.done(taken, err) }()
+	}
 	// A fenced lease reads through the fence too (see fenced_read.lua).
 	t.Token = lease.Token()
 	n, err := s.read(ctx, p, t.Shard, t.Token)
-	if err != nil || n <= 0 {
+	if err != nil {
 		return false, err
+	}
+	r.Trace.read(n)
+	if n <= 0 {
+		return false, nil
 	}
 	if err := pause(ctx, r.Hold); err != nil {
 		return false, err
 	}
 	keys := []string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+	r.Trace.write(n - 1)
 	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record()).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("writing %s: %w", p.StockKey(t.Shard), err))
 	}
 	return s.reply(p, t.Shard, r.Ticket.User, res)
+}
+
+// acquire takes the shard's lock for a read-modify-write, counting the wait.
+func (s *Store) acquire(ctx context.Context, r Request, t *Taken) (lock.Lease, error) {
+	p := r.Product
+	start := time.Now()
+	lease, err := r.Locker.Acquire(ctx, p.LockKey(t.Shard), r.Lock)
+	t.LockWait += time.Since(start)
+	if errors.Is(err, lock.ErrNotObtained) {
+		return nil, fmt.Errorf("%w: shard %d of product %d", ErrLockTimeout, t.Shard, p.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locking shard %d of product %d: %w", t.Shard, p.ID, err)
+	}
+	r.Trace.acquired(t.Shard, lease.Token(), r.Lock.TTL)
+	return lease, nil
 }
 
 // read is the GET of a read-modify-write: a plain GET, or through the fence
@@ -317,8 +358,8 @@ func pause(ctx context.Context, d time.Duration) error {
 // it came from, and forgets the take, so that the unit is in the store again
 // and the buyer may buy. It reports whether a unit went back: false when the
 // ledger no longer holds the take (it was given back already, or the layout
-// is gone). In db mode there is nothing to do: the take rolls back with the
-// order's transaction.
+// is gone). For stock in SQL there is nothing to do: the take rolls back
+// with the order's transaction.
 //
 // With a Locker the unit goes back under the shard's lock, because a give-
 // back that lands between another holder's GET and write is overwritten;
@@ -327,7 +368,7 @@ func pause(ctx context.Context, d time.Duration) error {
 // stays held past GiveBackWait, longer than any live holder holds it, does
 // the unit go back without it.
 func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) {
-	if r.Mode == DB {
+	if r.Mode.Store() == InSQL {
 		return false, nil
 	}
 	p := r.Product

@@ -26,6 +26,7 @@
     runs: [], // finished runs, oldest first
     charts: {},
     running: null, // id of the run being polled
+    timeline: null, // {run, data}: the timeline shown
     labProduct: 9001, // the lab's product; a run's answer says which it is
     polling: false,
     missing: null, // {id, at}: the product that answered 404, and when
@@ -329,6 +330,7 @@
     oversell: { lock: "none", mode: "rmw", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 2, fault: "none" },
     token: { lock: "token", mode: "rmw", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 2, fault: "none" },
     lua: { lock: "none", mode: "lua", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 0, fault: "none" },
+    unlock: { lock: "token", mode: "sqlrmw", shards: 5, stock: 20, buyers: 100, concurrency: 20, hold_ms: 5, fault: "release_before_commit" },
     async: { lock: "none", mode: "async", shards: 5, stock: 50, buyers: 300, concurrency: 64, hold_ms: 0, fault: "none" },
   };
 
@@ -370,17 +372,25 @@
       setStatus(status, r.data.code + ": " + r.data.error + tokenHint(r), true);
       return;
     }
-    setStatus(status, "Run " + r.data.id + " is going.");
+    follow(r.data);
+  }
+
+  // follow shows a run going and polls it to its end: one just started, or
+  // one the page found going when it loaded.
+  function follow(run) {
+    setStatus($("#run-status"), "Run " + run.id + " is going.");
+    $("#run").disabled = true;
     $("#run-result").replaceChildren();
+    $("#timeline-section").hidden = true;
     $("#run-progress").hidden = false;
-    showProgress(r.data.progress);
+    showProgress(run.progress);
     // Watch the lab's product so that its shard bars drain while the run goes.
-    state.labProduct = r.data.product_id;
+    state.labProduct = run.product_id;
     $("#lab-product").textContent = String(state.labProduct);
-    if (state.productID !== r.data.product_id) watch(r.data.product_id);
+    if (state.productID !== run.product_id) watch(run.product_id);
     else pollProduct(); // at once: until this run's reset, it may have answered 404
-    state.running = r.data.id;
-    pollRun(r.data.id);
+    state.running = run.id;
+    pollRun(run.id);
   }
 
   function showProgress(p) {
@@ -406,8 +416,28 @@
     pollProduct(); // the run's final stock, now rather than at the next beat
     const run = r.data;
     setStatus($("#run-status"), "Run " + run.id + " " + run.status + ".", run.status === "failed");
-    $("#run-result").replaceChildren(...resultView(run));
     addRun(run);
+    showRun(run);
+  }
+
+  // showRun shows a finished run's result and its race timeline.
+  async function showRun(run) {
+    $("#run-result").replaceChildren(...resultView(run));
+    const section = $("#timeline-section");
+    if (!run.result || run.result.verdict === "SKIPPED") {
+      section.hidden = true;
+      return;
+    }
+    // Pending until its answer; a run shown meanwhile wins over it.
+    state.timeline = { run: run.id, data: null };
+    section.hidden = true;
+    const r = await api("GET", "/api/runs/" + encodeURIComponent(run.id) + "/timeline");
+    if (state.timeline.run !== run.id) return;
+    if (!r.ok) return;
+    state.timeline.data = r.data;
+    $("#timeline-run").textContent = run.id + " · " + run.result.strategy + " · " + run.result.mode;
+    section.hidden = false;
+    if (window.SeckillTimeline) SeckillTimeline.draw($("#timeline"), r.data);
   }
 
   function finishRun() {
@@ -530,8 +560,13 @@
     $("#runs-body").replaceChildren(...runs.slice().reverse().map((r) => {
       const x = r.result;
       const fault = r.spec.fault !== "none" ? el("span", { class: "muted" }, " + " + r.spec.fault) : "";
+      const open = el("button", { type: "button", class: "chip run-open", "aria-label": "Show run " + r.id + " and its race timeline" }, r.id);
+      open.addEventListener("click", () => {
+        showRun(r);
+        $("#run-result").scrollIntoView({ block: "start", behavior: reduceMotion ? "auto" : "smooth" });
+      });
       return el("tr", {},
-        el("td", {}, r.id), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
+        el("td", {}, open), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
         el("td", { class: "num" }, r.spec.shards),
         el("td", { class: "num" }, fmt(x.stock)), el("td", { class: "num" }, fmt(x.sold)),
         el("td", { class: "num" }, fmt(x.oversold)), el("td", { class: "num" }, fmt(x.lost_updates)),
@@ -547,6 +582,8 @@
       "concurrency " + s.concurrency + ", hold " + s.hold_ms + " ms" + (s.fault !== "none" ? ", fault " + s.fault : "")];
   }
 
+  // loadRuns fills the comparison with the finished runs and follows the
+  // run going, if any: a page reloaded mid-run picks it up.
   async function loadRuns() {
     const r = await api("GET", "/api/runs");
     if (!r.ok) return; // a service without the lab: the section stays empty
@@ -556,6 +593,8 @@
       $("#lab-product").textContent = String(state.labProduct);
       productOptions();
     }
+    const going = r.data.find((run) => run.status === "running");
+    if (going && !state.running) follow(going);
   }
 
   // ---- Start -------------------------------------------------------------

@@ -1,0 +1,102 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"seckill/internal/lock"
+)
+
+// sqlReadModifyWrite is the sqlrmw mode: under the shard's lock, in the
+// order's transaction, SELECT the shard's stock, then UPDATE it to the value
+// read minus one. The UPDATE's value is absolute, as rmw's SET is: only the
+// lock stands between two holders that read the same value, and it must be
+// held until the COMMIT, for a plain SELECT reads the last committed value
+// whatever another transaction has written and not committed. So on a take
+// the lock stays held: Taken.Held, which the caller releases after its
+// COMMIT. An empty shard's lock is released here.
+func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (taken bool, err error) {
+	if r.Tx == nil {
+		return false, errors.New("stock: the sqlrmw mode takes in the order's transaction, and none was given")
+	}
+	p := r.Product
+	lease, err := s.acquire(ctx, r, t)
+	if err != nil {
+		return false, err
+	}
+	h := &Held{lease: lease, trace: r.Trace, shard: t.Shard, product: p.ID}
+	if r.Abandon {
+		lock.Abandon(lease)
+		h.lease = nil
+	}
+	defer func() {
+		r.Trace.done(taken, err)
+		if taken {
+			t.Held = h
+			return
+		}
+		if lost, rerr := h.Release(ctx); err == nil {
+			t.LeaseLost, err = lost, rerr
+		}
+	}()
+	t.Token = lease.Token()
+	var n int
+	row := r.Tx.WithContext(ctx).Raw("SELECT stock FROM product_shards WHERE product_id = ? AND shard = ?", p.ID, t.Shard).Row()
+	if err := row.Scan(&n); err != nil {
+		return false, fmt.Errorf("reading SQL shard %d of product %d: %w", t.Shard, p.ID, err)
+	}
+	r.Trace.read(n)
+	if n <= 0 {
+		return false, nil
+	}
+	if !r.ReleaseBeforeCommit { // else the hold is the slow COMMIT's (see order)
+		if err := pause(ctx, r.Hold); err != nil {
+			return false, err
+		}
+	}
+	r.Trace.write(n - 1)
+	res := r.Tx.WithContext(ctx).Exec("UPDATE product_shards SET stock = ? WHERE product_id = ? AND shard = ?", n-1, p.ID, t.Shard)
+	if res.Error != nil {
+		return false, fmt.Errorf("writing SQL shard %d of product %d: %w", t.Shard, p.ID, res.Error)
+	}
+	return true, nil
+}
+
+// Held is a lock the sqlrmw mode's take leaves held, for its caller to
+// release after the transaction's COMMIT: released before it, the next
+// holder reads the old value. A nil *Held holds nothing.
+type Held struct {
+	lease   lock.Lease // nil once released, or abandoned
+	trace   *Trace
+	shard   int
+	product int64
+}
+
+// Release gives the lock up, once; later calls do nothing. It reports
+// whether the lock was no longer this holder's (its lease expired).
+func (h *Held) Release(ctx context.Context) (lost bool, err error) {
+	if h == nil || h.lease == nil {
+		return false, nil
+	}
+	lease := h.lease
+	h.lease = nil
+	h.trace.releasing()
+	// A release must not fail with the purchase's context: it may be the
+	// COMMIT's deadline that ran out.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	err = lease.Release(ctx)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, lock.ErrNotHeld):
+		h.trace.leaseLost()
+		return true, nil
+	}
+	return false, fmt.Errorf("releasing the lock of SQL shard %d of product %d: %w", h.shard, h.product, err)
+}
+
+// releaseTimeout bounds a Held's release.
+const releaseTimeout = 5 * time.Second
