@@ -1,37 +1,34 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"seckill/internal/app"
+	"seckill/internal/child"
+	"seckill/internal/harness"
 )
 
-// serveFlag is the hidden first argument that turns the harness binary into
-// one service instance of a cluster (see startCluster).
-const serveFlag = "-serve"
-
-// urlPrefix starts the line a -serve child prints once it listens.
-const urlPrefix = "listening "
-
 // cluster is the service instances a run drives: the first in this process,
-// the others child processes sharing its Redis and database.
+// the others child processes sharing its Redis and database, and the Redis
+// of their own when a scenario strikes it.
 type cluster struct {
 	URLs     []string
 	first    *app.Server
-	children []*exec.Cmd
-	stdins   []io.Closer
+	children []*child.Instance // instance k is children[k-1]
+	redis    *child.Redis      // nil unless the scenario asked for one
 	tmpDir   string
+
+	exe    string   // this binary, which the children run
+	args   []string // the children's service flags, -addr aside
+	stderr io.Writer
 }
 
 // serviceConfig is the service configuration for the instances the harness
@@ -58,123 +55,72 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration) 
 // startCluster starts k instances on cfg. They must share the stock and the
 // orders, so on the embedded default the first instance's Redis (a real TCP
 // server on loopback) and one SQLite file in a temporary directory serve all.
-// The children are this binary re-executed with -serve; each exits when its
-// stdin closes, so none outlives the harness even if it is killed.
-func startCluster(ctx context.Context, k int, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
-	c = &cluster{}
+// With ownRedis, a Redis of the cluster's own in a process of its own serves
+// them instead, whatever cfg names, so that it can be paused. The children
+// are this binary re-executed (see child.Run); each exits when its stdin
+// closes, so none outlives the harness even if it is killed.
+func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+	c = &cluster{stderr: stderr}
 	defer func() {
 		if err != nil {
 			c.stop()
 		}
 	}()
-	if k > 1 && cfg.MySQLDSN == "" && cfg.SQLitePath == "" {
+	if c.exe, err = os.Executable(); err != nil {
+		return c, fmt.Errorf("finding the harness binary to start instances: %w", err)
+	}
+	if (k > 1 && cfg.MySQLDSN == "" && cfg.SQLitePath == "") || ownRedis {
 		if c.tmpDir, err = os.MkdirTemp("", "seckill-loadtest-"); err != nil {
-			return c, fmt.Errorf("creating the shared SQLite directory: %w", err)
+			return c, fmt.Errorf("creating the cluster's directory: %w", err)
 		}
+	}
+	if k > 1 && cfg.MySQLDSN == "" && cfg.SQLitePath == "" {
 		cfg.SQLitePath = filepath.Join(c.tmpDir, "seckill.db")
+	}
+	if ownRedis {
+		if c.redis, err = child.StartRedis(ctx, c.exe, c.tmpDir, stderr); err != nil {
+			return c, err
+		}
+		cfg.RedisAddr = c.redis.Addr
+		fmt.Fprintf(stderr, "a Redis of the run's own (%s) on %s\n", c.redis.Kind, c.redis.Addr)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
 		return c, fmt.Errorf("starting the service: %w", err)
 	}
 	c.URLs = append(c.URLs, c.first.URL)
-	if k == 1 {
-		return c, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return c, fmt.Errorf("finding the harness binary to start instances: %w", err)
-	}
-	args := []string{serveFlag,
-		"-addr", "127.0.0.1:0", "-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
+	c.args = []string{
+		"-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
-		"-lock-wait", cfg.LockWait.String(), "-log-level", "warn",
+		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
 	}
 	for i := 1; i < k; i++ {
-		url, err := c.spawn(ctx, exe, args, stderr)
+		in, err := c.spawn(ctx, "127.0.0.1:0")
 		if err != nil {
 			return c, fmt.Errorf("starting instance %d: %w", i+1, err)
 		}
-		c.URLs = append(c.URLs, url)
+		c.children = append(c.children, in)
+		c.URLs = append(c.URLs, in.URL)
 	}
 	return c, nil
 }
 
-// spawnTimeout bounds a child's start-up.
-const spawnTimeout = 30 * time.Second
-
-func (c *cluster) spawn(ctx context.Context, exe string, args []string, stderr io.Writer) (string, error) {
-	cmd := exec.Command(exe, args...)
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	c.children = append(c.children, cmd)
-	c.stdins = append(c.stdins, stdin)
-
-	type line struct {
-		s   string
-		err error
-	}
-	got := make(chan line, 1)
-	go func() { // ends when the child prints or its stdout closes (stop waits for it)
-		s, err := bufio.NewReader(stdout).ReadString('\n')
-		got <- line{s, err}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	timer := time.NewTimer(spawnTimeout)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return "", ctx.Err()
-	case <-timer.C:
-		return "", fmt.Errorf("no address printed within %s", spawnTimeout)
-	case l := <-got:
-		url, ok := strings.CutPrefix(strings.TrimSpace(l.s), urlPrefix)
-		if !ok {
-			return "", fmt.Errorf("the instance exited before listening (%q, %v)", l.s, l.err)
-		}
-		return url, nil
-	}
+func (c *cluster) spawn(ctx context.Context, addr string) (*child.Instance, error) {
+	return child.StartInstance(ctx, c.exe, append([]string{"-addr", addr}, c.args...), c.stderr)
 }
 
 // childGrace is how long a child may take to shut down before it is killed.
 const childGrace = 10 * time.Second
 
 // stop ends the children (stdin closed and SIGTERM, SIGKILL after a grace
-// period), waits for each, then shuts the first instance down.
+// period), waits for each, then shuts the first instance down, then the
+// cluster's Redis.
 func (c *cluster) stop() error {
 	var errs []error
-	for _, in := range c.stdins {
-		in.Close()
+	for _, in := range c.children {
+		errs = append(errs, in.Stop(childGrace))
 	}
-	for _, cmd := range c.children {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, cmd := range c.children {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			var exit *exec.ExitError
-			if err != nil && !errors.As(err, &exit) {
-				errs = append(errs, fmt.Errorf("waiting for instance %d: %w", cmd.Process.Pid, err))
-			}
-		case <-time.After(childGrace):
-			_ = cmd.Process.Kill()
-			<-done
-			errs = append(errs, fmt.Errorf("instance %d did not stop within %s: killed", cmd.Process.Pid, childGrace))
-		}
-	}
-	c.children, c.stdins = nil, nil
+	c.children = nil
 	if c.first != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), childGrace)
 		defer cancel()
@@ -182,6 +128,10 @@ func (c *cluster) stop() error {
 			errs = append(errs, fmt.Errorf("shutting the service down: %w", err))
 		}
 		c.first = nil
+	}
+	if c.redis != nil {
+		errs = append(errs, c.redis.Stop(childGrace))
+		c.redis = nil
 	}
 	if c.tmpDir != "" {
 		if err := os.RemoveAll(c.tmpDir); err != nil {
@@ -191,31 +141,63 @@ func (c *cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// serve is the -serve mode: one service instance that prints its URL, then
-// serves until its stdin closes (the harness is gone) or it is signalled.
-func serve(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	cfg, fs, err := app.ParseConfig("loadtest "+serveFlag, args, getenv)
-	if err != nil {
-		fs.SetOutput(stderr)
+// The cluster strikes the scenarios' faults at the processes it started.
+var _ harness.Injector = (*cluster)(nil)
+
+// Check implements harness.Injector.
+func (c *cluster) Check(f harness.Fault) error {
+	switch f.Action {
+	case harness.PauseRedis:
+		if c.redis == nil {
+			return errors.New("the run has no Redis of its own")
+		}
+		return nil
+	case harness.PauseInstance, harness.KillInstance:
+		switch {
+		case f.Instance == 0:
+			return errors.New("instance 0 runs in the harness's own process")
+		case f.Instance > len(c.children):
+			return fmt.Errorf("the run has %d instances", len(c.children)+1)
+		}
+		return nil
+	}
+	return fmt.Errorf("no such fault %q", f.Action)
+}
+
+// Inject implements harness.Injector.
+func (c *cluster) Inject(ctx context.Context, f harness.Fault) error {
+	if err := c.Check(f); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := app.Start(ctx, cfg, log, app.Extras{})
-	if err != nil {
-		return err
+	switch f.Action {
+	case harness.PauseRedis:
+		return c.redis.PauseFor(ctx, f.For)
+	case harness.PauseInstance:
+		return c.children[f.Instance-1].PauseFor(ctx, f.For)
+	default: // KillInstance
+		c.children[f.Instance-1].Kill()
+		return nil
 	}
-	fmt.Fprintln(stdout, urlPrefix+srv.URL)
-	parentGone := make(chan struct{})
-	go func() { // returns when stdin closes, which also happens when this process exits
-		_, _ = io.Copy(io.Discard, stdin)
-		close(parentGone)
-	}()
-	select {
-	case <-ctx.Done():
-	case <-parentGone:
-	case <-srv.Done():
+}
+
+// Heal implements harness.Injector: it starts again, on their addresses,
+// the instances a fault killed.
+func (c *cluster) Heal(ctx context.Context) error {
+	for i, in := range c.children {
+		select {
+		case <-in.Exited():
+		default:
+			continue
+		}
+		u, err := url.Parse(in.URL)
+		if err != nil {
+			return err
+		}
+		again, err := c.spawn(ctx, u.Host)
+		if err != nil {
+			return fmt.Errorf("restarting instance %d: %w", i+1, err)
+		}
+		c.children[i] = again
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/child"
 	"seckill/internal/harness"
 )
 
@@ -144,8 +145,8 @@ func scenarioNames() string {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) > 1 && args[1] == serveFlag {
-		return serve(ctx, args[2:], getenv, stdin, stdout, stderr)
+	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr); ok {
+		return err
 	}
 	// The progress bar, the in-process service's log and the children's
 	// stderr copiers all write here, from different goroutines.
@@ -168,7 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	targets, stop, err := o.instancesToDrive(ctx, getenv, sc, stderr)
+	targets, faults, stop, err := o.instancesToDrive(ctx, getenv, sc, stderr)
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return o.conclude(rep, err, nil, stdout)
 	}
 	fmt.Fprintf(stderr, "scenario %s: %s\n", sc.Name, sc.Summary)
-	held, err := o.runScenario(ctx, *sc, targets, &rep, bar)
+	held, err := o.runScenario(ctx, *sc, targets, faults, &rep, bar)
 	var unheld error
 	if !held {
 		unheld = fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
@@ -223,29 +224,35 @@ func (o *options) plan() (*harness.Scenario, error) {
 }
 
 // instancesToDrive returns the base URLs of -target, or starts the
-// instances asked for; stop ends those it started.
+// instances asked for and returns them with the injector of the faults
+// that strike them (nil for -target); stop ends those it started.
 func (o options) instancesToDrive(ctx context.Context, getenv func(string) string, sc *harness.Scenario, stderr io.Writer) (
-	targets []string, stop func(), err error) {
+	targets []string, faults harness.Injector, stop func(), err error) {
 	if targets = splitList(o.targets); len(targets) > 0 {
 		if sc != nil && (sc.Instances > len(targets) || sc.LockTTL > 0 || sc.LockWait > 0 || sc.ReconcileGrace > 0) {
 			fmt.Fprintf(stderr, "note: scenario %s expects %d instance(s), lock TTL %s, lock wait %s and reconcile grace %s; the targets' own settings apply\n",
 				sc.Name, max(sc.Instances, 1), sc.LockTTL, sc.LockWait, sc.ReconcileGrace)
 		}
-		return targets, func() {}, nil
+		return targets, nil, func() {}, nil
 	}
 	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	ownRedis := false
+	if sc != nil {
+		cfg.ReconcileGrace = sc.ReconcileGrace
+		ownRedis = sc.OwnRedis
 	}
 	if sc != nil && sc.ReconcileGrace > 0 {
 		cfg.ReconcileGrace = sc.ReconcileGrace
 	}
 	fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
-	c, err := startCluster(ctx, o.instances, cfg, stderr)
+	c, err := startCluster(ctx, o.instances, ownRedis, cfg, stderr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c.URLs, func() {
+	return c.URLs, c, func() {
 		if err := c.stop(); err != nil {
 			fmt.Fprintln(stderr, "loadtest: stopping the instances:", err)
 		}
@@ -264,7 +271,8 @@ func (o *options) pickProducts(stderr io.Writer) {
 }
 
 // runScenario runs sc into rep and reports whether every expectation held.
-func (o options) runScenario(ctx context.Context, sc harness.Scenario, targets []string, rep *harness.Report, bar *progressBar) (bool, error) {
+func (o options) runScenario(ctx context.Context, sc harness.Scenario, targets []string, faults harness.Injector,
+	rep *harness.Report, bar *progressBar) (bool, error) {
 	rep.Title += ": scenario " + sc.Name
 	rows, summary, held, err := harness.RunScenario(ctx, sc, harness.ScenarioRun{
 		Targets:   targets,
@@ -273,6 +281,7 @@ func (o options) runScenario(ctx context.Context, sc harness.Scenario, targets [
 		Progress:  func(s harness.Spec, p harness.Progress) { bar.update(s.Lock+"/"+s.Mode, p) },
 		Done:      func(harness.Row) { bar.finish() },
 		Repeat:    o.repeat,
+		Faults:    faults,
 	})
 	rep.Rows, rep.Summary = rows, summary
 	for _, r := range rows {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,34 +13,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/child"
 	"seckill/internal/harness"
 	"seckill/internal/order"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
 	"seckill/internal/testenv"
 )
 
-// TestMain lets the test binary be a service instance: -instances re-executes
-// the running binary with -serve, and under go test that binary is this one.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == serveFlag {
-		args := append([]string{"loadtest"}, os.Args[1:]...)
-		if err := run(context.Background(), args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-			os.Stderr.WriteString("loadtest -serve: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary be a service instance or a Redis: the
+// cluster re-executes the running binary (see child.Run), and under go test
+// that binary is this one.
+func TestMain(m *testing.M) { child.Main(m.Run) }
 
 // backends returns the environment the command sees: the real Redis when
 // REDIS_ADDR is set (its keys for product are deleted afterwards), a
@@ -376,148 +364,56 @@ func TestPayVsTimeoutScenario(t *testing.T) {
 	}
 }
 
-// A process SIGKILLed while it holds claimed payment deadlines loses none:
-// they come due again when the claims' lease ends, and the process that is
-// left cancels every expired order, its unit back once. The naive
-// lifecycle's 20ms pause in each cancel keeps the claims held long enough
-// to be killed holding them.
-func TestKilledExpirerLosesNoDeadline(t *testing.T) {
-	const orders = 300
-	rs := redistest.New(t)
-	cfg, err := serviceConfig(os.Getenv, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RedisAddr = rs.Addr()
-	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
-		cfg.MySQLDSN = testenv.Database(t, dsn)
-	} else {
-		cfg.SQLitePath = filepath.Join(t.TempDir(), "seckill.db")
-	}
-	cfg.ReconcileGrace = 50 * time.Millisecond
-	product := testenv.ProductID(t)
-	t.Cleanup(func() { deleteProductKeys(t, rs.Addr(), product, 1) })
-
-	// Process A, a child: it sells, and its delay queue claims the deadlines.
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{}
-	t.Cleanup(func() { c.stop() })
-	a, err := c.spawn(t.Context(), exe, []string{serveFlag, "-addr", "127.0.0.1:0", "-redis", cfg.RedisAddr, "-mysql", cfg.MySQLDSN,
-		"-sqlite", cfg.SQLitePath, "-rate-limit", "0", "-demo-stock", "0", "-reconcile-every", "0", "-log-level", "error"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := harness.NewClient(50)
-	post := func(base, path string, in, out any) int {
-		b, _ := json.Marshal(in)
-		resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
-		if err != nil {
-			t.Fatalf("POST %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		if out != nil {
-			json.NewDecoder(resp.Body).Decode(out)
-		}
-		return resp.StatusCode
-	}
-	p := map[string]any{"id": product, "stock": orders, "shards": 1, "mode": "lua", "lab": true,
-		"pay_timeout_ms": 1000, "lifecycle": "naive"}
-	if st := post(a, "/api/products", p, nil); st != http.StatusOK {
-		t.Fatalf("creating the product: %d", st)
-	}
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for u := range orders {
-		wg.Go(func() {
-			<-gate
-			if st := post(a, "/api/orders", map[string]any{"user_id": u + 1, "product_id": product}, nil); st != http.StatusCreated {
-				t.Errorf("user %d buys: %d", u+1, st)
+// The fault scenarios strike the processes the command started, in the
+// middle of each run: an instance killed (its stranded units returned by the
+// reconciler before the audit), the run's own Redis paused, an instance
+// paused past its lease. Each row's expectation must hold, and the two
+// sides of each verdict agree.
+func TestFaultScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		runs int
+	}{{"instance-kill", 2}, {"redis-pause", 2}, {"pause", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			product := testenv.ProductID(t)
+			getenv := backends(t, product, tc.runs)
+			rep, _, err := runCommand(t, getenv, "-scenario", tc.name, "-product", strconv.FormatInt(product, 10))
+			if err != nil {
+				t.Fatalf("scenario %s: %v", tc.name, err)
+			}
+			if len(rep.Rows) != tc.runs {
+				t.Fatalf("%d rows, want %d", len(rep.Rows), tc.runs)
+			}
+			for _, r := range rep.Rows {
+				if r.Verdict == harness.Skipped || r.Expect == nil || !r.Expect.Held || !r.Agree {
+					t.Errorf("%s: %s (%s), agree %v %v", r.Label(), r.Verdict, r.Note, r.Agree, r.Disagreements)
+				}
+			}
+			if tc.name == "instance-kill" {
+				for _, r := range rep.Rows {
+					if r.ErrorCodes["transport"] == 0 || r.LostUpdates != 0 {
+						t.Errorf("%s: errors %v, lost updates %d: want the killed instance's clients unanswered and no unit lost",
+							r.Label(), r.ErrorCodes, r.LostUpdates)
+					}
+				}
 			}
 		})
 	}
-	close(gate)
-	wg.Wait()
-
-	// Kill A as soon as it holds claims: members of the deadline set moved
-	// a lease past now, their orders still unpaid.
-	key := stock.DueKeyOf(product, 0)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		claimed, err := rs.Client.ZCount(t.Context(), key, strconv.FormatInt(time.Now().Add(2*time.Second).UnixMilli(), 10), "+inf").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if claimed > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("process A never held a claimed deadline")
-		}
-		time.Sleep(time.Millisecond) // polling Redis, with a deadline
-	}
-	killed := time.Now()
-	if err := c.children[0].Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	c.children[0].Wait()
-
-	// Process B, in this one, started after the kill.
-	b := testenv.Start(t, cfg, app.Extras{})
-	var unpaid int64
-	if err := b.DB().WithContext(t.Context()).Table("orders").Where("product_id = ? AND status = ?", product, order.Unpaid).Count(&unpaid).Error; err != nil {
-		t.Fatal(err)
-	}
-	if unpaid == 0 {
-		t.Fatal("every order was cancelled before the kill: nothing shows the claims coming due again")
-	}
-	t.Logf("killed A with %d orders unpaid past their window", unpaid)
-	var au api.Audit
-	for {
-		if err := getJSONTo(hc, fmt.Sprintf("%s/api/products/%d/audit", b.URL, product), &au); err != nil {
-			t.Fatal(err)
-		}
-		if au.Unpaid == 0 {
-			break
-		}
-		if time.Since(killed) > order.DefaultDueLease+5*time.Second {
-			t.Fatalf("%s after the kill, %d orders are still unpaid: want every one cancelled within the lease (%s)",
-				time.Since(killed).Round(time.Millisecond), au.Unpaid, order.DefaultDueLease)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the audit, with a deadline
-	}
-	t.Logf("every order cancelled %s after the kill", time.Since(killed).Round(time.Millisecond))
-	// A cancel that A committed without giving its unit back is the
-	// reconciler's to finish; then the audit is exact: every unit back, once.
-	for range 100 {
-		var r api.Reconciliation
-		if st := post(b.URL, fmt.Sprintf("/api/products/%d/reconcile", product), nil, &r); st != http.StatusOK {
-			t.Fatalf("reconcile: %d", st)
-		}
-		if r.Pending == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the takes' grace period
-	}
-	if err := getJSONTo(hc, fmt.Sprintf("%s/api/products/%d/audit", b.URL, product), &au); err != nil {
-		t.Fatal(err)
-	}
-	if au.Cancelled != orders || au.Remaining != orders || au.Unsettled != 0 || au.Verdict != api.VerdictOK {
-		t.Errorf("audit %+v: want all %d orders cancelled and every unit back, once", au, orders)
-	}
 }
 
-func getJSONTo(c *http.Client, url string, out any) error {
-	resp, err := c.Get(url)
+// Against -target instances the command did not start, it cannot strike
+// them: the fault scenarios' runs are SKIPPED, saying why.
+func TestFaultScenarioSkippedOnTarget(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 2)
+	target := startTarget(t, getenv)
+	rep, _, err := runCommand(t, getenv, "-scenario", "instance-kill", "-target", target, "-product", strconv.FormatInt(product, 10))
 	if err != nil {
-		return err
+		t.Fatalf("scenario instance-kill against a target: %v", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("GET %s: %s %s", url, resp.Status, b)
+	for _, r := range rep.Rows {
+		if r.Verdict != harness.Skipped || !strings.Contains(r.Note, "-target") {
+			t.Errorf("%s: %s (%s), want SKIPPED because the target's processes are not the command's", r.Label(), r.Verdict, r.Note)
+		}
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -76,6 +77,18 @@ func TestJudge(t *testing.T) {
 		want: Judgement{Harness: Undersold, Audit: Errors, Verdict: Undersold, Disagreements: []string{
 			"the harness counted 9 orders created (201), the audit found 10",
 			"verdict from the harness's counts is UNDERSOLD, from the audit ERRORS",
+		}},
+	}, {
+		name:  "answers that never came, some of them orders",
+		tally: Tally{Stock: 10, OK: 6, Errors: 4, Unknown: 3},
+		audit: audit(10, 2, 8),
+		want:  Judgement{Harness: Errors, Audit: Errors, Verdict: Errors, Agree: true},
+	}, {
+		name:  "more orders than 201s and answers that never came",
+		tally: Tally{Stock: 10, OK: 6, Errors: 1, Unknown: 1},
+		audit: audit(10, 2, 8),
+		want: Judgement{Harness: Errors, Audit: Errors, Verdict: Errors, Disagreements: []string{
+			"the harness counted 6 orders created (201) and 1 answers that never came, the audit found 8 orders",
 		}},
 	}, {
 		name:  "the audit speaks of another stock",
@@ -483,5 +496,67 @@ func TestSoldOutEarly(t *testing.T) {
 				t.Errorf("sold out early %d, want %d (row %+v)", row.SoldOutEarly, tt.want, row)
 			}
 		})
+	}
+}
+
+// fakeInjector records the faults it is asked to strike.
+type fakeInjector struct {
+	answeredAt []int64 // requests answered when each Inject began
+	load       *atomic.Int64
+	healed     int
+}
+
+func (f *fakeInjector) Check(Fault) error { return nil }
+
+func (f *fakeInjector) Inject(ctx context.Context, _ Fault) error {
+	f.answeredAt = append(f.answeredAt, f.load.Load())
+	return nil
+}
+
+func (f *fakeInjector) Heal(context.Context) error {
+	f.healed++
+	return nil
+}
+
+// A step's fault strikes once, after the answers it waits for and before
+// the run ends; the runner heals after. Without an injector the run is
+// SKIPPED, saying why.
+func TestScenarioFaults(t *testing.T) {
+	srv := newFakeService(t)
+	var answered atomic.Int64
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		srv.Config.Handler.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		if r.URL.Path == "/api/orders" {
+			answered.Add(1)
+		}
+	}))
+	t.Cleanup(counting.Close)
+	sc := Scenario{Name: "fault", Steps: []Step{{
+		Spec:   Spec{Lock: "token", Mode: "rmw", Stock: 10, Buyers: 50, Concurrency: 5},
+		Fault:  &Fault{Action: PauseInstance, Instance: 0, For: time.Millisecond, After: 20},
+		Expect: always(Safe),
+	}}}
+	inj := &fakeInjector{load: &answered}
+	rows, _, held, err := RunScenario(t.Context(), sc, ScenarioRun{Targets: []string{counting.URL}, ProductID: 700, Faults: inj})
+	if err != nil || !held || len(rows) != 1 {
+		t.Fatalf("rows %+v, held %v, err %v", rows, held, err)
+	}
+	if len(inj.answeredAt) != 1 || inj.answeredAt[0] < 20 || inj.answeredAt[0] >= 50 || inj.healed != 1 {
+		t.Errorf("struck after %v answers, healed %d times: want once, after 20 answers and before the last, then healed",
+			inj.answeredAt, inj.healed)
+	}
+	if rows[0].Note != "instance 0 paused for 1ms" {
+		t.Errorf("note %q: want the fault named", rows[0].Note)
+	}
+
+	rows, _, held, err = RunScenario(t.Context(), sc, ScenarioRun{Targets: []string{counting.URL}, ProductID: 800})
+	if err != nil || !held || len(rows) != 1 || rows[0].Verdict != Skipped || !strings.Contains(rows[0].Note, "-target") {
+		t.Errorf("without an injector: rows %+v, held %v, err %v; want the run SKIPPED, saying why", rows, held, err)
 	}
 }

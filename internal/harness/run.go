@@ -95,7 +95,11 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 		row.Note = err.Error()
 		return row, err
 	}
-	j := Judge(Tally{Stock: spec.Stock, OK: row.OK, SoldOut: row.SoldOut, Errors: row.Errors}, audit)
+	t := Tally{Stock: spec.Stock, OK: row.OK, SoldOut: row.SoldOut, Errors: row.Errors}
+	for _, code := range unknownCodes {
+		t.Unknown += row.ErrorCodes[code]
+	}
+	j := Judge(t, audit)
 	row.Sold = audit.Orders
 	row.Oversold, row.LostUpdates, row.Undersold = j.Oversold, j.LostUpdates, j.Undersold
 	row.Verdict, row.HarnessVerdict, row.AuditVerdict = j.Verdict, j.Harness, j.Audit
@@ -221,6 +225,9 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	l.send(ctx, workers)
 	elapsed := time.Since(l.start)
 	stopProgress()
+	if err := l.midwayDone(); err != nil {
+		return row, err
+	}
 
 	tally(&row, workers, elapsed)
 	var traces []Traced
@@ -273,11 +280,46 @@ type load struct {
 	plain, faulty []byte // the body tails (see bodyTails)
 	start         time.Time
 	sh            shared
+
+	strike sync.Once      // calls spec.Midway
+	midway sync.WaitGroup // the Midway call, while it runs
+	midErr error          // what it returned
+}
+
+// strikeWhenDue calls the spec's Midway, once, as soon as MidwayAfter
+// requests have been answered; the load goes on meanwhile.
+func (l *load) strikeWhenDue(ctx context.Context) {
+	if l.spec.Midway == nil || l.sh.done.Load() < int64(l.spec.MidwayAfter) {
+		return
+	}
+	l.strike.Do(func() {
+		l.midway.Go(func() {
+			if err := l.spec.Midway(ctx); err != nil {
+				l.midErr = fmt.Errorf("the fault in the middle of the run: %w", err)
+			}
+		})
+	})
+}
+
+// midwayDone waits for the Midway call and returns its error, or says that
+// it never came: the run ended before MidwayAfter answers.
+func (l *load) midwayDone() error {
+	if l.spec.Midway == nil {
+		return nil
+	}
+	struck := true
+	l.strike.Do(func() { struck = false })
+	l.midway.Wait()
+	if !struck {
+		return fmt.Errorf("the fault was due after %d answers, and the run ended after %d", l.spec.MidwayAfter, l.sh.done.Load())
+	}
+	return l.midErr
 }
 
 // send runs the workers until every request is sent, the closed loop's
 // Duration has passed or ctx ends.
 func (l *load) send(ctx context.Context, workers []*worker) {
+	l.strikeWhenDue(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// The faulty requests of a run that limits them go first, one at a
@@ -326,6 +368,7 @@ func (l *load) work(ctx context.Context, w *worker, limit int) {
 		}
 		user := spec.UserBase + 1 + int64(i%spec.Buyers)
 		w.send(ctx, i%len(spec.Targets), user, tail, due, &l.sh)
+		l.strikeWhenDue(ctx)
 	}
 }
 

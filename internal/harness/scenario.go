@@ -22,7 +22,11 @@ type Scenario struct {
 	// LockTTL, LockWait and ReconcileGrace are the service settings the
 	// scenario needs; zero leaves the service's default.
 	LockTTL, LockWait, ReconcileGrace time.Duration
-	Steps                             []Step
+	// OwnRedis: the instances must share a Redis that the runner started
+	// for the scenario, whatever REDIS_ADDR names, because a fault strikes
+	// it (a shared server is never paused).
+	OwnRedis bool
+	Steps    []Step
 	// Summarize, when not nil, adds lines computed across the rows.
 	Summarize func(rows []Row) []string
 }
@@ -35,8 +39,61 @@ type Step struct {
 	AllLocks bool
 	// Expect gives the verdicts the run may reach, by lock name.
 	Expect func(lock string) []string
+	// Fault, when not nil, strikes the service's processes in the middle
+	// of the run; only a runner that started them can (ScenarioRun.Faults),
+	// and the run is SKIPPED elsewhere.
+	Fault *Fault
 	// Reconcile runs the reconciler after the load, before the audit.
 	Reconcile bool
+}
+
+// Fault actions.
+const (
+	// PauseInstance stops an instance's whole process for Fault.For
+	// (SIGSTOP, then SIGCONT): its threads, timers and lock renewals stop.
+	PauseInstance = "pause-instance"
+	// KillInstance ends an instance at once (SIGKILL), between a take and
+	// its order for some of its purchases.
+	KillInstance = "kill-instance"
+	// PauseRedis stops the Redis the runner started for Fault.For.
+	PauseRedis = "pause-redis"
+)
+
+// Fault is what a step does to the service's processes during its run.
+type Fault struct {
+	Action string
+	// Instance is the instance paused or killed, as indexed in the targets.
+	Instance int
+	// For is how long a pause lasts.
+	For time.Duration
+	// After is how many requests are answered before the fault strikes.
+	After int
+}
+
+func (f Fault) String() string {
+	switch f.Action {
+	case PauseInstance:
+		return fmt.Sprintf("instance %d paused for %s", f.Instance, f.For)
+	case KillInstance:
+		return fmt.Sprintf("instance %d killed", f.Instance)
+	case PauseRedis:
+		return fmt.Sprintf("Redis paused for %s", f.For)
+	}
+	return f.Action
+}
+
+// Injector strikes faults at the processes of a service it started. The
+// load test command is one; a harness aimed at instances it did not start
+// has none.
+type Injector interface {
+	// Check says why f cannot be struck, or nil when it can.
+	Check(f Fault) error
+	// Inject strikes f and returns when it is over: a pause has ended, a
+	// killed instance has exited.
+	Inject(ctx context.Context, f Fault) error
+	// Heal restarts what a fault left down (a killed instance, on its
+	// address), so that the next run finds the service whole.
+	Heal(ctx context.Context) error
 }
 
 // NotOversold are the verdicts of a run that sold no unit twice.
@@ -111,12 +168,12 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
-		Name: "pause",
-		Summary: "The holder pauses past its 200ms lease (hold 300ms): a lease without renewal lets the next buyer in, " +
-			"and both write; a watchdog renews it, a fencing token refuses the stale write.",
+		Name: "long-hold",
+		Summary: "The holder holds past its 200ms lease (hold 300ms) in a live process: a lease without renewal lets " +
+			"the next buyer in, and both write; the watchdog renews it, and a fencing token refuses the stale write.",
 		LockTTL:  200 * time.Millisecond,
 		LockWait: 10 * time.Second,
-		Steps: pauseSteps(map[string][]string{
+		Steps: longHoldSteps(map[string][]string{
 			"setnx-px": {Oversold}, "token": {Oversold}, "watchdog": NotOversold, "fenced": NotOversold,
 		}, "setnx-px", "token", "watchdog", "fenced"),
 	},
@@ -130,6 +187,46 @@ var Scenarios = []Scenario{
 		Steps: []Step{
 			{Spec: payRaceSpec("naive"), Expect: always(Oversold)},
 			{Spec: payRaceSpec("conditional"), Expect: always(Safe)},
+		},
+	},
+	{
+		Name: "pause",
+		Summary: "A whole instance is paused (SIGSTOP) for 1s, past its 300ms lease, then resumed: its timers stop " +
+			"with it, the watchdog's renewals too. The lock expires, the other instance's buyers take it, and the " +
+			"paused holder, once resumed, writes a stock it read before the pause. Token and watchdog oversell when " +
+			"the paused instance held the lock at that instant (about one run in two); fenced refuses the stale write.",
+		Instances: 2,
+		LockTTL:   300 * time.Millisecond,
+		LockWait:  10 * time.Second,
+		Steps: pauseSteps(map[string][]string{
+			"token": anyVerdict, "watchdog": anyVerdict, "fenced": NotOversold,
+		}, "token", "watchdog", "fenced"),
+	},
+	{
+		Name: "redis-pause",
+		Summary: "The Redis the harness started is paused for 3s mid-burst, then resumed. Commands time out after " +
+			"2s and are sent once more; some had run before their answers froze, so a take may run twice: it is " +
+			"idempotent (the second run finds the first one's record under the buyer) and nothing is sold twice or lost: " +
+			"SAFE. A command that opens a new connection during the pause fails with it, without a second try (the " +
+			"connection's handshake timed out, not the command): its buyer gets 503 unavailable and nothing was sold, " +
+			"ERRORS then. The pause strikes once the service's connections are open, which makes that rare.",
+		OwnRedis: true,
+		LockWait: 10 * time.Second,
+		Steps: []Step{
+			{Spec: faultSpec("none", "lua", 300), Fault: &Fault{Action: PauseRedis, For: 3 * time.Second, After: 150}, Expect: always(Safe, Errors)},
+			{Spec: faultSpec("token", "rmw", 300), Fault: &Fault{Action: PauseRedis, For: 3 * time.Second, After: 150}, Expect: always(Safe, Errors)},
+		},
+	},
+	{
+		Name: "instance-kill",
+		Summary: "One of two instances is killed (SIGKILL) mid-burst: the purchases it had taken a unit for die " +
+			"before their orders are written, and its clients get no answer (the errors). After the reconciler's " +
+			"grace (1s here) a pass on demand voids those orders and returns their units: the audit is exact.",
+		Instances:      2,
+		ReconcileGrace: time.Second,
+		Steps: []Step{
+			{Spec: faultSpec("none", "lua", 300), Fault: &Fault{Action: KillInstance, Instance: 1, After: 40}, Reconcile: true, Expect: always(Errors, Safe)},
+			{Spec: faultSpec("token", "rmw", 300), Fault: &Fault{Action: KillInstance, Instance: 1, After: 40}, Reconcile: true, Expect: always(Errors, Safe)},
 		},
 	},
 	{
@@ -299,7 +396,7 @@ func VerdictCounts(rows []Row) []string {
 	return lines
 }
 
-func pauseSteps(expect map[string][]string, locks ...string) []Step {
+func longHoldSteps(expect map[string][]string, locks ...string) []Step {
 	var steps []Step
 	for _, l := range locks {
 		steps = append(steps, Step{
@@ -311,6 +408,30 @@ func pauseSteps(expect map[string][]string, locks ...string) []Step {
 	return steps
 }
 
+// anyVerdict: the run may reach any verdict; what it shows is in its row.
+var anyVerdict = []string{Safe, Errors, Undersold, Oversold}
+
+func pauseSteps(expect map[string][]string, locks ...string) []Step {
+	var steps []Step
+	for _, l := range locks {
+		steps = append(steps, Step{
+			// One shard: the buyers of both instances contend for one lock,
+			// held 50ms at a time, well inside the lease.
+			Spec:   Spec{Lock: l, Mode: "rmw", Stock: 20, Buyers: 40, Concurrency: 8, Shards: 1, Hold: Duration(50 * time.Millisecond)},
+			Fault:  &Fault{Action: PauseInstance, Instance: 1, For: time.Second, After: 2},
+			Expect: always(expect[l]...),
+		})
+	}
+	return steps
+}
+
+// faultSpec is a burst for the fault scenarios: more stock than any one
+// instance's buyers can take, so that nobody is told "sold out" while the
+// units of purchases cut short wait for the reconciler.
+func faultSpec(lock, mode string, stock int) Spec {
+	return Spec{Lock: lock, Mode: mode, Stock: stock, Buyers: 300, Concurrency: 40}
+}
+
 func unlockBeforeCommitSpec(fault bool) Spec {
 	return Spec{Lock: "token", Mode: "sqlrmw", Stock: 20, Buyers: 100, Concurrency: 20,
 		Hold: Duration(5 * time.Millisecond), ReleaseBeforeCommit: fault}
@@ -319,6 +440,36 @@ func unlockBeforeCommitSpec(fault bool) Spec {
 func crashSpec(lock string) Spec {
 	// One shard, so that the abandoned lock is the only one.
 	return Spec{Lock: lock, Mode: "rmw", Stock: 10, Buyers: 30, Concurrency: 10, Shards: 1, Abandon: true, FaultRequests: 1}
+}
+
+// run runs s, striking f in its middle when f is not nil, or returns a
+// SKIPPED row that says why f cannot be struck.
+func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Progress)) (Row, error) {
+	if f == nil {
+		return Run(ctx, s, progress)
+	}
+	var why error
+	switch {
+	case r.Faults == nil:
+		why = errors.New("only a run that starts the service's processes can strike them, not one aimed at -target instances")
+	case f.Instance >= len(s.Targets) && f.Action != PauseRedis:
+		why = fmt.Errorf("there are %d instances", len(s.Targets))
+	default:
+		why = r.Faults.Check(*f)
+	}
+	if why != nil {
+		row := newRow(s)
+		row.Verdict, row.AuditVerdict = Skipped, Skipped
+		row.Note = fmt.Sprintf("needs %s: %v", f, why)
+		return row, nil
+	}
+	s.MidwayAfter = f.After
+	s.Midway = func(ctx context.Context) error { return r.Faults.Inject(ctx, *f) }
+	row, err := Run(ctx, s, progress)
+	if row.Note == "" {
+		row.Note = f.String()
+	}
+	return row, errors.Join(err, r.Faults.Heal(ctx))
 }
 
 // LookupScenario returns the scenario named name.
@@ -351,13 +502,22 @@ type ScenarioRun struct {
 	// Repeat runs the whole scenario this many times, each run on a product
 	// of its own, and adds VerdictCounts to the summary. Default: 1.
 	Repeat int
+	// Faults strikes the steps' faults; nil skips the steps that have one.
+	Faults Injector
 }
 
-// Expand returns the scenario's runs: its steps with AllLocks expanded over
-// locks, each with its expectation.
-func (sc Scenario) Expand(locks []string) ([]Spec, [][]string) {
-	var specs []Spec
-	var expects [][]string
+// planned is one run of a scenario: a step with its lock named.
+type planned struct {
+	spec      Spec
+	expect    []string
+	fault     *Fault
+	reconcile bool
+}
+
+// expand returns the scenario's runs: its steps with AllLocks expanded
+// over locks.
+func (sc Scenario) expand(locks []string) []planned {
+	var runs []planned
 	for _, st := range sc.Steps {
 		names := []string{st.Spec.Lock}
 		if st.AllLocks {
@@ -366,12 +526,10 @@ func (sc Scenario) Expand(locks []string) ([]Spec, [][]string) {
 		for _, l := range names {
 			s := st.Spec
 			s.Lock = l
-			s.Reconcile = s.Reconcile || st.Reconcile
-			specs = append(specs, s)
-			expects = append(expects, st.Expect(l))
+			runs = append(runs, planned{spec: s, expect: st.Expect(l), fault: st.Fault, reconcile: st.Reconcile})
 		}
 	}
-	return specs, expects
+	return runs
 }
 
 // RunScenario runs every step of sc and checks each row against its
@@ -399,15 +557,16 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 		}
 	}
 	base := max(r.ProductID, 1)
-	specs, expects := sc.Expand(locks)
+	runs := sc.expand(locks)
 	repeat := max(r.Repeat, 1)
 	var rows []Row
 	allHeld := true
-	for n := range repeat * len(specs) {
-		k := n % len(specs)
-		s := specs[k]
+	for n := range repeat * len(runs) {
+		k := n % len(runs)
+		s := runs[k].spec
 		s.Targets = r.Targets
 		s.ProductID = base + int64(n)
+		s.Reconcile = runs[k].reconcile
 		if r.Override != nil {
 			r.Override(&s)
 		}
@@ -415,11 +574,11 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 		if r.Progress != nil {
 			progress = func(p Progress) { r.Progress(s, p) }
 		}
-		row, err := Run(ctx, s, progress)
+		row, err := r.run(ctx, s, runs[k].fault, progress)
 		if err != nil && !errors.Is(err, ErrRejected) {
 			return rows, nil, false, fmt.Errorf("scenario %s, run %d (%s/%s): %w", sc.Name, n+1, s.Lock, s.Mode, err)
 		}
-		if !row.Check(expects[k]...) && row.Verdict != Skipped {
+		if !row.Check(runs[k].expect...) && row.Verdict != Skipped {
 			allHeld = false
 		}
 		rows = append(rows, row)

@@ -7,6 +7,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,6 +126,12 @@ type Spec struct {
 	// AdminToken is sent as a bearer token with the product reset and the
 	// reconciler's pass.
 	AdminToken string `json:"-"`
+
+	// Midway, when not nil, is called once MidwayAfter requests have been
+	// answered, while the load goes on: a fault the runner strikes in the
+	// middle of the run (see Fault). The run waits for it before the audit.
+	Midway      func(context.Context) error `json:"-"`
+	MidwayAfter int                         `json:"-"`
 	// Reconcile runs the reconciler on the first target after the load,
 	// until no take is left pending, before the audit: the units of
 	// purchases that died between their take and their order go back.

@@ -43,7 +43,13 @@ type Tally struct {
 	OK      int // 201s
 	SoldOut int // 409 sold_out
 	Errors  int // anything that is neither a sale nor a business refusal
+	// Unknown counts the errors whose outcome the client cannot know (no
+	// answer, or 503 outcome_unknown): each may be an order all the same.
+	Unknown int
 }
+
+// unknownCodes are the error codes of requests whose outcome is unknown.
+var unknownCodes = []string{"transport", "timeout", api.CodeOutcomeUnknown}
 
 // Judgement is the verdict from both sides and whether they agree.
 type Judgement struct {
@@ -85,11 +91,16 @@ func undersold(t Tally, initial, sold int) int {
 	return max(0, initial-sold)
 }
 
+// orders is what the harness's counts say of the orders: at least the 201s,
+// and at most those and the answers that never came.
+func (t Tally) orders() (least, most int) { return t.OK, t.OK + t.Unknown }
+
 // Judge computes the verdict of a run from the harness's tally and the
 // service's audit. The two must tell the same story: every 201 is one order,
 // the initial stock is the one the harness set, and the verdicts match.
 func Judge(t Tally, a api.Audit) Judgement {
-	harness := classify(max(0, t.OK-t.Stock), 0, undersold(t, t.Stock, t.OK), t.Errors)
+	least, most := t.orders()
+	harness := classify(max(0, least-t.Stock), 0, undersold(t, t.Stock, most), t.Errors)
 	audit := classify(a.Oversold, a.LostUpdates, undersold(t, a.Initial, a.Orders), t.Errors)
 	j := Judgement{
 		Oversold:    a.Oversold,
@@ -103,9 +114,13 @@ func Judge(t Tally, a api.Audit) Judgement {
 		j.Disagreements = append(j.Disagreements,
 			fmt.Sprintf("the audit's initial stock is %d, the harness set %d", a.Initial, t.Stock))
 	}
-	if a.Orders != t.OK {
+	switch {
+	case a.Orders < least || a.Orders > most && t.Unknown == 0:
 		j.Disagreements = append(j.Disagreements,
 			fmt.Sprintf("the harness counted %d orders created (201), the audit found %d", t.OK, a.Orders))
+	case a.Orders > most:
+		j.Disagreements = append(j.Disagreements,
+			fmt.Sprintf("the harness counted %d orders created (201) and %d answers that never came, the audit found %d orders", t.OK, t.Unknown, a.Orders))
 	}
 	if a.LostUpdates > 0 && harness != Oversold {
 		j.Disagreements = append(j.Disagreements,

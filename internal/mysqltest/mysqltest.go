@@ -97,11 +97,10 @@ func startEmbedded() (string, error) {
 	if err != nil {
 		return "", errNoGo
 	}
-	gomod, err := exec.Command(goCmd, "env", "GOMOD").Output()
+	dir, err := gmsDir(goCmd)
 	if err != nil {
-		return "", fmt.Errorf("finding the module: %w", err)
+		return "", err
 	}
-	dir := filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "internal", "mysqltest", "gms")
 	cmd := exec.Command(goCmd, "run", ".")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
@@ -123,4 +122,13 @@ func startEmbedded() (string, error) {
 		return "", fmt.Errorf("go run %s: %w\n%s", dir, err, stderr.String())
 	}
 	return fmt.Sprintf("root:@tcp(%s)/test?parseTime=true", strings.TrimSpace(addr)), nil
+}
+
+// gmsDir is the directory of the gms command.
+func gmsDir(goCmd string) (string, error) {
+	gomod, err := exec.Command(goCmd, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module: %w", err)
+	}
+	return filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "internal", "mysqltest", "gms"), nil
 }

@@ -112,6 +112,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 			}
 		})
 	}
+	t.Run("cancel returns the unit under the lock", testSQLRMWCancelUnderTheLock)
 }
 
 // TestReleaseBeforeCommitOnlyWhereItTeaches: the fault is refused outside
@@ -133,7 +134,7 @@ func TestReleaseBeforeCommitOnlyWhereItTeaches(t *testing.T) {
 // A cancellation returns its unit under the shard's lock on an sqlrmw
 // product: a purchase between its SELECT and its UPDATE (here held there)
 // would otherwise write the stock it read minus one over the returned unit.
-func TestSQLRMWCancelReturnsTheUnitUnderTheLock(t *testing.T) {
+func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	if os.Getenv("MYSQL_DSN") == "" {
 		t.Skip("MYSQL_DSN is unset: on SQLite one connection serializes the transactions, and go-mysql-server has no row locks")
 	}
