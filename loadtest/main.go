@@ -1,6 +1,6 @@
 // Command loadtest drives the order service with many concurrent buyers and
-// judges each run: SAFE, OVERSOLD, UNDERSOLD or ERRORS, from its own counts
-// and from the service's audit. By default it starts the service in-process
+// judges each run: SAFE, OVERSOLD, LOST, UNDERSOLD or ERRORS, from its own
+// counts and from the service's audit. By default it starts the service in-process
 // (on REDIS_ADDR/MYSQL_DSN when set, else embedded); -target drives running
 // instances; -instances K starts K processes sharing one Redis and one
 // database. -scenario runs a named teaching preset. Run it with -h.

@@ -195,8 +195,8 @@ type RunResult struct {
 	PaidAndReturned int `json:"paid_and_returned,omitempty"`
 
 	// Verdict is the worse of HarnessVerdict and AuditVerdict: SAFE,
-	// OVERSOLD, UNDERSOLD or ERRORS, or SKIPPED when the service refused the
-	// run's settings.
+	// OVERSOLD, LOST, UNDERSOLD or ERRORS, or SKIPPED when the service
+	// refused the run's settings.
 	Verdict        string `json:"verdict"`
 	HarnessVerdict string `json:"harness_verdict,omitempty"`
 	AuditVerdict   string `json:"audit_verdict"`
