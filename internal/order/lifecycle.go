@@ -383,7 +383,12 @@ func (s *Service) expire(ctx context.Context, id idgen.ID) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.cancel(ctx, p, o, ByTimeout)
+	won, err := s.cancel(ctx, p, o, ByTimeout)
+	if err == nil && !won && o.DueAt != nil && o.DueAt.After(time.Now()) {
+		// Claimed before its row's due time (a clock between processes):
+		// due again at the right time.
+		s.schedule(ctx, o)
+	}
 	return err
 }
 

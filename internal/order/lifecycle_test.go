@@ -171,7 +171,7 @@ func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: -1})
 	p := f.reset(order.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: order.MinPayTimeout})
 	o := f.buy(1, 1)
-	time.Sleep(time.Until(*o.DueAt))
+	time.Sleep(time.Until(*o.DueAt) + 2*time.Millisecond) // the window has ended
 	store := stock.NewStore(f.rdb, f.db)
 	key := stock.Layout{ID: p.ID}.DueKey(o.Shard)
 	ids, err := store.ClaimDue(t.Context(), key, time.Now(), 200*time.Millisecond, 10) // and dies

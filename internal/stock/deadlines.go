@@ -51,7 +51,10 @@ func (s *Store) Schedule(ctx context.Context, ds []Deadline) error {
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for _, d := range ds {
 			key := Layout{ID: d.Product}.DueKey(d.Shard)
-			pipe.ZAdd(ctx, key, redis.Z{Score: float64(d.Due.UnixMilli()), Member: d.Order.String()})
+			// The millisecond at or after the deadline: a claim at the
+			// score must not come before the row's due time.
+			ms := (d.Due.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+			pipe.ZAdd(ctx, key, redis.Z{Score: float64(ms), Member: d.Order.String()})
 			pipe.SAdd(ctx, s.dueSets, key)
 		}
 		return nil
