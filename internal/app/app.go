@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +34,7 @@ type App struct {
 	MQConsumer *order.MQConsumer
 	Handler    *server.Server
 
-	rdb      *redis.Client
+	rdb      redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient with Config.RedisCluster
 	broker   *mq.Broker
 	locks    *lock.Pool
 	db       *gorm.DB
@@ -62,15 +63,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 			a.Close()
 		}
 	}()
-	redisAddr := cfg.RedisAddr
-	if redisAddr == "" {
-		if a.embedded, err = embedded.StartRedis(); err != nil {
-			return nil, err
-		}
-		redisAddr = a.embedded.Addr()
-		a.Embedded = true
-	}
-	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
+	if a.rdb, err = a.openRedis(ctx); err != nil {
 		return nil, err
 	}
 	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
@@ -122,6 +115,32 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	return a, nil
 }
 
+// openRedis connects to the cluster or the Redis cfg names, or starts an
+// embedded one.
+func (a *App) openRedis(ctx context.Context) (redis.UniversalClient, error) {
+	if len(a.Config.RedisCluster) > 0 {
+		cc, err := openCluster(ctx, a.Config.RedisCluster)
+		if err != nil {
+			return nil, err // not a typed nil in the interface, which Close would call
+		}
+		return cc, nil
+	}
+	addr := a.Config.RedisAddr
+	if addr == "" {
+		var err error
+		if a.embedded, err = embedded.StartRedis(); err != nil {
+			return nil, err
+		}
+		addr = a.embedded.Addr()
+		a.Embedded = true
+	}
+	rdb, err := openRedis(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return rdb, nil
+}
+
 // reconcileEvery maps the configuration's "0 turns it off" to the order
 // service's (which takes 0 for its default).
 func reconcileEvery(d time.Duration) time.Duration {
@@ -147,10 +166,14 @@ func (a *App) ensureDemo(ctx context.Context) error {
 }
 
 // RedisAddr is the address of the Redis the service uses; the embedded one
-// is a real server on loopback, so other processes may share it.
+// is a real server on loopback, so other processes may share it. On a
+// cluster it is the comma-separated list of the nodes configured.
 func (a *App) RedisAddr() string {
 	if a.embedded != nil {
 		return a.embedded.Addr()
+	}
+	if len(a.Config.RedisCluster) > 0 {
+		return strings.Join(a.Config.RedisCluster, ",")
 	}
 	return a.Config.RedisAddr
 }
@@ -158,8 +181,8 @@ func (a *App) RedisAddr() string {
 // DB is the service's database handle, for tests and tools that inspect it.
 func (a *App) DB() *gorm.DB { return a.db }
 
-// Redis is the service's Redis client.
-func (a *App) Redis() *redis.Client { return a.rdb }
+// Redis is the service's Redis client: a *redis.ClusterClient on a cluster.
+func (a *App) Redis() redis.UniversalClient { return a.rdb }
 
 // Mode says whether the service runs on embedded stand-ins.
 func (a *App) Mode() string {

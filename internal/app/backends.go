@@ -55,6 +55,53 @@ func pingRedis(ctx context.Context, rdb *redis.Client) (*redis.Client, error) {
 	return rdb, nil
 }
 
+// openCluster connects to the Redis Cluster whose nodes addrs names. Each
+// node named must answer and be a cluster node whose cluster is ok: a
+// typo, or a plain Redis named by mistake, would otherwise surface later as
+// requests failing for some slots only.
+func openCluster(ctx context.Context, addrs []string) (*redis.ClusterClient, error) {
+	for _, addr := range addrs {
+		if err := checkClusterNode(ctx, addr); err != nil {
+			return nil, err
+		}
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs,
+		// As openRedis, per node.
+		PoolSize:      256,
+		MinIdleConns:  8,
+		ReadTimeout:   redisTimeout,
+		WriteTimeout:  redisTimeout,
+		DialTimeout:   500 * time.Millisecond,
+		DialerRetries: 1,
+		// A MOVED or ASK (a resharding, a failover) is followed, not
+		// retried: up to 3 redirections, beside one retry of a command whose
+		// answer did not come, as openRedis. While a node is down and not
+		// yet replaced, its slots fail at once (503), not after waiting.
+		MaxRedirects: 3,
+	})
+	if err := cc.Ping(ctx).Err(); err != nil {
+		cc.Close()
+		return nil, fmt.Errorf("connecting to the Redis Cluster at %s: %w", strings.Join(addrs, ","), err)
+	}
+	return cc, nil
+}
+
+func checkClusterNode(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 500 * time.Millisecond, DialerRetries: 1, MaxRetries: -1})
+	defer c.Close()
+	info, err := c.ClusterInfo(ctx).Result()
+	switch {
+	case err != nil && (strings.Contains(err.Error(), "cluster support disabled") || strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "not supported")):
+		return fmt.Errorf("Redis at %s is not in cluster mode (cluster-enabled no): -redis-cluster names the nodes of a Redis Cluster; for a single Redis use -redis", addr)
+	case err != nil:
+		return fmt.Errorf("connecting to Redis Cluster node %s: %w", addr, err)
+	case !strings.Contains(info, "cluster_state:ok"):
+		return fmt.Errorf("Redis Cluster node %s reports its cluster is not ok (cluster_state:fail: slots unassigned or a master down)", addr)
+	}
+	return nil
+}
+
 func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 	cfg := &gorm.Config{
 		TranslateError: true, // duplicate keys become gorm.ErrDuplicatedKey on every driver
@@ -134,7 +181,7 @@ func mysqlDSN(dsn string) string {
 	return cfg.FormatDSN()
 }
 
-func redisVersion(ctx context.Context, rdb *redis.Client, embedded bool) string {
+func redisVersion(ctx context.Context, rdb redis.UniversalClient, embedded bool) string {
 	if embedded {
 		return "miniredis (embedded)"
 	}

@@ -19,6 +19,7 @@ type Config struct {
 	Addr            string        // -addr / HTTP_ADDR
 	RedisAddr       string        // -redis / REDIS_ADDR; empty starts an embedded Redis
 	RedisAddrs      []string      // -redis-nodes / REDIS_ADDRS; independent nodes for redlock
+	RedisCluster    []string      // -redis-cluster / REDIS_CLUSTER; nodes of a Redis Cluster, instead of -redis
 	MySQLDSN        string        // -mysql / MYSQL_DSN; empty uses an embedded SQLite
 	SQLitePath      string        // -sqlite / SQLITE_PATH; the embedded store's file, "" for memory
 	RateLimit       time.Duration // -rate-limit / RATE_LIMIT; one order request per user per period, 0 off
@@ -71,6 +72,7 @@ func (c *Config) settings() []setting {
 	return []setting{
 		{"addr", "HTTP_ADDR", "listen address (loopback unless you ask otherwise)", str(&c.Addr), "127.0.0.1:8080"},
 		{"redis", "REDIS_ADDR", "Redis host:port; empty starts an embedded Redis", str(&c.RedisAddr), ""},
+		{"redis-cluster", "REDIS_CLUSTER", "comma-separated nodes (host:port) of a Redis Cluster to keep the stock on, instead of -redis", list(&c.RedisCluster), ""},
 		{"redis-nodes", "REDIS_ADDRS", "comma-separated independent Redis nodes for the redlock strategy", list(&c.RedisAddrs), ""},
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
@@ -129,6 +131,9 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 	if fs.NArg() > 0 {
 		return c, fs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
+		return c, fs, fmt.Errorf("-redis and -redis-cluster name two places for the stock: set one")
+	}
 	if c.DemoStock < 0 {
 		return c, fs, fmt.Errorf("-demo-stock must not be negative")
 	}
@@ -168,7 +173,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s",
-		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s",
+		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
 		c.Consume, c.ReconcileEvery, c.ReconcileGrace)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/redistest"
 )
 
 // hold is one stay in the critical section, from the moment Acquire
@@ -103,38 +105,54 @@ func criticalSection(ctx context.Context, l Locker, rdb redis.UniversalClient, k
 // non-atomic GET and SET inside the lock. A safe lock loses no increment
 // and never has two holders at once; none loses increments every time.
 func TestLockContract(t *testing.T) {
-	const workers, rounds = 24, 2
+	for _, s := range Strategies() {
+		t.Run(s.Name, func(t *testing.T) { lockContract(t, s.Name, strategyBackends(t, s.Name)) })
+	}
+}
+
+// TestLockContractCluster runs the contract with the main Redis a Redis
+// Cluster (redistest.NewCluster): the lock key, its fencing counter and its
+// release channel share the key's slot; the counter is in another.
+func TestLockContractCluster(t *testing.T) {
+	c := redistest.NewCluster(t)
+	t.Logf("cluster: %s", c.Kind())
 	for _, s := range Strategies() {
 		t.Run(s.Name, func(t *testing.T) {
 			b := strategyBackends(t, s.Name)
-			l := newLocker(t, s.Name, b)
-			key, counter := newKey(t, b.Redis), newKey(t, b.Redis)
-
-			holds, err := contend(t.Context(), l, b.Redis, key, counter, contendConfig{workers: workers, rounds: rounds, hold: 5 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := b.Redis.Get(t.Context(), counter).Int()
-			if err != nil {
-				t.Fatal(err)
-			}
-			over := overlaps(holds)
-			t.Logf("%d acquisitions, counter %d, %d overlapping pairs", len(holds), got, len(over))
-
-			if s.Name == "none" {
-				// 24 goroutines start together and each holds its read for
-				// 5ms: they cannot all run one after the other.
-				if got >= len(holds) || len(over) == 0 {
-					t.Errorf("none: counter %d after %d increments, %d overlaps; want lost updates and overlaps", got, len(holds), len(over))
-				}
-				return
-			}
-			if got != workers*rounds {
-				t.Errorf("counter = %d after %d increments: %d updates lost", got, workers*rounds, workers*rounds-got)
-			}
-			if len(over) > 0 {
-				t.Errorf("%d pairs of holders overlapped, e.g. %v", len(over), over[0])
-			}
+			b.Redis = c.Client
+			lockContract(t, s.Name, b)
 		})
+	}
+}
+
+func lockContract(t *testing.T, name string, b Backends) {
+	const workers, rounds = 24, 2
+	l := newLocker(t, name, b)
+	key, counter := newKey(t, b.Redis), newKey(t, b.Redis)
+
+	holds, err := contend(t.Context(), l, b.Redis, key, counter, contendConfig{workers: workers, rounds: rounds, hold: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Redis.Get(t.Context(), counter).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := overlaps(holds)
+	t.Logf("%d acquisitions, counter %d, %d overlapping pairs", len(holds), got, len(over))
+
+	if name == "none" {
+		// 24 goroutines start together and each holds its read for
+		// 5ms: they cannot all run one after the other.
+		if got >= len(holds) || len(over) == 0 {
+			t.Errorf("none: counter %d after %d increments, %d overlaps; want lost updates and overlaps", got, len(holds), len(over))
+		}
+		return
+	}
+	if got != workers*rounds {
+		t.Errorf("counter = %d after %d increments: %d updates lost", got, workers*rounds, workers*rounds-got)
+	}
+	if len(over) > 0 {
+		t.Errorf("%d pairs of holders overlapped, e.g. %v", len(over), over[0])
 	}
 }

@@ -20,6 +20,8 @@ import (
 type process struct {
 	port int
 	dir  string // the server's working directory and log
+	// extra are arguments beside the defaults (a cluster node's).
+	extra []string
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the running process has exited
@@ -66,10 +68,11 @@ var errExited = errors.New("redis-server exited")
 // start launches the server and waits until it answers PING on rdb.
 func (p *process) start(ctx context.Context, rdb *redis.Client) error {
 	log := filepath.Join(p.dir, "redis.log")
-	p.cmd = exec.Command("redis-server",
+	args := append([]string{
 		"--port", strconv.Itoa(p.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--dir", p.dir, "--logfile", log)
+		"--dir", p.dir, "--logfile", log}, p.extra...)
+	p.cmd = exec.Command("redis-server", args...)
 	if err := p.cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}

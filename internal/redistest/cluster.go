@@ -1,0 +1,294 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/embedded"
+)
+
+// Cluster is a Redis Cluster a test uses: the one REDIS_CLUSTER names, or
+// six redis-server processes of the test's own (3 masters, a replica each),
+// or, with no redis-server on PATH, three miniredis nodes with the slot map
+// given to the client (ClusterOptions.ClusterSlots), so that keys are
+// routed over three servers as on a cluster.
+//
+// miniredis does not refuse a script whose keys span slots (CROSSSLOT),
+// nor fail over: tests of those need Kind() == Process.
+type Cluster struct {
+	// Client is a cluster client on every node, closed when the test ends.
+	Client *redis.ClusterClient
+
+	kind  Kind
+	procs *ClusterProcs     // Process
+	emb   []*embedded.Redis // Embedded, the masters in slot order
+	addrs []string
+}
+
+// NewCluster returns the cluster REDIS_CLUSTER names, or else one of the
+// test's own, on redis-server processes when it is on PATH, else on
+// miniredis.
+func NewCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	if env := os.Getenv("REDIS_CLUSTER"); env != "" {
+		addrs := strings.Split(env, ",")
+		c := &Cluster{kind: External, addrs: addrs}
+		c.Client = newClusterClient(tb, &redis.ClusterOptions{Addrs: addrs})
+		return c
+	}
+	if HaveRedisServer() {
+		return ProcessCluster(tb)
+	}
+	tb.Log("REDIS_CLUSTER is unset and redis-server is not on PATH: a cluster of 3 miniredis nodes, slots mapped by the client")
+	return embeddedCluster(tb)
+}
+
+// ProcessCluster starts a cluster of redis-server processes of the test's
+// own; the caller checks HaveRedisServer first.
+func ProcessCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), time.Minute)
+	defer cancel()
+	procs, err := StartCluster(ctx, tb.TempDir())
+	if err != nil {
+		tb.Fatalf("starting a Redis Cluster: %v", err)
+	}
+	tb.Cleanup(procs.Stop)
+	c := &Cluster{kind: Process, procs: procs, addrs: procs.Addrs()}
+	c.Client = newClusterClient(tb, &redis.ClusterOptions{Addrs: c.addrs})
+	return c
+}
+
+func embeddedCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	c := &Cluster{kind: Embedded}
+	for range 3 {
+		emb, err := embedded.StartRedis()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(emb.Close)
+		c.emb = append(c.emb, emb)
+		c.addrs = append(c.addrs, emb.Addr())
+	}
+	slots := EvenSlots(c.addrs)
+	c.Client = newClusterClient(tb, &redis.ClusterOptions{
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) { return slots, nil },
+	})
+	return c
+}
+
+func newClusterClient(tb testing.TB, opt *redis.ClusterOptions) *redis.ClusterClient {
+	opt.DialerRetries = 1
+	cc := redis.NewClusterClient(opt)
+	tb.Cleanup(func() { cc.Close() })
+	if err := cc.Ping(tb.Context()).Err(); err != nil {
+		tb.Fatalf("the Redis Cluster does not answer: %v", err)
+	}
+	return cc
+}
+
+// EvenSlots splits the 16384 slots into one range per master, in order.
+func EvenSlots(masters []string) []redis.ClusterSlot {
+	const n = 16384
+	out := make([]redis.ClusterSlot, len(masters))
+	for i, addr := range masters {
+		out[i] = redis.ClusterSlot{Start: i * n / len(masters), End: (i+1)*n/len(masters) - 1,
+			Nodes: []redis.ClusterNode{{Addr: addr}}}
+	}
+	return out
+}
+
+// Kind says what serves the cluster.
+func (c *Cluster) Kind() Kind { return c.kind }
+
+// Addrs are the nodes' host:port, masters and replicas.
+func (c *Cluster) Addrs() []string { return slices.Clone(c.addrs) }
+
+// Procs is the cluster's processes, nil unless Kind() == Process.
+func (c *Cluster) Procs() *ClusterProcs { return c.procs }
+
+// ClusterProcs is a Redis Cluster of redis-server processes on loopback:
+// 3 masters with a replica each, empty and without persistence. It needs no
+// test: the load harness starts one too.
+type ClusterProcs struct {
+	mu    sync.Mutex
+	nodes []*process
+}
+
+// ClusterSize is the number of processes of a ClusterProcs: 3 masters and
+// their replicas.
+const ClusterSize = 6
+
+// StartCluster starts ClusterSize redis-server processes in cluster mode,
+// each in a directory under dir, and makes a cluster of them with
+// redis-cli --cluster create. Each node's port is at most 55535, so that
+// its cluster bus port (port + 10000) is a valid port too.
+func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("a Redis Cluster needs %s on PATH: %w", bin, err)
+		}
+	}
+	c := &ClusterProcs{}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	for i := range ClusterSize {
+		p, err := startClusterNode(ctx, filepath.Join(dir, "node"+strconv.Itoa(i)))
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, p)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	for _, addr := range c.Addrs() {
+		if err := WaitClusterOK(ctx, addr); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func startClusterNode(ctx context.Context, dir string) (*process, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	var lastErr error
+	for range 10 {
+		port, err := freeClusterPort()
+		if err != nil {
+			return nil, err
+		}
+		p := &process{port: port, dir: dir, extra: []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			// A master lost is replaced by its replica after 2s: tests of
+			// a failover wait that long, not the default 15s.
+			"--cluster-node-timeout", "2000",
+		}}
+		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
+		rdb := redis.NewClient(&redis.Options{Addr: p.addr(), DialerRetries: 1})
+		lastErr = p.start(ctx, rdb)
+		rdb.Close()
+		if lastErr == nil {
+			return p, nil
+		}
+		p.stop()
+		if !errors.Is(lastErr, errExited) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("starting a cluster node: %w", lastErr)
+}
+
+// freeClusterPort finds a port p ≤ 55535 with p and p+10000 both free.
+func freeClusterPort() (int, error) {
+	for range 100 {
+		p := 20000 + rand.IntN(35536)
+		if free(p) && free(p+10000) {
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free pair of ports (p, p+10000) found")
+}
+
+func free(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// WaitClusterOK polls the node at addr until it reports cluster_state:ok.
+func WaitClusterOK(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster node %s not ok before the deadline: %v %v", addr, err, info)
+		case <-tick.C:
+		}
+	}
+}
+
+// Addrs are the nodes' host:port.
+func (c *ClusterProcs) Addrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.nodes))
+	for i, p := range c.nodes {
+		out[i] = p.addr()
+	}
+	return out
+}
+
+// Kill SIGKILLs the node at addr, as a crash would, and waits until it has
+// exited. Its replica takes over its slots after the node timeout.
+func (c *ClusterProcs) Kill(addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		if p.addr() == addr {
+			p.stop()
+			return nil
+		}
+	}
+	return fmt.Errorf("no node of this cluster at %s", addr)
+}
+
+// Stop kills every node.
+func (c *ClusterProcs) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		p.stop()
+	}
+}
+
+// Masters lists the masters' addresses as the cluster client sees them,
+// each with the slot ranges it serves.
+func Masters(ctx context.Context, cc *redis.ClusterClient) (map[string][][2]int64, error) {
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's slots: %w", err)
+	}
+	out := make(map[string][][2]int64)
+	for _, s := range slots {
+		if len(s.Nodes) == 0 {
+			continue
+		}
+		out[s.Nodes[0].Addr] = append(out[s.Nodes[0].Addr], [2]int64{int64(s.Start), int64(s.End)})
+	}
+	return out, nil
+}
