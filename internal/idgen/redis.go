@@ -128,3 +128,17 @@ func (g *Redis) Slot() (Slot, error) {
 
 // Compose packs the seconds since the epoch and the day's sequence number.
 func Compose(secs int64, seq uint32) ID { return ID(secs<<seqBits | int64(seq)) }
+
+// Draw draws an ID in slot, as a script holding the slot's day key would:
+// for a take whose own script cannot (on a Redis Cluster the day key is in
+// a slot of its own).
+func Draw(ctx context.Context, rdb RedisClient, s Slot) (ID, error) {
+	seq, err := nextScript.Run(ctx, rdb, []string{s.DayKey}, s.TTLMillis).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("incrementing %s: %w", s.DayKey, err)
+	}
+	if seq > math.MaxUint32 {
+		return 0, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, s.DayKey, seq)
+	}
+	return Compose(s.Secs, uint32(seq)), nil
+}

@@ -3,30 +3,36 @@
 -- give_back.lua does), mark it failed in the pending index so that its
 -- buyer reads why, and acknowledge it, in one step: it is neither retried
 -- for ever nor lost.
--- KEYS[1] the stream; KEYS[2] the dead letters; KEYS[3] shard stock;
--- KEYS[4] shard ledger; KEYS[5] buyer; KEYS[6] the day's pending index.
+-- KEYS[1] the stream; KEYS[2] shard stock; KEYS[3] shard ledger; KEYS[4]
+-- the dead letters; KEYS[5] buyer; KEYS[6] the day's pending index. On a
+-- Redis Cluster only the shard's KEYS[1..3] are given, and the caller does
+-- the rest in steps of their own (Store.DeadLetter).
 -- ARGV[1] group; ARGV[2] message id; ARGV[3] order id; ARGV[4] user id;
 -- ARGV[5] reason; ARGV[6] the message's fields as "name value" pairs, tab
 -- separated.
-local fields = {}
-for f in string.gmatch(ARGV[6], "[^\t]+") do
-	table.insert(fields, f)
-end
-table.insert(fields, "reason")
-table.insert(fields, ARGV[5])
-redis.call("XADD", KEYS[2], "*", unpack(fields))
-local rec = redis.call("HGET", KEYS[4], ARGV[4])
-if rec and string.match(rec, "^%S+") == ARGV[3] then
-	redis.call("HDEL", KEYS[4], ARGV[4])
-	if redis.call("EXISTS", KEYS[3]) == 1 then
-		redis.call("INCR", KEYS[3])
+if KEYS[4] then
+	local fields = {}
+	for f in string.gmatch(ARGV[6], "[^\t]+") do
+		table.insert(fields, f)
 	end
-	local b = redis.call("GET", KEYS[5])
+	table.insert(fields, "reason")
+	table.insert(fields, ARGV[5])
+	redis.call("XADD", KEYS[4], "*", unpack(fields))
+end
+local rec = redis.call("HGET", KEYS[3], ARGV[4])
+if rec and string.match(rec, "^%S+") == ARGV[3] then
+	redis.call("HDEL", KEYS[3], ARGV[4])
+	if redis.call("EXISTS", KEYS[2]) == 1 then
+		redis.call("INCR", KEYS[2])
+	end
+	local b = KEYS[5] and redis.call("GET", KEYS[5])
 	if b and string.match(b, "^%S+") == ARGV[3] then
 		redis.call("DEL", KEYS[5])
 	end
 end
-redis.call("HSET", KEYS[6], ARGV[3], "failed " .. ARGV[5])
+if KEYS[6] then
+	redis.call("HSET", KEYS[6], ARGV[3], "failed " .. ARGV[5])
+end
 redis.call("XACK", KEYS[1], ARGV[1], ARGV[2])
 redis.call("XDEL", KEYS[1], ARGV[2])
 return 1

@@ -110,6 +110,9 @@ func (s *Store) Read(ctx context.Context, consumer string, streams []string, cou
 	if len(streams) == 0 {
 		return nil, nil, nil
 	}
+	if s.split() {
+		return s.readEach(ctx, consumer, streams, count, block)
+	}
 	args := append(append([]string{}, streams...), make([]string, len(streams))...)
 	for i := range streams {
 		args[len(streams)+i] = ">"
@@ -130,6 +133,51 @@ func (s *Store) Read(ctx context.Context, consumer string, streams []string, cou
 		good, bad = collect(st.Stream, st.Messages, good, bad)
 	}
 	return good, bad, nil
+}
+
+// readPoll is how often readEach looks at the streams while none holds a
+// new order.
+const readPoll = 20 * time.Millisecond
+
+// readEach is Read on a Redis Cluster, where one XREADGROUP may not name
+// streams in different slots: one XREADGROUP per stream, without BLOCK, in
+// one pipeline (one round trip per node), again every readPoll until one
+// delivers or block has passed.
+func (s *Store) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
+	deadline := time.Now().Add(block)
+	for {
+		cmds := make([]*redis.XStreamSliceCmd, len(streams))
+		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, st := range streams {
+				cmds[i] = pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: []string{st, ">"}, Count: count, Block: -1})
+			}
+			return nil
+		})
+		var missing []string
+		for i, c := range cmds {
+			switch err := c.Err(); {
+			case errNoGroup(err):
+				missing = append(missing, streams[i])
+			case err != nil && !errors.Is(err, redis.Nil):
+				return good, bad, fmt.Errorf("reading order stream %s: %w", streams[i], err)
+			}
+			for _, st := range c.Val() {
+				good, bad = collect(st.Stream, st.Messages, good, bad)
+			}
+		}
+		if err != nil && len(missing) == 0 && !errors.Is(err, redis.Nil) {
+			return good, bad, fmt.Errorf("reading the order streams: %w", err)
+		}
+		if len(missing) > 0 {
+			return good, bad, s.forgetMissing(ctx, missing)
+		}
+		if len(good)+len(bad) > 0 || !time.Now().Before(deadline) {
+			return good, bad, nil
+		}
+		if err := pause(ctx, readPoll); err != nil {
+			return nil, nil, nil
+		}
+	}
 }
 
 func collect(stream string, msgs []redis.XMessage, good, bad []QueuedOrder) ([]QueuedOrder, []QueuedOrder) {
@@ -201,12 +249,33 @@ func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) er
 		fmt.Fprintf(&fields, "%s\t%v\t", k, v)
 	}
 	l := q.Layout
-	keys := []string{q.Stream, DeadLetterKey, l.StockKey(q.Shard), l.LedgerKey(q.Shard), l.BuyerKey(q.User),
-		PendingKey(q.Order.Time())}
-	err := deadLetterScript.Run(ctx, s.rdb, keys, Group, q.MsgID, q.Order.String(), q.User,
-		strings.ReplaceAll(reason, "\t", " "), fields.String()).Err()
+	reason = strings.ReplaceAll(reason, "\t", " ")
+	keys := []string{q.Stream, l.StockKey(q.Shard), l.LedgerKey(q.Shard)}
+	if s.split() {
+		// On a cluster, in steps: the dead letter first, so that a crash
+		// after it leaves the order to be parked again (twice in the dead
+		// letters), not lost; the buyer and the pending index after.
+		var vals []any
+		for k, v := range q.Fields {
+			vals = append(vals, k, v)
+		}
+		if err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: DeadLetterKey, Values: append(vals, "reason", reason)}).Err(); err != nil {
+			return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
+		}
+	} else {
+		keys = append(keys, DeadLetterKey, l.BuyerKey(q.User), PendingKey(q.Order.Time()))
+	}
+	err := deadLetterScript.Run(ctx, s.rdb, keys, Group, q.MsgID, q.Order.String(), q.User, reason, fields.String()).Err()
 	if err != nil {
 		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
+	}
+	if s.split() {
+		if err := forgetScript.Run(ctx, s.rdb, []string{l.BuyerKey(q.User)}, "", q.Order.String()).Err(); err != nil {
+			return fmt.Errorf("forgetting the buyer of dead order %s: %w", q.Order, err)
+		}
+		if err := s.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), "failed "+reason).Err(); err != nil {
+			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)
+		}
 	}
 	s.ClearSoldOut(l.ID)
 	return nil

@@ -3,7 +3,8 @@
 -- is absolute, not a decrement: two holders that read the same stock both
 -- write the same value and one sale is lost. Only the lock (or, with a token,
 -- the fence) stands between that and an oversell; that is the lesson.
--- KEYS[1] shard stock; KEYS[2] its fence; KEYS[3] shard ledger; KEYS[4] buyer.
+-- KEYS[1] shard stock; KEYS[2] its fence; KEYS[3] shard ledger; KEYS[4] buyer,
+-- absent on a Redis Cluster (see take.lua).
 -- ARGV[1] the new value; ARGV[2] the fencing token, 0 for none; ARGV[3] user
 -- id; ARGV[4] the take's record.
 -- Returns {1} written, {-1, record} the buyer took a unit already, {-2} no
@@ -12,7 +13,12 @@ local token = tonumber(ARGV[2])
 if token > 0 and token < tonumber(redis.call("GET", KEYS[2]) or "0") then
 	return {-3}
 end
-local prior = redis.call("GET", KEYS[4])
+local prior
+if KEYS[4] then
+	prior = redis.call("GET", KEYS[4])
+else
+	prior = redis.call("HGET", KEYS[3], ARGV[3])
+end
 if prior then
 	return {-1, prior}
 end
@@ -24,5 +30,7 @@ if token > 0 then
 end
 redis.call("SET", KEYS[1], ARGV[1])
 redis.call("HSET", KEYS[3], ARGV[3], ARGV[4])
-redis.call("SET", KEYS[4], ARGV[4])
+if KEYS[4] then
+	redis.call("SET", KEYS[4], ARGV[4])
+end
 return {1}

@@ -59,6 +59,7 @@ type Store struct {
 	db       *gorm.DB
 	streams  string   // the registry of order streams (StreamsKey)
 	dueSets  string   // the registry of deadline sets (DueSetsKey)
+	claimTTL time.Duration
 	products sync.Map // int64 → *state
 }
 
@@ -80,10 +81,10 @@ func (st *state) clear() {
 	}
 }
 
-// NewStore returns a store on rdb and db. rdb may be a cluster client: the
-// store sends no command whose keys span slots, but see the package comment.
+// NewStore returns a store on rdb and db. rdb may be a *redis.ClusterClient:
+// the store then sends no command whose keys span slots (see claim.go).
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey}
+	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, claimTTL: DefaultClaimTTL}
 }
 
 // ForDeployment names the deployment the store serves, that is the

@@ -116,6 +116,32 @@ func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 	if flag&1 == 1 {
 		return Taken{}, ErrSoldOut
 	}
+	if !s.split() || r.Mode.Store() != InRedis {
+		return s.takeAny(ctx, r, st, flag)
+	}
+	if err := s.claim(ctx, p, r.Ticket); err != nil {
+		return Taken{}, err
+	}
+	t, err := s.takeAny(ctx, r, st, flag)
+	var before *TakenBefore
+	switch {
+	case err == nil:
+		// A failure leaves the claim to expire; the take stands.
+		_ = s.settle(ctx, p, r.Ticket, t.record())
+	case errors.As(err, &before):
+		_ = s.settle(ctx, p, r.Ticket, before.Prior.record())
+	case errors.Is(err, ErrOutcomeUnknown):
+		// The take may have landed: the retry finds the claim its own.
+	default:
+		_ = s.forget(ctx, p, r.Ticket, "")
+	}
+	return t, err
+}
+
+// takeAny tries the shards in turn from the one the round-robin counter
+// picks.
+func (s *Store) takeAny(ctx context.Context, r Request, st *state, flag uint64) (Taken, error) {
+	p := r.Product
 	first := int(st.next.Add(1) % uint64(p.Shards))
 	tries := 1
 	if p.Fallback {
@@ -141,7 +167,7 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 	p := r.Product
 	switch r.Mode {
 	case Lua, MQ:
-		keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+		keys := append([]string{p.StockKey(t.Shard), p.LedgerKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
 		r.Trace.sent(t.Shard)
 		res, err := takeScript.Run(ctx, s.rdb, keys, r.Ticket.User, t.record()).Slice()
 		if err != nil {
@@ -184,14 +210,29 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if slot.DayKey == "" {
 		return false, errors.New("stock: an async take needs the order id's slot")
 	}
-	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User), p.StreamKey(t.Shard),
-		slot.DayKey, PendingKey(idgen.Compose(slot.Secs, 0).Time()), s.streams}
+	pending := PendingKey(idgen.Compose(slot.Secs, 0).Time())
+	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.StreamKey(t.Shard)}
+	var drawn string
+	if s.split() {
+		// On a cluster: the id drawn and the stream registered before the
+		// take, so that a take never sits in a stream no consumer reads.
+		id, err := idgen.Draw(ctx, s.rdb, slot)
+		if err != nil {
+			return false, fmt.Errorf("drawing the order id of an async take: %w", err)
+		}
+		if err := s.rdb.SAdd(ctx, s.streams, p.StreamKey(t.Shard)).Err(); err != nil {
+			return false, fmt.Errorf("registering %s: %w", p.StreamKey(t.Shard), err)
+		}
+		drawn = id.String()
+	} else {
+		keys = append(keys, p.BuyerKey(r.Ticket.User), slot.DayKey, pending, s.streams)
+	}
 	var due int64
 	if p.PayTimeout > 0 {
 		due = t.At.Add(p.PayTimeout).UnixMilli()
 	}
 	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due).Slice()
+		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, drawn).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
@@ -204,6 +245,11 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 		return false, fmt.Errorf("the order id drawn for shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
 	t.Order = id
+	if s.split() {
+		// A failure leaves GET /api/orders/:id answering 404 until the
+		// consumer writes the order; the order itself is queued.
+		_ = s.rdb.HSet(ctx, pending, raw, fmt.Sprintf("%d %d %d %d", p.ID, t.Shard, r.Ticket.User, p.Sale)).Err()
+	}
 	return true, nil
 }
 
@@ -274,7 +320,7 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if err := pause(ctx, r.Hold); err != nil {
 		return false, err
 	}
-	keys := []string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+	keys := append([]string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
 	r.Trace.write(n - 1)
 	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record()).Slice()
 	if err != nil {
@@ -390,13 +436,18 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 			token = lease.Token()
 		}
 	}
-	keys := []string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
+	keys := append([]string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
 	n, err := giveBackScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Order.String(), token).Int()
 	if err != nil {
 		return false, fmt.Errorf("giving a unit back to shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
 	if n == replyStale {
 		return false, fmt.Errorf("%w: giving a unit back to shard %d of product %d", ErrLeaseLost, t.Shard, p.ID)
+	}
+	if n == 1 && s.split() {
+		// A failure leaves a record whose take the ledger no longer
+		// holds: the buyer's next claim finds it so and forgets it.
+		_ = s.forget(ctx, p, r.Ticket, r.Ticket.Order.String())
 	}
 	if n == 1 {
 		s.ClearSoldOut(p.ID)
