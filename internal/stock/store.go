@@ -57,8 +57,8 @@ func (p Product) Accepts(m Mode) error {
 type Store struct {
 	rdb      redis.Cmdable
 	db       *gorm.DB
-	streams  string   // the registry of order streams (StreamsKey)
-	dueSets  string   // the registry of deadline sets (DueSetsKey)
+	streams  string // the registry of order streams (StreamsKey)
+	dueSets  string // the registry of deadline sets (DueSetsKey)
 	claimTTL time.Duration
 	products sync.Map // int64 → *state
 }
