@@ -1,0 +1,95 @@
+package order_test
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/lock"
+	"seckill/internal/order"
+	"seckill/internal/redistest"
+	"seckill/internal/stock"
+	"seckill/internal/testenv"
+)
+
+// The service on a Redis Cluster (redistest.NewCluster): for each mode that
+// keeps its stock in Redis, one buyer sends 50 purchases at once, each with
+// a key of its own: one order, 49 told already_bought; then 40 buyers for
+// the 29 units left: every unit sold once, and the audit exact.
+func TestServiceOnCluster(t *testing.T) {
+	c := redistest.NewCluster(t)
+	t.Logf("cluster: %s", c.Kind())
+	for _, mode := range []string{api.ModeLua, api.ModeRMW, api.ModeAsync} {
+		t.Run(mode, func(t *testing.T) {
+			_, db, _ := testenv.Local(t)
+			locks, err := lock.OpenPool(t.Context(), lock.PoolConfig{Redis: c.Client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { locks.Close() })
+			svc, err := order.NewService(db, c.Client, locks, order.Options{LockWait: 10 * time.Second, ReconcileEvery: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { svc.Close() })
+			consumer := order.NewConsumer(db, svc, order.ConsumerOptions{})
+			consumer.Start()
+			t.Cleanup(func() { consumer.Close() })
+			id := testenv.ProductID(t)
+			if _, err := svc.Reset(t.Context(), order.ProductSpec{ID: id, Stock: 30, Shards: 3, Lock: "token", Mode: mode}); err != nil {
+				t.Fatal(err)
+			}
+			buy := func(n int, user func(i int) int64) (ok int, errs map[string]int) {
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				errs = map[string]int{}
+				gate := make(chan struct{})
+				for i := range n {
+					wg.Go(func() {
+						<-gate
+						_, _, err := svc.Buy(t.Context(), order.Purchase{UserID: user(i), ProductID: id, Key: "k" + strconv.Itoa(i)})
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case err == nil:
+							ok++
+						case errors.Is(err, stock.ErrAlreadyBought):
+							errs["already bought"]++
+						case errors.Is(err, stock.ErrSoldOut):
+							errs["sold out"]++
+						default:
+							errs[err.Error()]++
+						}
+					})
+				}
+				close(gate)
+				wg.Wait()
+				return ok, errs
+			}
+			if ok, errs := buy(50, func(int) int64 { return 7 }); ok != 1 || errs["already bought"] != 49 {
+				t.Errorf("one buyer, 50 purchases at once: %d succeeded, %v; want 1 and 49 already bought", ok, errs)
+			}
+			if ok, errs := buy(40, func(i int) int64 { return 100 + int64(i) }); ok != 29 || errs["sold out"] != 11 {
+				t.Errorf("40 buyers for 29 units: %d succeeded, %v; want 29 and 11 sold out", ok, errs)
+			}
+			var a api.Audit
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, a, err = svc.Audit(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Queued == 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond) // the poll interval, while the consumer writes
+			}
+			if a.Verdict != api.VerdictOK || a.Orders != 30 || a.Taken != 30 || a.Unsettled != 0 || a.Remaining != 0 {
+				t.Errorf("audit %+v: want OK, 30 orders and takes, none unsettled, none left", a)
+			}
+		})
+	}
+}
