@@ -89,8 +89,12 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		return c, fmt.Errorf("starting the service: %w", err)
 	}
 	c.URLs = append(c.URLs, c.first.URL)
+	redisFlag := "-redis"
+	if len(cfg.RedisCluster) > 0 {
+		redisFlag = "-redis-cluster"
+	}
 	c.args = []string{
-		"-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
+		redisFlag, c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
 	}

@@ -79,6 +79,12 @@ func openCluster(ctx context.Context, addrs []string) (*redis.ClusterClient, err
 		// answer did not come, as openRedis. While a node is down and not
 		// yet replaced, its slots fail at once (503), not after waiting.
 		MaxRedirects: 3,
+		// The slot map is read again every second (one CLUSTER SLOTS per
+		// second while commands flow): a command to a lost master fails
+		// with a dial error, not a MOVED that would reload the map, so
+		// after a failover the client would otherwise keep dialling the
+		// dead node for a minute (go-redis's default).
+		ClusterStateReloadInterval: time.Second,
 	})
 	if err := cc.Ping(ctx).Err(); err != nil {
 		cc.Close()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,9 +82,13 @@ func config(t *testing.T, redisAddr, dsn string) app.Config {
 
 // childArgs are the service flags of a child instance on cfg.
 func childArgs(cfg app.Config) []string {
-	return []string{"-addr", "127.0.0.1:0", "-redis", cfg.RedisAddr, "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
+	redis := []string{"-redis", cfg.RedisAddr}
+	if len(cfg.RedisCluster) > 0 {
+		redis = []string{"-redis-cluster", strings.Join(cfg.RedisCluster, ",")}
+	}
+	return append(redis, "-addr", "127.0.0.1:0", "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),
-		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "error"}
+		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "error")
 }
 
 // startChild starts a service instance as a child process on cfg.
@@ -196,7 +201,7 @@ func buy(ctx context.Context, c *http.Client, url string, product, user int64, k
 		return o
 	}
 	o.status = status
-	if status == http.StatusCreated {
+	if status == http.StatusCreated || status == http.StatusAccepted { // 202: queued, the async mode
 		var ord api.Order
 		o.err = json.Unmarshal(body, &ord)
 		o.order = ord.ID

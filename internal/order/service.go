@@ -181,6 +181,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if s.opt.ReconcileGrace <= 0 {
 		s.opt.ReconcileGrace = s.Budget().Purchase()
 	}
+	s.stock.ClaimWindow(s.Budget().Purchase())
 	if err := s.subscribe(); err != nil {
 		return nil, err
 	}

@@ -166,8 +166,33 @@ func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) 
 		if err := WaitClusterOK(ctx, addr); err != nil {
 			return nil, err
 		}
+		if err := waitReplicaSynced(ctx, addr); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// waitReplicaSynced polls the node at addr until it is a master, or a
+// replica whose link to its master is up: one that could take over.
+func waitReplicaSynced(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.Info(ctx, "replication").Result()
+		if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica %s not in sync with its master before the deadline: %v %v", addr, err, info)
+		case <-tick.C:
+		}
+	}
 }
 
 func startClusterNode(ctx context.Context, dir string) (*process, error) {
@@ -185,6 +210,10 @@ func startClusterNode(ctx context.Context, dir string) (*process, error) {
 			// A master lost is replaced by its replica after 2s: tests of
 			// a failover wait that long, not the default 15s.
 			"--cluster-node-timeout", "2000",
+			// A replica's first full sync starts at once, not after the
+			// default 5s wait for other replicas: until it is done, the
+			// replica refuses to take over (its data is too old).
+			"--repl-diskless-sync-delay", "0",
 		}}
 		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
 		rdb := redis.NewClient(&redis.Options{Addr: p.addr(), DialerRetries: 1})
@@ -222,6 +251,8 @@ func free(port int) bool {
 }
 
 // WaitClusterOK polls the node at addr until it reports cluster_state:ok.
+// Just after a node is lost the others still report ok until they agree it
+// failed (the node timeout): see WaitFailover.
 func WaitClusterOK(ctx context.Context, addr string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
 	defer rdb.Close()
@@ -265,6 +296,38 @@ func (c *ClusterProcs) Kill(addr string) error {
 		}
 	}
 	return fmt.Errorf("no node of this cluster at %s", addr)
+}
+
+// WaitFailover polls the cluster from the node at via until no master it
+// knows is at lost and its cluster is ok: a replica has taken over.
+func WaitFailover(ctx context.Context, via, lost string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: via, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.ClusterInfo(ctx).Result()
+		slots, serr := rdb.ClusterSlots(ctx).Result()
+		if err == nil && serr == nil && strings.Contains(info, "cluster_state:ok") && !servedBy(slots, lost) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no failover of %s seen from %s before the deadline: %v %v %v", lost, via, err, serr, info)
+		case <-tick.C:
+		}
+	}
+}
+
+func servedBy(slots []redis.ClusterSlot, addr string) bool {
+	for _, s := range slots {
+		if len(s.Nodes) > 0 && s.Nodes[0].Addr == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop kills every node.

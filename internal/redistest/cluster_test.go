@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -45,5 +46,56 @@ func TestCluster(t *testing.T) {
 	}
 	if len(counts) != 3 || total != keys {
 		t.Errorf("keys per master %v, want %d over 3 masters", counts, keys)
+	}
+}
+
+// TestClusterFailover: a master SIGKILLed is replaced by its replica,
+// which holds what the master had replicated.
+func TestClusterFailover(t *testing.T) {
+	if !redistest.HaveRedisServer() {
+		t.Skip("needs redis-server on PATH: miniredis has no replicas")
+	}
+	c := redistest.ProcessCluster(t)
+	ctx := t.Context()
+	const key = "redistest:{failover}"
+	if err := c.Client.Set(ctx, key, "kept", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	master, err := c.Client.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WAIT: the replica has the key before its master dies.
+	if n, err := master.Wait(ctx, 1, 5e9).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1: %d %v", n, err)
+	}
+	victim := master.Options().Addr
+	if err := c.Procs().Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	var via string
+	for _, a := range c.Addrs() {
+		if a != victim {
+			via = a
+			break
+		}
+	}
+	if err := redistest.WaitFailover(ctx, via, victim); err != nil {
+		t.Fatal(err)
+	}
+	c.Client.ReloadState(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := c.Client.Get(ctx, key).Result()
+		if err == nil {
+			if v != "kept" {
+				t.Fatalf("after the failover %s holds %q", key, v)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the failover: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // the poll interval
 	}
 }

@@ -41,16 +41,39 @@ var (
 // caller: the buyer has a purchase of this product under way.
 var ErrInFlight = fmt.Errorf("%w: another purchase of this buyer is in progress", ErrAlreadyBought)
 
-// DefaultClaimTTL is how long a buyer's claim lives unsettled: longer than
-// any purchase's time budget, so that a live purchase settles or forgets
-// it first. A purchase that died between its claim and its take blocks its
-// buyer for that long; one that died between its take and the settle lets
-// the claim go, and the window of docs/INVARIANT.md opens.
-const DefaultClaimTTL = 2 * time.Minute
+// DefaultClaimWindow is Store.ClaimWindow's default.
+const DefaultClaimWindow = time.Minute
+
+// ClaimWindow sets how long a purchase may hold its buyer's claim: the
+// longest a purchase runs (its time budget). A claim older than that is a
+// purchase that is over, whose outcome never reached the claim (its
+// process died, or an answer was lost): the next purchase of the buyer
+// settles it from the ledgers or forgets it. The key itself expires after
+// twice the window. Default: DefaultClaimWindow.
+func (s *Store) ClaimWindow(d time.Duration) *Store {
+	if d > 0 {
+		s.claimWindow = d
+	}
+	return s
+}
 
 const claimMark = "claim "
 
-func claimOf(t Ticket) string { return claimMark + t.Key }
+// claimOf is t's claim: "claim <key> <millis>", the key telling a retry of
+// the same purchase, the time telling a claim that outlived its purchase.
+func claimOf(t Ticket, at time.Time) string {
+	return claimMark + t.Key + " " + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// claimKey and claimAt read a claim back.
+func parseClaim(c string) (key string, at time.Time) {
+	f := strings.Fields(c)
+	if len(f) != 3 {
+		return "", time.Time{}
+	}
+	ms, _ := strconv.ParseInt(f[2], 10, 64)
+	return f[1], time.UnixMilli(ms)
+}
 
 // split reports whether the buyer's key cannot share a script with the
 // shards: on a Redis Cluster.
@@ -72,47 +95,77 @@ func (s *Store) buyerKeys(l Layout, user int64) []string {
 // take: a new claim, or its own from an earlier attempt that took nothing.
 // A take recorded already comes back as a *TakenBefore; another purchase's
 // claim as ErrInFlight.
-func (s *Store) claim(ctx context.Context, p Product, t Ticket) error {
+func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) {
 	key := p.BuyerKey(t.User)
-	for range 2 {
-		prior, err := claimScript.Run(ctx, s.rdb, []string{key}, claimOf(t), s.claimTTL.Milliseconds()).Text()
-		switch {
-		case errors.Is(err, redis.Nil):
-			return nil
-		case err != nil:
-			return fmt.Errorf("claiming buyer %d of product %d: %w", t.User, p.ID, err)
-		case prior == claimOf(t):
-			// This purchase's own, from an attempt whose outcome was
-			// unknown: it may have taken, on any shard.
-			e, found, err := s.findTake(ctx, p.Layout, t.User)
-			if err != nil || !found {
-				return err
+	mine := claimOf(t, time.Now())
+	// Another purchase's claim is most often milliseconds from settling:
+	// waiting for it lets this purchase answer as it would on one Redis,
+	// with that purchase's order, rather than only "in progress".
+	deadline := time.Now().Add(inFlightWait)
+	for {
+		prior, err := claimScript.Run(ctx, s.rdb, []string{key}, mine, 2*s.claimWindow.Milliseconds()).Text()
+		if errors.Is(err, redis.Nil) {
+			return mine, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("claiming buyer %d of product %d: %w", t.User, p.ID, err)
+		}
+		if strings.HasPrefix(prior, claimMark) {
+			owner, at := parseClaim(prior)
+			switch {
+			case owner == t.Key || time.Since(at) > s.claimWindow:
+				// This purchase's own, from an attempt whose outcome was
+				// unknown, or one that is over: it may have taken, on any
+				// shard. Settle it from the ledgers, or forget it.
+				e, found, err := s.findTake(ctx, p.Layout, t.User)
+				if err != nil {
+					return "", err
+				}
+				if found {
+					_ = s.settleClaim(ctx, p, t.User, prior, e.record())
+					return "", &TakenBefore{Prior: e}
+				}
+				if owner == t.Key {
+					return prior, nil
+				}
+				if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, "").Err(); err != nil {
+					return "", fmt.Errorf("forgetting a stale claim on buyer %d of product %d: %w", t.User, p.ID, err)
+				}
+			case time.Now().After(deadline):
+				return "", fmt.Errorf("%w (buyer %d, product %d)", ErrInFlight, t.User, p.ID)
+			default:
+				if err := pause(ctx, inFlightPoll); err != nil {
+					return "", fmt.Errorf("waiting for another purchase of buyer %d: %w", t.User, err)
+				}
 			}
-			_ = s.settle(ctx, p, t, e.record())
-			return &TakenBefore{Prior: e}
-		case strings.HasPrefix(prior, claimMark):
-			return fmt.Errorf("%w (buyer %d, product %d)", ErrInFlight, t.User, p.ID)
+			continue
 		}
 		e, err := parseEntry(t.User, prior)
 		if err != nil {
-			return fmt.Errorf("buyer %d of product %d: %w", t.User, p.ID, err)
+			return "", fmt.Errorf("buyer %d of product %d: %w", t.User, p.ID, err)
 		}
 		// The key is written after the take and deleted after a give-back,
 		// each a step apart: believe it only if the ledger holds the take.
 		held, err := s.rdb.HGet(ctx, p.LedgerKey(e.Shard), strconv.FormatInt(t.User, 10)).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("reading the ledger of shard %d of product %d: %w", e.Shard, p.ID, err)
+			return "", fmt.Errorf("reading the ledger of shard %d of product %d: %w", e.Shard, p.ID, err)
 		}
 		if held == prior {
-			return &TakenBefore{Prior: e}
+			return "", &TakenBefore{Prior: e}
 		}
 		// Given back: the buyer may buy again, as on one Redis.
 		if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, e.Order.String()).Err(); err != nil {
-			return fmt.Errorf("forgetting buyer %d of product %d: %w", t.User, p.ID, err)
+			return "", fmt.Errorf("forgetting buyer %d of product %d: %w", t.User, p.ID, err)
 		}
 	}
-	return fmt.Errorf("%w (buyer %d, product %d)", ErrInFlight, t.User, p.ID)
 }
+
+// How long, and how often, a purchase looks again at another purchase's
+// claim on its buyer before it answers ErrInFlight.
+const (
+	inFlightWait = time.Second
+	inFlightPoll = 5 * time.Millisecond
+)
 
 // findTake looks for the buyer's take in every shard's ledger, in one
 // round trip.
@@ -137,26 +190,25 @@ func (s *Store) findTake(ctx context.Context, l Layout, user int64) (Entry, bool
 	return Entry{}, false, nil
 }
 
-// settle makes the claim the take's record. A failure leaves the claim to
-// expire: the take stands, recorded in its shard's ledger, and the window
-// of docs/INVARIANT.md is open until a later purchase of the buyer finds
-// the take (claim's findTake) or not.
-func (s *Store) settle(ctx context.Context, p Product, t Ticket, record string) error {
-	n, err := settleScript.Run(ctx, s.rdb, []string{p.BuyerKey(t.User)}, claimOf(t), record).Int()
+// settleClaim makes the claim the take's record. A failure leaves the
+// claim to go stale: the take stands, recorded in its shard's ledger, and
+// the buyer's next purchase finds it there (claim's findTake).
+func (s *Store) settleClaim(ctx context.Context, p Product, user int64, claim, record string) error {
+	n, err := settleScript.Run(ctx, s.rdb, []string{p.BuyerKey(user)}, claim, record).Int()
 	if err != nil {
-		return fmt.Errorf("settling the claim of buyer %d on product %d: %w", t.User, p.ID, err)
+		return fmt.Errorf("settling the claim of buyer %d on product %d: %w", user, p.ID, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("settling the claim of buyer %d on product %d: another purchase claimed the buyer after this one's claim expired", t.User, p.ID)
+		return fmt.Errorf("settling the claim of buyer %d on product %d: another purchase claimed the buyer after this one's claim was found stale", user, p.ID)
 	}
 	return nil
 }
 
-// forget deletes the buyer's key if it holds t's claim or the record of the
+// forget deletes the buyer's key if it holds claim or the record of the
 // take of order.
-func (s *Store) forget(ctx context.Context, p Product, t Ticket, order string) error {
-	if err := forgetScript.Run(ctx, s.rdb, []string{p.BuyerKey(t.User)}, claimOf(t), order).Err(); err != nil {
-		return fmt.Errorf("forgetting the claim of buyer %d on product %d: %w", t.User, p.ID, err)
+func (s *Store) forget(ctx context.Context, p Product, user int64, claim, order string) error {
+	if err := forgetScript.Run(ctx, s.rdb, []string{p.BuyerKey(user)}, claim, order).Err(); err != nil {
+		return fmt.Errorf("forgetting the claim of buyer %d on product %d: %w", user, p.ID, err)
 	}
 	return nil
 }

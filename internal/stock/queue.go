@@ -270,8 +270,8 @@ func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) er
 		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 	}
 	if s.split() {
-		if err := forgetScript.Run(ctx, s.rdb, []string{l.BuyerKey(q.User)}, "", q.Order.String()).Err(); err != nil {
-			return fmt.Errorf("forgetting the buyer of dead order %s: %w", q.Order, err)
+		if err := s.forget(ctx, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
+			return err
 		}
 		if err := s.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), "failed "+reason).Err(); err != nil {
 			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)

@@ -55,12 +55,12 @@ func (p Product) Accepts(m Mode) error {
 // round-robin counter and a sold-out flag that spares Redis the requests
 // that would only find every shard empty.
 type Store struct {
-	rdb      redis.Cmdable
-	db       *gorm.DB
-	streams  string // the registry of order streams (StreamsKey)
-	dueSets  string // the registry of deadline sets (DueSetsKey)
-	claimTTL time.Duration
-	products sync.Map // int64 → *state
+	rdb         redis.Cmdable
+	db          *gorm.DB
+	streams     string // the registry of order streams (StreamsKey)
+	dueSets     string // the registry of deadline sets (DueSetsKey)
+	claimWindow time.Duration
+	products    sync.Map // int64 → *state
 }
 
 type state struct {
@@ -84,7 +84,7 @@ func (st *state) clear() {
 // NewStore returns a store on rdb and db. rdb may be a *redis.ClusterClient:
 // the store then sends no command whose keys span slots (see claim.go).
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, claimTTL: DefaultClaimTTL}
+	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, claimWindow: DefaultClaimWindow}
 }
 
 // ForDeployment names the deployment the store serves, that is the

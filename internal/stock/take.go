@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -119,21 +120,23 @@ func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
 	if !s.split() || r.Mode.Store() != InRedis {
 		return s.takeAny(ctx, r, st, flag)
 	}
-	if err := s.claim(ctx, p, r.Ticket); err != nil {
+	claim, err := s.claim(ctx, p, r.Ticket)
+	if err != nil {
 		return Taken{}, err
 	}
 	t, err := s.takeAny(ctx, r, st, flag)
 	var before *TakenBefore
 	switch {
 	case err == nil:
-		// A failure leaves the claim to expire; the take stands.
-		_ = s.settle(ctx, p, r.Ticket, t.record())
+		// A failure leaves the claim to go stale; the take stands.
+		_ = s.settleClaim(ctx, p, r.Ticket.User, claim, t.record())
 	case errors.As(err, &before):
-		_ = s.settle(ctx, p, r.Ticket, before.Prior.record())
-	case errors.Is(err, ErrOutcomeUnknown):
-		// The take may have landed: the retry finds the claim its own.
+		_ = s.settleClaim(ctx, p, r.Ticket.User, claim, before.Prior.record())
+	case errors.Is(err, ErrOutcomeUnknown) && !lastDialFailed(err):
+		// The take may have landed: the retry finds the claim its own,
+		// and a later purchase finds it stale; both look in the ledgers.
 	default:
-		_ = s.forget(ctx, p, r.Ticket, "")
+		_ = s.forget(ctx, p, r.Ticket.User, claim, "")
 	}
 	return t, err
 }
@@ -384,7 +387,19 @@ func unanswered(err error) error {
 	if errors.As(err, &reply) {
 		return err
 	}
+
 	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
+// lastDialFailed reports whether the last try of a command failed to
+// connect (its node is down). An earlier try may still have been sent, so
+// this is not ErrOutcomeUnknown's opposite: a buyer's claim is forgotten on
+// it all the same, because a take that did land without its order is
+// returned by the reconciler, and keeping the claim would refuse the buyer
+// for a whole claim window after every node loss.
+func lastDialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func pause(ctx context.Context, d time.Duration) error {
@@ -447,7 +462,7 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 	if n == 1 && s.split() {
 		// A failure leaves a record whose take the ledger no longer
 		// holds: the buyer's next claim finds it so and forgets it.
-		_ = s.forget(ctx, p, r.Ticket, r.Ticket.Order.String())
+		_ = s.forget(ctx, p, r.Ticket.User, "", r.Ticket.Order.String())
 	}
 	if n == 1 {
 		s.ClearSoldOut(p.ID)
