@@ -23,8 +23,12 @@
 // the table product_shards, for db and sqlrmw. Which store a product uses is
 // fixed when it is laid out; modes of one store may be switched per request.
 //
-// On a Redis Cluster, a shard's keys share a slot, but a buyer's key is in a
-// slot of its own: the scripts that touch both assume one Redis server.
+// On a Redis Cluster (the store's client a *redis.ClusterClient), a shard's
+// keys share a slot, and a buyer's key is in a slot of its own, which no
+// script may touch with a shard's: a purchase claims the buyer's key first,
+// takes, then settles or forgets the claim (claim.go). That leaves windows,
+// each bounded by the claim window or the reconciler: docs/INVARIANT.md,
+// "On a Redis Cluster".
 package stock
 
 import (
