@@ -114,10 +114,13 @@ func TestComposeServerEnvironment(t *testing.T) {
 					env[k] = *v
 				}
 			}
-			for _, k := range []string{"HTTP_ADDR", "REDIS_ADDR", "MYSQL_DSN", "RABBITMQ_URL"} {
+			for _, k := range []string{"HTTP_ADDR", "MYSQL_DSN", "RABBITMQ_URL"} {
 				if env[k] == "" {
 					t.Errorf("%s is not set", k)
 				}
+			}
+			if (env["REDIS_ADDR"] == "") == (env["REDIS_CLUSTER"] == "") {
+				t.Errorf("REDIS_ADDR=%q REDIS_CLUSTER=%q: want exactly one", env["REDIS_ADDR"], env["REDIS_CLUSTER"])
 			}
 
 			host, port, err := net.SplitHostPort(env["HTTP_ADDR"])
@@ -137,9 +140,11 @@ func TestComposeServerEnvironment(t *testing.T) {
 			}
 
 			// Every server the service connects to is a service it waits for.
-			backends := []string{env["REDIS_ADDR"]}
-			if nodes := env["REDIS_ADDRS"]; nodes != "" {
-				backends = append(backends, strings.Split(nodes, ",")...)
+			var backends []string
+			for _, k := range []string{"REDIS_ADDR", "REDIS_ADDRS", "REDIS_CLUSTER"} {
+				if v := env[k]; v != "" {
+					backends = append(backends, strings.Split(v, ",")...)
+				}
 			}
 			dsn, err := mysql.ParseDSN(env["MYSQL_DSN"])
 			if err != nil {
