@@ -175,6 +175,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	if sc != nil && sc.CompareCluster {
+		return o.compareCluster(ctx, getenv, *sc, stdout, stderr)
+	}
 	targets, faults, stop, err := o.instancesToDrive(ctx, getenv, sc, stderr)
 	if err != nil {
 		return err

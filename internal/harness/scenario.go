@@ -26,7 +26,11 @@ type Scenario struct {
 	// for the scenario, whatever REDIS_ADDR names, because a fault strikes
 	// it (a shared server is never paused).
 	OwnRedis bool
-	Steps    []Step
+	// CompareCluster: the runner runs the steps twice, on instances over a
+	// Redis of its own and over a Redis Cluster of its own (3 masters, a
+	// replica each), and counts each node's commands around each pass.
+	CompareCluster bool
+	Steps          []Step
 	// Summarize, when not nil, adds lines computed across the rows.
 	Summarize func(rows []Row) []string
 }
@@ -267,6 +271,25 @@ var Scenarios = []Scenario{
 			{Spec: crashSpec("token"), Expect: always(Safe)},
 		},
 	},
+	// --- Redis Cluster (issue 11) ---
+	{
+		Name: "cluster",
+		Summary: "The same workload on instances over one Redis and over a Redis Cluster of 3 masters (a replica each), " +
+			"6 shards: req/s of each, and each node's share of the commands (INFO commandstats). On one machine the " +
+			"nodes share its cores, so the ratio says little; the spread says what each machine would carry.",
+		CompareCluster: true,
+		Steps: []Step{
+			{Spec: clusterSpec("none", "lua"), Expect: always(Safe)},
+			{Spec: clusterSpec("token", "rmw"), Expect: always(Safe)},
+			{Spec: clusterSpec("none", "async"), Expect: always(Safe)},
+		},
+	},
+}
+
+// clusterSpec is a run of the cluster scenario: a unit for every buyer, so
+// that every request reaches Redis (a sold-out product answers from a flag).
+func clusterSpec(lock, mode string) Spec {
+	return Spec{Lock: lock, Mode: mode, Stock: 3000, Buyers: 3000, Concurrency: 100, Shards: 6}
 }
 
 // payRaceSpec is a run of the pay-vs-timeout scenario under a lifecycle.

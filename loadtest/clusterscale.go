@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/app"
+	"seckill/internal/harness"
+	"seckill/internal/redistest"
+)
+
+// The cluster scenario: the same steps on instances over one Redis of the
+// run's own, then over a Redis Cluster of its own, each node's commands
+// counted (INFO commandstats) around each pass.
+
+// redisPass is one pass of the cluster scenario: its rows, req/s and the
+// commands each node served.
+type redisPass struct {
+	name  string
+	rows  []harness.Row
+	calls map[string]int64 // by node address
+}
+
+func (o options) compareCluster(ctx context.Context, getenv func(string) string, sc harness.Scenario, stdout, stderr io.Writer) error {
+	if o.targets != "" {
+		return fmt.Errorf("scenario %s starts the Redis servers it compares, and instances on each: it takes no -target", sc.Name)
+	}
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("scenario %s needs %s on PATH (Debian: apt-get install redis-server): %w", sc.Name, bin, err)
+		}
+	}
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	if err != nil {
+		return err
+	}
+	cfg.RedisAddr, cfg.RedisCluster = "", nil
+	o.pickProducts(stderr)
+	bar := newProgressBar(stderr)
+	rep := harness.Report{Title: "seckill load test: scenario " + sc.Name, Started: time.Now().UTC()}
+	fmt.Fprintf(stderr, "scenario %s: %s\n", sc.Name, sc.Summary)
+
+	one, held1, err := o.redisPass(ctx, sc, cfg, "1 node", &rep, bar, stderr)
+	if err != nil {
+		return o.conclude(rep, err, nil, stdout)
+	}
+	dir, err := os.MkdirTemp("", "seckill-cluster-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintln(stderr, "starting a Redis Cluster of 6 redis-server (3 masters, a replica each)…")
+	procs, err := redistest.StartCluster(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer procs.Stop()
+	cfg.RedisCluster = procs.Addrs()
+	o.spec.ProductID += 1_000_000 // the cluster's products apart from the first pass's
+	many, held2, err := o.redisPass(ctx, sc, cfg, "cluster", &rep, bar, stderr)
+	if err == nil {
+		rep.Summary = append(rep.Summary, clusterSummary(one, many)...)
+	}
+	var unheld error
+	if !held1 || !held2 {
+		unheld = fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
+	}
+	return o.conclude(rep, err, unheld, stdout)
+}
+
+// redisPass starts instances on cfg (over a Redis of their own when cfg
+// names no cluster), runs sc's steps, and counts each master's commands.
+func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Config, name string,
+	rep *harness.Report, bar *progressBar, stderr io.Writer) (redisPass, bool, error) {
+	pass := redisPass{name: name}
+	fmt.Fprintf(stderr, "%s: starting %d service instance(s)…\n", name, o.instances)
+	c, err := startCluster(ctx, max(o.instances, 1), len(cfg.RedisCluster) == 0, cfg, stderr)
+	if err != nil {
+		return pass, false, err
+	}
+	defer func() {
+		if err := c.stop(); err != nil {
+			fmt.Fprintln(stderr, "loadtest: stopping the instances:", err)
+		}
+	}()
+	if rep.Machine.Cores == 0 {
+		client := harness.NewClient(1)
+		rep.Machine = harness.DetectMachine(ctx, client, c.URLs)
+		client.CloseIdleConnections()
+	}
+	masters, err := passMasters(ctx, c, cfg)
+	if err != nil {
+		return pass, false, err
+	}
+	before, err := commandCalls(ctx, masters)
+	if err != nil {
+		return pass, false, err
+	}
+	rows, _, held, err := harness.RunScenario(ctx, sc, harness.ScenarioRun{
+		Targets:   c.URLs,
+		ProductID: o.spec.ProductID,
+		Override:  func(s *harness.Spec) { o.override(s) },
+		Progress:  func(s harness.Spec, p harness.Progress) { bar.update(name+" "+s.Lock+"/"+s.Mode, p) },
+		Done:      func(harness.Row) { bar.finish() },
+		Repeat:    o.repeat,
+	})
+	for i := range rows {
+		rows[i].Note = strings.TrimSuffix("redis: "+name+"; "+rows[i].Note, "; ")
+	}
+	pass.rows = rows
+	rep.Rows = append(rep.Rows, rows...)
+	if err != nil {
+		return pass, held, err
+	}
+	after, err := commandCalls(ctx, masters)
+	if err != nil {
+		return pass, held, err
+	}
+	pass.calls = make(map[string]int64)
+	for addr, n := range after {
+		pass.calls[addr] = n - before[addr]
+	}
+	return pass, held, nil
+}
+
+// passMasters are the Redis masters a pass's instances use.
+func passMasters(ctx context.Context, c *cluster, cfg app.Config) ([]string, error) {
+	if len(cfg.RedisCluster) == 0 {
+		return []string{c.redis.Addr}, nil
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster})
+	defer cc.Close()
+	ms, err := redistest.Masters(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for addr := range ms {
+		out = append(out, addr)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// commandCalls reads, per node, the calls of every command it has served
+// (INFO commandstats).
+func commandCalls(ctx context.Context, nodes []string) (map[string]int64, error) {
+	out := make(map[string]int64)
+	for _, addr := range nodes {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		rdb.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading INFO commandstats of %s: %w", addr, err)
+		}
+		out[addr] = sumCalls(info)
+	}
+	return out, nil
+}
+
+// sumCalls adds the calls= of every cmdstat_ line, INFO and its CLIENT
+// and CLUSTER chatter included: a node's whole load.
+func sumCalls(info string) int64 {
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "calls=")
+		v, _, _ := strings.Cut(rest, ",")
+		c, _ := strconv.ParseInt(v, 10, 64)
+		n += c
+	}
+	return n
+}
+
+// clusterSummary compares the passes: the throughput of each step on the
+// cluster over one node, and each node's share of the commands.
+func clusterSummary(one, many redisPass) []string {
+	var lines []string
+	rps := func(rows []harness.Row) map[string][]float64 {
+		m := make(map[string][]float64)
+		for _, r := range rows {
+			if r.Verdict != harness.Skipped && r.RPS > 0 {
+				m[r.Label()] = append(m[r.Label()], r.RPS)
+			}
+		}
+		return m
+	}
+	a, b := rps(one.rows), rps(many.rows)
+	var labels []string
+	for _, r := range one.rows {
+		if !slices.Contains(labels, r.Label()) {
+			labels = append(labels, r.Label())
+		}
+	}
+	for _, l := range labels {
+		if len(a[l]) == 0 || len(b[l]) == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s: cluster / 1 node = %.2f× (median %.0f vs %.0f req/s over %d run(s) each)",
+			l, harness.Median(b[l])/harness.Median(a[l]), harness.Median(b[l]), harness.Median(a[l]), min(len(a[l]), len(b[l]))))
+	}
+	for _, p := range []redisPass{one, many} {
+		var total int64
+		for _, n := range p.calls {
+			total += n
+		}
+		var parts []string
+		for _, addr := range slices.Sorted(mapsKeys(p.calls)) {
+			parts = append(parts, fmt.Sprintf("%s %d (%.0f%%)", addr, p.calls[addr], 100*float64(p.calls[addr])/float64(max(total, 1))))
+		}
+		lines = append(lines, fmt.Sprintf("commands served, %s: %d in all; %s", p.name, total, strings.Join(parts, ", ")))
+	}
+	return lines
+}
+
+func mapsKeys(m map[string]int64) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
