@@ -230,10 +230,13 @@ func startClusterNode(ctx context.Context, dir string) (*process, error) {
 	return nil, fmt.Errorf("starting a cluster node: %w", lastErr)
 }
 
-// freeClusterPort finds a port p ≤ 55535 with p and p+10000 both free.
+// freeClusterPort finds a port p with p and p+10000 both free: p in
+// 20000–22767, so that both stay below Linux's ephemeral range (32768 and
+// up), where an outgoing connection could take the bus port between the
+// probe and the bind.
 func freeClusterPort() (int, error) {
 	for range 100 {
-		p := 20000 + rand.IntN(35536)
+		p := 20000 + rand.IntN(2768)
 		if free(p) && free(p+10000) {
 			return p, nil
 		}
