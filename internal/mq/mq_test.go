@@ -20,6 +20,7 @@ import (
 	"seckill/internal/idgen"
 	"seckill/internal/mq"
 	"seckill/internal/order"
+	"seckill/internal/redistest"
 	"seckill/internal/testenv"
 )
 
@@ -35,6 +36,38 @@ func TestMQ(t *testing.T) {
 	t.Run("ReconcilerWaitsForTheQueue", func(t *testing.T) { testReconcilerWaitsForTheQueue(t, url) })
 	t.Run("VoidRowDropsTheOrder", func(t *testing.T) { testVoidRowDropsTheOrder(t, url) })
 	t.Run("CrashAfterTake", func(t *testing.T) { testCrashAfterTake(t, url) })
+	t.Run("OnCluster", func(t *testing.T) { testOnCluster(t, url) })
+}
+
+// On a Redis Cluster of the test's own, the mq mode sells once per buyer
+// and its orders reach their rows.
+func testOnCluster(t *testing.T, url string) {
+	if !redistest.HaveRedisServer() {
+		t.Skip("needs redis-server on PATH: the service checks each cluster node with CLUSTER INFO, which miniredis lacks")
+	}
+	c := redistest.NewCluster(t)
+	srv, product := service(t, url, func(cfg *app.Config) { cfg.RedisAddr, cfg.RedisCluster = "", c.Addrs() })
+	createProduct(t, srv.URL, product, 5)
+	var ids []string
+	for user := int64(1); user <= 3; user++ {
+		o, e, code := buy(t, srv.URL, product, user, false)
+		if code != http.StatusAccepted || o.Mode != api.ModeMQ {
+			t.Fatalf("buy: %d %+v %+v, want 202 mq", code, o, e)
+		}
+		ids = append(ids, o.ID)
+	}
+	if _, e, code := buy(t, srv.URL, product, 1, false); code != http.StatusConflict || e.OrderID != ids[0] {
+		t.Errorf("buyer 1 again: %d %+v, want 409 with order %s", code, e, ids[0])
+	}
+	for _, id := range ids {
+		poll(t, "order "+id+" written", func() bool {
+			var o api.Order
+			return send(t, http.MethodGet, srv.URL+"/api/orders/"+id, nil, &o) == http.StatusOK && o.Status == order.Unpaid
+		})
+	}
+	if a := audit(t, srv.URL, product); a.Orders != 3 || a.Remaining != 2 || a.Taken != 3 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want 3 orders, 2 left, OK", a)
+	}
 }
 
 // A publish returns once confirmed; the depth counts what no consumer has

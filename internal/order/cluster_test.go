@@ -93,3 +93,48 @@ func TestServiceOnCluster(t *testing.T) {
 		})
 	}
 }
+
+// The order lifecycle on a Redis Cluster: a cancel returns the unit and
+// forgets the buyer (whose key is on another node than the shard), who may
+// buy again; an unpaid order is cancelled at its window's end.
+func TestLifecycleOnCluster(t *testing.T) {
+	c := redistest.NewCluster(t)
+	_, db, _ := testenv.Local(t)
+	locks, err := lock.OpenPool(t.Context(), lock.PoolConfig{Redis: c.Client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close() })
+	svc, err := order.NewService(db, c.Client, locks, order.Options{ReconcileEvery: -1, DueEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	ctx := t.Context()
+	id := testenv.ProductID(t)
+	if _, err := svc.Reset(ctx, order.ProductSpec{ID: id, Stock: 2, Shards: 2, Mode: api.ModeLua, PayTimeout: order.MinPayTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := svc.Buy(ctx, order.Purchase{UserID: 1, ProductID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Cancel(ctx, o.ID, 1); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	again, _, err := svc.Buy(ctx, order.Purchase{UserID: 1, ProductID: id})
+	if err != nil || again.ID == o.ID {
+		t.Fatalf("buying again after the cancel: %+v %v, want a new order", again, err)
+	}
+	time.Sleep(time.Until(*again.DueAt) + 5*time.Millisecond) // the window ends: not a condition polled for
+	if err := svc.ExpireDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, a, err := svc.Audit(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Verdict != api.VerdictOK || a.Cancelled != 2 || a.Remaining != 2 || a.Orders != 0 {
+		t.Errorf("audit %+v: want both orders cancelled, both units back, OK", a)
+	}
+}

@@ -154,7 +154,11 @@ func Start(t testing.TB, cfg app.Config, extras app.Extras) *app.Server {
 // addr, so that tests sharing a real Redis leave nothing behind.
 func DropProductKeys(t testing.TB, addr string, ids ...int64) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	// A cluster's nodes, comma-separated (app.App.RedisAddr), or one Redis.
+	var rdb redis.UniversalClient = redis.NewClient(&redis.Options{Addr: addr})
+	if nodes := strings.Split(addr, ","); len(nodes) > 1 {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes})
+	}
 	defer rdb.Close()
 	var extra []string
 	for _, id := range ids {
