@@ -5,6 +5,7 @@ import (
 
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -28,7 +29,7 @@ import (
 type redisPass struct {
 	name  string
 	rows  []harness.Row
-	calls map[string]int64 // by node address
+	calls map[string]map[string]int64 // by node address, then command
 }
 
 func (o options) compareCluster(ctx context.Context, getenv func(string) string, sc harness.Scenario, stdout, stderr io.Writer) error {
@@ -126,9 +127,14 @@ func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Con
 	if err != nil {
 		return pass, held, err
 	}
-	pass.calls = make(map[string]int64)
-	for addr, n := range after {
-		pass.calls[addr] = n - before[addr]
+	pass.calls = make(map[string]map[string]int64)
+	for addr, cmds := range after {
+		pass.calls[addr] = make(map[string]int64)
+		for cmd, n := range cmds {
+			if d := n - before[addr][cmd]; d > 0 {
+				pass.calls[addr][cmd] = d
+			}
+		}
 	}
 	return pass, held, nil
 }
@@ -152,10 +158,10 @@ func passMasters(ctx context.Context, c *cluster, cfg app.Config) ([]string, err
 	return out, nil
 }
 
-// commandCalls reads, per node, the calls of every command it has served
+// commandCalls reads, per node, the calls of each command it has served
 // (INFO commandstats).
-func commandCalls(ctx context.Context, nodes []string) (map[string]int64, error) {
-	out := make(map[string]int64)
+func commandCalls(ctx context.Context, nodes []string) (map[string]map[string]int64, error) {
+	out := make(map[string]map[string]int64)
 	for _, addr := range nodes {
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		info, err := rdb.Info(ctx, "commandstats").Result()
@@ -163,25 +169,25 @@ func commandCalls(ctx context.Context, nodes []string) (map[string]int64, error)
 		if err != nil {
 			return nil, fmt.Errorf("reading INFO commandstats of %s: %w", addr, err)
 		}
-		out[addr] = sumCalls(info)
+		out[addr] = parseCalls(info)
 	}
 	return out, nil
 }
 
-// sumCalls adds the calls= of every cmdstat_ line, INFO and its CLIENT
-// and CLUSTER chatter included: a node's whole load.
-func sumCalls(info string) int64 {
-	var n int64
+// parseCalls reads the calls= of every cmdstat_ line, INFO and the
+// client's CLUSTER SLOTS included: a node's whole load.
+func parseCalls(info string) map[string]int64 {
+	out := make(map[string]int64)
 	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
 			continue
 		}
-		_, rest, _ := strings.Cut(line, "calls=")
+		_, rest, _ = strings.Cut(rest, "calls=")
 		v, _, _ := strings.Cut(rest, ",")
-		c, _ := strconv.ParseInt(v, 10, 64)
-		n += c
+		out[name], _ = strconv.ParseInt(v, 10, 64)
 	}
-	return n
+	return out
 }
 
 // clusterSummary compares the passes: the throughput of each step on the
@@ -212,25 +218,30 @@ func clusterSummary(one, many redisPass) []string {
 			l, harness.Median(b[l])/harness.Median(a[l]), harness.Median(b[l]), harness.Median(a[l]), min(len(a[l]), len(b[l]))))
 	}
 	for _, p := range []redisPass{one, many} {
+		sums := make(map[string]int64)
 		var total int64
-		for _, n := range p.calls {
-			total += n
+		for addr, cmds := range p.calls {
+			for _, n := range cmds {
+				sums[addr] += n
+			}
+			total += sums[addr]
 		}
-		var parts []string
-		for _, addr := range slices.Sorted(mapsKeys(p.calls)) {
-			parts = append(parts, fmt.Sprintf("%s %d (%.0f%%)", addr, p.calls[addr], 100*float64(p.calls[addr])/float64(max(total, 1))))
+		lines = append(lines, fmt.Sprintf("commands served, %s: %d in all", p.name, total))
+		for _, addr := range slices.Sorted(maps.Keys(p.calls)) {
+			lines = append(lines, fmt.Sprintf("  %s: %d (%.0f%%) — %s", addr, sums[addr],
+				100*float64(sums[addr])/float64(max(total, 1)), topCommands(p.calls[addr], 4)))
 		}
-		lines = append(lines, fmt.Sprintf("commands served, %s: %d in all; %s", p.name, total, strings.Join(parts, ", ")))
 	}
 	return lines
 }
 
-func mapsKeys(m map[string]int64) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
+// topCommands names the n commands called most, with their calls.
+func topCommands(cmds map[string]int64, n int) string {
+	names := slices.Collect(maps.Keys(cmds))
+	slices.SortFunc(names, func(a, b string) int { return int(cmds[b] - cmds[a]) })
+	var parts []string
+	for _, c := range names[:min(n, len(names))] {
+		parts = append(parts, fmt.Sprintf("%s %d", c, cmds[c]))
 	}
+	return strings.Join(parts, ", ")
 }
