@@ -9,18 +9,17 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"text/template"
 	"time"
 
 	"seckill/internal/api"
 	"seckill/internal/child"
+	"seckill/internal/gate"
 )
 
 // TestMain lets this test binary be the service processes it starts.
@@ -186,12 +185,15 @@ func TestGate(t *testing.T) {
 	go fakeSrv.Serve(fakeLn)
 	t.Cleanup(func() { fakeSrv.Close() })
 
-	nginx, nginxErr := findNginx()
-	var ng *nginxPorts
+	// The nginx gate's control port is named to the replicas at their start.
+	_, _, nginxErr := gate.FindNginx()
+	control, err := gate.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	gates := []string{"http://" + fakeLn.Addr().String()}
 	if nginxErr == nil {
-		ng = freeNginxPorts(t)
-		gates = append(gates, "http://"+ng.control)
+		gates = append(gates, "http://"+control)
 	}
 	c := startCluster(t, gates)
 	a, b := c.urls[0], c.urls[1]
@@ -249,8 +251,8 @@ func TestGate(t *testing.T) {
 		if nginxErr != nil {
 			t.Skipf("needs nginx and libnginx-mod-http-lua (apt-get install nginx libnginx-mod-http-lua): %v", nginxErr)
 		}
-		testNginx(t, nginx, ng, c)
-		t.Run("stale", func(t *testing.T) { testStale(t, nginx) })
+		testNginx(t, control, c)
+		t.Run("stale", func(t *testing.T) { testStale(t) })
 	})
 }
 
@@ -258,7 +260,7 @@ func TestGate(t *testing.T) {
 // stock-back notice reached the gate may predate the stock's return; the
 // gate must not learn from it. An upstream of the test's own holds its
 // answer until the notice is in.
-func testStale(t *testing.T, nb *nginxBinary) {
+func testStale(t *testing.T) {
 	const product = 9
 	arrived := make(chan struct{})
 	release := make(chan struct{})
@@ -281,13 +283,12 @@ func testStale(t *testing.T, nb *nginxBinary) {
 	}
 	go up.Serve(ln)
 	t.Cleanup(func() { up.Close() })
-	ng := freeNginxPorts(t)
-	startNginx(t, nb, ng, []string{"http://" + ln.Addr().String()})
-	gate := "http://" + ng.front
+	ng := startNginx(t, gate.NginxOptions{Upstreams: []string{ln.Addr().String()}})
+	front := ng.URL
 
 	held := make(chan buyResult, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, gate+"/api/orders", strings.NewReader(`{"user_id":1,"product_id":9}`))
+		req, _ := http.NewRequest(http.MethodPost, front+"/api/orders", strings.NewReader(`{"user_id":1,"product_id":9}`))
 		req.Header.Set("Content-Type", api.MediaType)
 		req.Header.Set("X-Test-Hold", "1")
 		resp, err := client.Do(req)
@@ -299,7 +300,7 @@ func testStale(t *testing.T, nb *nginxBinary) {
 		held <- buyResult{code: resp.StatusCode}
 	}()
 	<-arrived
-	notice, _ := http.NewRequest(http.MethodPost, "http://"+ng.control+api.GateStockBackPath+"?products=9", nil)
+	notice, _ := http.NewRequest(http.MethodPost, ng.ControlURL+api.GateStockBackPath+"?products=9", nil)
 	notice.Header.Set(api.HeaderGateSecret, secret)
 	resp, err := client.Do(notice)
 	if err != nil {
@@ -319,25 +320,26 @@ func testStale(t *testing.T, nb *nginxBinary) {
 	// A refusal that starts after the notice is learned (once nginx's
 	// millisecond clock has moved past the notice's).
 	poll(t, "the gate to learn from a refusal after the notice", func() bool {
-		if r := buy(t, gate, product, 2); r.code != http.StatusConflict {
+		if r := buy(t, front, product, 2); r.code != http.StatusConflict {
 			t.Fatalf("a later refusal: %d", r.code)
 		}
 		return slices.Contains(gateState(t, ng).SoldOut, product)
 	})
 }
 
-func testNginx(t *testing.T, nginx *nginxBinary, ng *nginxPorts, c *cluster) {
-	startNginx(t, nginx, ng, c.urls)
-	gate := "http://" + ng.front
+func testNginx(t *testing.T, control string, c *cluster) {
+	// A long ttl: no entry expires mid-test.
+	ng := startNginx(t, gate.NginxOptions{Upstreams: c.urls, Control: control, TTL: 2 * time.Minute})
+	front := ng.URL
 	const product = 8
-	reset(t, gate, product, 2)
+	reset(t, front, product, 2)
 	for user := int64(1); user <= 2; user++ {
-		if r := buy(t, gate, product, user); !sold(r) {
+		if r := buy(t, front, product, user); !sold(r) {
 			t.Fatalf("buyer %d through the gate: %d %+v", user, r.code, r.err)
 		}
 	}
 	// The first refusal comes from a replica; the gate learns from it.
-	r := buy(t, gate, product, 10)
+	r := buy(t, front, product, 10)
 	if r.code != http.StatusConflict || r.err.Code != api.CodeSoldOut || r.header.Get(api.HeaderGate) != "" {
 		t.Fatalf("first refusal: %d %+v gate=%q, want the service's 409 sold_out", r.code, r.err, r.header.Get(api.HeaderGate))
 	}
@@ -347,7 +349,7 @@ func testNginx(t *testing.T, nginx *nginxBinary, ng *nginxPorts, c *cluster) {
 	before := orderRequests(t, c.urls)
 	const refusals = 20
 	for user := int64(100); user < 100+refusals; user++ {
-		r := buy(t, gate, product, user)
+		r := buy(t, front, product, user)
 		if r.code != http.StatusConflict || r.err.Code != api.CodeSoldOut || r.err.Error == "" {
 			t.Fatalf("buyer %d: %d %+v, want 409 sold_out", user, r.code, r.err)
 		}
@@ -363,13 +365,13 @@ func testNginx(t *testing.T, nginx *nginxBinary, ng *nginxPorts, c *cluster) {
 		t.Errorf("gate state %+v: want product %d sold out and at least %d answered", st, product, refusals)
 	}
 	// Another product is none of the gate's business.
-	reset(t, gate, product+1, 1)
-	if r := buy(t, gate, product+1, 1); !sold(r) {
+	reset(t, front, product+1, 1)
+	if r := buy(t, front, product+1, 1); !sold(r) {
 		t.Fatalf("another product through the gate: %d %+v", r.code, r.err)
 	}
 
 	// The control endpoint wants the secret.
-	req, _ := http.NewRequest(http.MethodPost, "http://"+ng.control+api.GateStockBackPath+"?products=8", nil)
+	req, _ := http.NewRequest(http.MethodPost, ng.ControlURL+api.GateStockBackPath+"?products=8", nil)
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -381,11 +383,11 @@ func testNginx(t *testing.T, nginx *nginxBinary, ng *nginxPorts, c *cluster) {
 
 	// A reset through the gate: the replica whose flag answered tells the
 	// gate, which then lets purchases through, to both replicas.
-	reset(t, gate, product, 2)
+	reset(t, front, product, 2)
 	poll(t, "the gate to forget the product", func() bool { return !slices.Contains(gateState(t, ng).SoldOut, product) })
 	before = orderRequests(t, c.urls)
 	for user := int64(500); user < 502; user++ {
-		if r := buy(t, gate, product, user); !sold(r) || r.header.Get(api.HeaderGate) != "" {
+		if r := buy(t, front, product, user); !sold(r) || r.header.Get(api.HeaderGate) != "" {
 			t.Fatalf("buyer %d after the reset: %d %+v gate=%q, want a sale by a replica", user, r.code, r.err, r.header.Get(api.HeaderGate))
 		}
 	}
@@ -425,9 +427,9 @@ func orderRequests(t *testing.T, urls []string) []int {
 	return out
 }
 
-func gateState(t *testing.T, ng *nginxPorts) api.GateState {
+func gateState(t *testing.T, ng *gate.Nginx) api.GateState {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ng.control+api.GateStatePath, nil)
+	req, _ := http.NewRequest(http.MethodGet, ng.ControlURL+api.GateStatePath, nil)
 	req.Header.Set(api.HeaderGateSecret, secret)
 	resp, err := client.Do(req)
 	if err != nil {
@@ -444,148 +446,21 @@ func gateState(t *testing.T, ng *nginxPorts) api.GateState {
 	return st
 }
 
-// nginxBinary is Debian's nginx and where its Lua module is.
-type nginxBinary struct {
-	path    string
-	modules []string // load_module lines' files
-}
-
-// findNginx finds nginx and the Lua module (with the NDK it needs).
-func findNginx() (*nginxBinary, error) {
-	path, err := exec.LookPath("nginx") // Debian's is in /usr/sbin
-	if err != nil {
-		return nil, err
-	}
-	nb := &nginxBinary{path: path}
-	for _, m := range []string{"ndk_http_module.so", "ngx_http_lua_module.so"} {
-		found := ""
-		for _, dir := range []string{"/usr/lib/nginx/modules", "/usr/share/nginx/modules"} {
-			if _, err := os.Stat(filepath.Join(dir, m)); err == nil {
-				found = filepath.Join(dir, m)
-				break
-			}
-		}
-		if found == "" {
-			return nil, fmt.Errorf("%s not found in /usr/lib/nginx/modules", m)
-		}
-		nb.modules = append(nb.modules, found)
-	}
-	return nb, nil
-}
-
-type nginxPorts struct{ front, control string }
-
-func freeNginxPorts(t *testing.T) *nginxPorts {
+// startNginx starts a gate with the test's secret, stopped at cleanup.
+func startNginx(t *testing.T, opt gate.NginxOptions) *gate.Nginx {
 	t.Helper()
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	return &nginxPorts{front: free(), control: free()}
-}
-
-// The test's nginx: the repository's gate locations and Lua, one worker
-// (a strict round-robin), a long ttl so that no entry expires mid-test.
-var confTmpl = template.Must(template.New("nginx.conf").Parse(`
-{{range .Modules}}load_module {{.}};
-{{end}}
-{{if .Root}}user root;{{end}}
-worker_processes 1;
-daemon off;
-master_process on;
-pid {{.Dir}}/nginx.pid;
-error_log {{.Dir}}/error.log warn;
-env SECKILL_GATE_SECRET;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path {{.Dir}}/body;
-    proxy_temp_path {{.Dir}}/proxy;
-    fastcgi_temp_path {{.Dir}}/fastcgi;
-    uwsgi_temp_path {{.Dir}}/uwsgi;
-    scgi_temp_path {{.Dir}}/scgi;
-    lua_shared_dict seckill_gate 1m;
-    lua_package_path "{{.Gate}}/?.lua;;";
-    init_by_lua_block { require("seckill_gate").configure({ ttl = 120 }) }
-    upstream seckill {
-{{range .Upstreams}}        server {{.}};
-{{end}}        keepalive 16;
-    }
-    server {
-        listen {{.Front}};
-        include {{.Gate}}/locations.conf;
-    }
-    server {
-        listen {{.Control}};
-        include {{.Gate}}/control.conf;
-    }
-}
-`))
-
-func startNginx(t *testing.T, nb *nginxBinary, ng *nginxPorts, urls []string) {
-	t.Helper()
-	gateDir, err := filepath.Abs("../../deploy/gate")
+	opt.Secret = secret
+	ng, err := gate.StartNginx(t.Context(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	var ups []string
-	for _, u := range urls {
-		ups = append(ups, strings.TrimPrefix(u, "http://"))
-	}
-	var conf bytes.Buffer
-	err = confTmpl.Execute(&conf, map[string]any{"Modules": nb.modules, "Root": os.Geteuid() == 0, "Dir": dir,
-		"Gate": gateDir, "Upstreams": ups, "Front": ng.front, "Control": ng.control})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, conf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nb.path, "-p", dir, "-c", path)
-	cmd.Env = append(os.Environ(), "SECKILL_GATE_SECRET="+secret)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt) // SIGINT: nginx's fast shutdown
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if log, err := os.ReadFile(filepath.Join(dir, "error.log")); err == nil && bytes.Contains(log, []byte("[error]")) {
+		if log := ng.ErrorLog(); strings.Contains(log, "[error]") {
 			t.Logf("nginx's error log:\n%s", log)
 		}
+		if err := ng.Stop(); err != nil {
+			t.Error(err)
+		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := client.Get("http://" + ng.front + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %v\n%s\n%s", err, stderr.String(), log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not answer within 15s: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling, with a deadline
-	}
+	return ng
 }
