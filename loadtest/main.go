@@ -108,7 +108,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
-	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua mode through the service against a bare Gin handler doing one EVALSHA of its script")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script, and the async consumers' writes against the lua mode's")
 	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
 	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -244,7 +244,8 @@ func TestLuaCeilingReportsTheRatios(t *testing.T) {
 	if err != nil {
 		t.Fatalf("-ceiling: %v", err)
 	}
-	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "the 70% target", "+INCR+INSERT"} {
+	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "service async / this = ",
+		"the 70% target", "+INCR+INSERT", "orders/s written by the consumers", "the 3× target"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}
