@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"seckill/internal/app"
@@ -93,6 +94,9 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		"-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
+	}
+	if len(cfg.GateURLs) > 0 {
+		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
 	}
 	for i := 1; i < k; i++ {
 		in, err := c.spawn(ctx, "127.0.0.1:0")

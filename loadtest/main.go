@@ -60,6 +60,7 @@ type options struct {
 	repeat     int
 	selftest   bool
 	ceiling    bool
+	gate       bool
 	selfDur    time.Duration
 	selfRounds int
 	set        map[string]bool // flags given explicitly
@@ -109,6 +110,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script, and the async consumers' writes against the lua mode's")
+	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
 	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
 	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -163,6 +165,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return selfTest(ctx, o, stdout, stderr)
 	case o.ceiling:
 		return luaCeiling(ctx, o, getenv, stdout, stderr)
+	case o.gate:
+		return gateBench(ctx, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()
