@@ -464,3 +464,41 @@ func startNginx(t *testing.T, opt gate.NginxOptions) *gate.Nginx {
 	})
 	return ng
 }
+
+// A gate that keeps failing is tried a bounded number of times, and the
+// notice is counted as failed; Close sends what was recorded before it.
+func TestNotifierGivesUp(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Query().Get("products"))
+		mu.Unlock()
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	n, err := gate.New(gate.Options{URLs: []string{"http://" + ln.Addr().String()}, Tries: 2, Backoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.StockBack(5)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != "5" || got[1] != "5" {
+		t.Errorf("the gate received %q, want product 5 twice (two tries)", got)
+	}
+	if n.Failed() != 1 || n.Sent() != 0 {
+		t.Errorf("sent %d, failed %d; want 0 and 1", n.Sent(), n.Failed())
+	}
+	if _, err := gate.New(gate.Options{URLs: []string{"nginx:8082"}}); err == nil {
+		t.Error("a gate URL without a scheme was accepted")
+	}
+}
