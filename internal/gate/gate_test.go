@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -253,6 +254,7 @@ func TestGate(t *testing.T) {
 		}
 		testNginx(t, control, c)
 		t.Run("stale", func(t *testing.T) { testStale(t) })
+		t.Run("compose config", testComposeConfig)
 	})
 }
 
@@ -500,5 +502,56 @@ func TestNotifierGivesUp(t *testing.T) {
 	}
 	if _, err := gate.New(gate.Options{URLs: []string{"nginx:8082"}}); err == nil {
 		t.Error("a gate URL without a scheme was accepted")
+	}
+}
+
+// testComposeConfig: the compose lab's nginx.conf, pointed at this
+// directory's files and at loopback, is one nginx accepts (nginx -t).
+func testComposeConfig(t *testing.T) {
+	path, modules, err := gate.FindNginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../../deploy/gate/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"seckill_gate.lua", "locations.conf", "control.conf"} {
+		b, err := os.ReadFile(filepath.Join("../../deploy/gate", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	front, err := gate.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	control, err := gate.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(src)
+	for _, r := range [][2]string{{"/etc/nginx/gate", dir}, {"seckill-1:8080", "127.0.0.1:1"}, {"seckill-2:8080", "127.0.0.1:2"},
+		{"seckill-3:8080", "127.0.0.1:3"}, {"listen 80;", "listen " + front + ";"}, {"listen 8082;", "listen " + control + ";"}} {
+		if !strings.Contains(conf, r[0]) {
+			t.Fatalf("deploy/gate/nginx.conf no longer names %q", r[0])
+		}
+		conf = strings.ReplaceAll(conf, r[0], r[1])
+	}
+	var head strings.Builder
+	for _, m := range modules {
+		fmt.Fprintf(&head, "load_module %s;\n", m)
+	}
+	fmt.Fprintf(&head, "pid %s/nginx.pid;\nerror_log %s/error.log;\n", dir, dir)
+	main := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(main, []byte(head.String()+conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(path, "-t", "-p", dir, "-c", main).CombinedOutput(); err != nil {
+		t.Errorf("nginx -t on the compose lab's config: %v\n%s", err, out)
 	}
 }
