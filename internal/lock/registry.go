@@ -18,6 +18,8 @@ type Backends struct {
 	SQL *sql.DB
 	// SQLDialect is the database's GORM dialect name: "mysql" or "sqlite".
 	SQLDialect string
+	// Etcd connects to etcd, for the etcd strategy, on its first use.
+	Etcd EtcdConnect
 }
 
 // Strategy is one row of the ladder.
@@ -114,6 +116,12 @@ var strategies = []Strategy{
 		Commands: []string{"EVALSHA fenced_acquire.lua (SET NX PX, INCR key:fence)", "EVALSHA fenced_read.lua (GET, GET, SET), the stock's guarded read", "EVALSHA rmw_write.lua (GET, GET, EXISTS, SET, SET, HSET, SET), the stock's guarded write", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
 		Test:     "TestFencedStaleHolder",
 		new:      onRedis(func(c redis.UniversalClient) Locker { return NewFenced(c) })},
+	{Name: "etcd", Summary: "etcd's lock (concurrency.Mutex on a session lease): a grant survives a leader's death (CP); the revision of the grant is a fencing token the stock checks.",
+		Fixes:    "The failover that loses a Redis lock: etcd answers a grant only once a majority of its members has it, so a leader that dies takes no grant with it and no second holder appears. The session's lease is the TTL and its keep-alive the watchdog; lock.Lost(lease) fires when it lapses. The revision at which the lock was granted grows with every grant, and the stock reads and writes through the same fence as fenced, so a holder whose session expired cannot write once a newer holder has touched the shard (503 lease_lost).",
+		Breaks:   "A paused holder still believes it holds the lock: its keep-alive stops with it, the lease expires, another holder is granted the lock, and only the fence refuses the stale write. A minority partition does the same to a holder cut off from the majority. Every acquisition is a session of its own (a lease granted and revoked), so it costs more round trips than any Redis lock, each a Raft commit; and etcd is one more service to run.",
+		Commands: []string{"LeaseGrant ttl", "LeaseKeepAlive (the session's stream; again every TTL/3)", "Txn (put key/lease if absent; get the oldest key under the prefix)", "Watch + Get (only while waiting for an older key's deletion)", "EVALSHA fenced_read.lua / rmw_write.lua, the stock's guarded read and write", "LeaseRevoke (deletes the lock key)"},
+		Test:     "TestEtcdPausedHolder",
+		new:      newEtcdBackends},
 	{Name: "mysql", Summary: "MySQL GET_LOCK held by a dedicated connection through the critical section: released when the session dies; costs a connection per waiter, refused on SQLite.",
 		Fixes:    "Expiry guesswork: the named lock lasts exactly as long as the holder's session, with no TTL to choose, and a waiter is woken by the server the moment it is released.",
 		Breaks:   "Each waiter holds a pooled connection while it waits, so a small pool starves the holder; the database becomes the lock server for every request; a holder whose connection silently dies loses the lock without knowing. Refused on SQLite, which has no GET_LOCK and ignores row locks.",
