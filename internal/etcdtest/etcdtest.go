@@ -19,19 +19,25 @@ import (
 // that lives until the test ends.
 func Endpoints(tb testing.TB) []string {
 	tb.Helper()
-	if env := os.Getenv("ETCD_ENDPOINTS"); env != "" {
-		return strings.Split(env, ",")
-	}
-	s, err := etcdembed.StartSingle()
+	eps, stop, err := Start()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("closing the embedded etcd: %v", err)
-		}
-	})
-	return []string{s.Endpoint()}
+	tb.Cleanup(stop)
+	return eps
+}
+
+// Start returns ETCD_ENDPOINTS's cluster, or starts an embedded etcd that
+// stop ends.
+func Start() (endpoints []string, stop func(), err error) {
+	if env := os.Getenv("ETCD_ENDPOINTS"); env != "" {
+		return strings.Split(env, ","), func() {}, nil
+	}
+	s, err := etcdembed.StartSingle()
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{s.Endpoint()}, func() { s.Close() }, nil
 }
 
 // Real reports whether the tests run on the etcd ETCD_ENDPOINTS names.
