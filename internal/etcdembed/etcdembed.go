@@ -104,7 +104,7 @@ func Args(m Member, cluster string, t Timing) []string {
 		"--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", "seckill",
 		"--heartbeat-interval", strconv.FormatInt(t.tick().Milliseconds(), 10),
 		"--election-timeout", strconv.FormatInt(t.election().Milliseconds(), 10),
-		"--log-level", "error", "--unsafe-no-fsync",
+		"--logger", "zap", "--log-level", "error",
 	}
 }
 

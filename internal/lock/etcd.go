@@ -133,6 +133,11 @@ func lockMutex(ctx context.Context, m *concurrency.Mutex, wait time.Duration) er
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrNotObtained) {
 		return ErrNotObtained
 	}
+	if errors.Is(err, concurrency.ErrSessionExpired) {
+		// The waiter's own lease lapsed while it waited (its process was
+		// paused): it did not get the lock, etcd is not at fault.
+		return fmt.Errorf("%w: the waiter's session expired while it waited", ErrNotObtained)
+	}
 	if err != nil && ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
