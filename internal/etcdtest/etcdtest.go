@@ -6,6 +6,7 @@ package etcdtest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -63,4 +64,43 @@ func NewClient(tb testing.TB, endpoints []string) *clientv3.Client {
 // Connect adapts cli to the lock package's EtcdConnect.
 func Connect(cli *clientv3.Client) func(context.Context) (*clientv3.Client, error) {
 	return func(context.Context) (*clientv3.Client, error) { return cli, nil }
+}
+
+// Server returns an etcd for measurements: ETCD_ENDPOINTS's, else the etcd
+// binary in a process of its own when it is on PATH (as the Redis numbers
+// come from redis-server processes), else an embedded one in this process.
+// kind names which.
+func Server(tb testing.TB) (endpoints []string, kind string) {
+	tb.Helper()
+	if Real() {
+		return Endpoints(tb), "ETCD_ENDPOINTS"
+	}
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return Endpoints(tb), "embedded"
+	}
+	ms, err := etcdembed.Layout(tb.TempDir(), 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, etcdembed.Args(ms[0], etcdembed.InitialCluster(ms), etcdembed.Timing{})...)
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cli := NewClient(tb, []string{ms[0].ClientURL})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := cli.Status(ctx, ms[0].ClientURL)
+		cancel()
+		if err == nil && st.Leader != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("etcd on %s did not elect itself within 30s: %v", ms[0].ClientURL, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling its status, with a deadline
+	}
+	return []string{ms[0].ClientURL}, "etcd " + bin
 }
