@@ -35,6 +35,38 @@ func etcdClient(endpoints []string) (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// etcdClients makes a client of each endpoint list, as separate processes
+// would have; closeAll closes them.
+func etcdClients(lists ...[]string) (clis []*clientv3.Client, closeAll func(), err error) {
+	closeAll = func() {
+		for _, c := range clis {
+			c.Close()
+		}
+	}
+	for _, eps := range lists {
+		cli, err := etcdClient(eps)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		clis = append(clis, cli)
+	}
+	return clis, closeAll, nil
+}
+
+// held starts A's take on d and returns once A holds the lock and has read.
+func held(ctx context.Context, d *duel, h hand) (<-chan taken, error) {
+	aDone, read, err := d.startA(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if !read {
+		a := <-aDone
+		return nil, fmt.Errorf("A was refused the lock: %w", a.err)
+	}
+	return aDone, nil
+}
+
 func connect(cli *clientv3.Client) lock.EtcdConnect {
 	return func(context.Context) (*clientv3.Client, error) { return cli, nil }
 }
@@ -61,28 +93,20 @@ func leader(ctx context.Context, cli *clientv3.Client, endpoints []string) (int,
 func EtcdLeaderKill(ctx context.Context, storeAddr string, c EtcdCluster, variant string) (Outcome, error) {
 	out := Outcome{Variant: variant, Initial: 1}
 	// Two clients, as two processes would have, each of every member.
-	cliA, err := etcdClient(c.Endpoints)
+	clis, closeAll, err := etcdClients(c.Endpoints, c.Endpoints)
 	if err != nil {
 		return out, err
 	}
-	defer cliA.Close()
-	cliB, err := etcdClient(c.Endpoints)
-	if err != nil {
-		return out, err
-	}
-	defer cliB.Close()
+	defer closeAll()
+	cliA, cliB := clis[0], clis[1]
 	d, err := newDuel(ctx, storeAddr)
 	if err != nil {
 		return out, err
 	}
 	defer d.Close()
-	aDone, read, err := d.startA(ctx, hand{locker: lock.NewEtcd(connect(cliA)), opt: lock.Options{TTL: cpTTL}, hold: cpHold})
+	aDone, err := held(ctx, d, hand{locker: lock.NewEtcd(connect(cliA)), opt: lock.Options{TTL: cpTTL}, hold: cpHold})
 	if err != nil {
 		return out, err
-	}
-	if !read {
-		a := <-aDone
-		return out, fmt.Errorf("A was refused the lock of a healthy cluster: %w", a.err)
 	}
 	l, err := leader(ctx, cliB, c.Endpoints)
 	if err != nil {
@@ -137,28 +161,20 @@ func EtcdPartition(ctx context.Context, storeAddr string, c EtcdCluster, variant
 			majority = append(majority, ep)
 		}
 	}
-	cliA, err := etcdClient([]string{c.Endpoints[x]})
+	clis, closeAll, err := etcdClients([]string{c.Endpoints[x]}, majority)
 	if err != nil {
 		return out, err
 	}
-	defer cliA.Close()
-	cliB, err := etcdClient(majority)
-	if err != nil {
-		return out, err
-	}
-	defer cliB.Close()
+	defer closeAll()
+	cliA, cliB := clis[0], clis[1]
 	d, err := newDuel(ctx, storeAddr)
 	if err != nil {
 		return out, err
 	}
 	defer d.Close()
-	aDone, read, err := d.startA(ctx, hand{locker: blind{lock.NewEtcd(connect(cliA))}, opt: lock.Options{TTL: cpTTL}, hold: 3 * cpTTL})
+	aDone, err := held(ctx, d, hand{locker: blind{lock.NewEtcd(connect(cliA))}, opt: lock.Options{TTL: cpTTL}, hold: 3 * cpTTL})
 	if err != nil {
 		return out, err
-	}
-	if !read {
-		a := <-aDone
-		return out, fmt.Errorf("A was refused the lock of a healthy cluster: %w", a.err)
 	}
 	if err := c.Pause(x); err != nil {
 		return out, fmt.Errorf("cutting member %d off: %w", x, err)
@@ -200,13 +216,9 @@ func EtcdPause(ctx context.Context, storeAddr string, endpoints []string, fence 
 	}
 	// A's lease is at least 1s and at most etcd's minimum (2s at etcd's
 	// default timing); A holds its read for twice that.
-	aDone, read, err := d.startA(ctx, hand{locker: l, opt: lock.Options{TTL: time.Second}, hold: 4 * time.Second, abandon: true})
+	aDone, err := held(ctx, d, hand{locker: l, opt: lock.Options{TTL: time.Second}, hold: 4 * time.Second, abandon: true})
 	if err != nil {
 		return out, err
-	}
-	if !read {
-		a := <-aDone
-		return out, fmt.Errorf("A was refused the lock: %w", a.err)
 	}
 	b := d.take(ctx, 2, hand{locker: l, opt: lock.Options{TTL: time.Second, Wait: 10 * time.Second}})
 	a := <-aDone

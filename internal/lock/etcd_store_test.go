@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"seckill/internal/drill"
 	"seckill/internal/etcdtest"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
@@ -81,26 +82,6 @@ func heldInEtcd(t *testing.T, cli *clientv3.Client, key string) {
 	}
 }
 
-// unfenced is a locker whose leases carry no token: the etcd lock with the
-// fence taken away.
-type unfenced struct{ lock.Locker }
-
-type unfencedLease struct{ lock.Lease }
-
-func (u unfenced) Acquire(ctx context.Context, key string, opt lock.Options) (lock.Lease, error) {
-	l, err := u.Locker.Acquire(ctx, key, opt)
-	if err != nil {
-		return nil, err
-	}
-	return unfencedLease{l}, nil
-}
-
-func (unfencedLease) Token() uint64 { return 0 }
-
-func (u unfencedLease) Lost() <-chan struct{} { return lock.Lost(u.Lease) }
-
-func (u unfencedLease) Abandon() { lock.Abandon(u.Lease) }
-
 // TestEtcdPausedHolder is the pause etcd cannot prevent, through the store:
 // A takes the shard's lock, reads the stock, and stalls with its keep-alive
 // stopped (as a paused process's is) past its lease; etcd expires the
@@ -114,7 +95,7 @@ func TestEtcdPausedHolder(t *testing.T) {
 			e := newEtcdStock(t)
 			var l lock.Locker = e.etcd
 			if !fence {
-				l = unfenced{e.etcd}
+				l = drill.Unfenced{Locker: e.etcd} // the etcd lock with its fence taken away
 			}
 			stale := make(chan error, 1)
 			// A: its lease is at least 1s, and at most etcd's minimum
