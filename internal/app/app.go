@@ -40,6 +40,7 @@ type App struct {
 	locks    *lock.Pool
 	db       *gorm.DB
 	embedded *embedded.Redis
+	etcd     *etcdConn
 	redisVer string
 	sqlVer   string
 	log      *slog.Logger
@@ -79,7 +80,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		return nil, err
 	}
 	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
-	pc := lock.PoolConfig{Redis: a.rdb, NodeAddrs: cfg.RedisAddrs}
+	a.etcd = &etcdConn{endpoints: cfg.EtcdEndpoints}
+	pc := lock.PoolConfig{Redis: a.rdb, NodeAddrs: cfg.RedisAddrs, Etcd: a.etcd.connect}
 	if cfg.MySQLDSN != "" {
 		pc.MySQLDSN = mysqlDSN(cfg.MySQLDSN)
 	}
@@ -216,6 +218,9 @@ func (a *App) Close() error {
 	}
 	if a.locks != nil {
 		errs = append(errs, a.locks.Close())
+	}
+	if a.etcd != nil {
+		errs = append(errs, a.etcd.Close())
 	}
 	if a.broker != nil {
 		errs = append(errs, a.broker.Close())

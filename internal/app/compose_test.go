@@ -60,7 +60,7 @@ func servers(p *types.Project) map[string]types.ServiceConfig {
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t)
-	for _, name := range []string{"redis", "mysql", "rabbitmq", "seckill", "nginx", "loadtest"} {
+	for _, name := range []string{"redis", "mysql", "rabbitmq", "etcd", "seckill", "nginx", "loadtest"} {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("service %q missing; have %v", name, p.ServiceNames())
 		}
@@ -68,7 +68,7 @@ func TestComposeServices(t *testing.T) {
 	if _, ok := servers(p)["seckill"]; !ok {
 		t.Errorf("service seckill does not run the server (build: . and the image's entrypoint)")
 	}
-	for _, name := range []string{"redis", "mysql", "rabbitmq"} {
+	for _, name := range []string{"redis", "mysql", "rabbitmq", "etcd"} {
 		if hc := p.Services[name].HealthCheck; hc == nil || hc.Disable || len(hc.Test) == 0 {
 			t.Errorf("service %q has no healthcheck", name)
 		}
@@ -154,6 +154,17 @@ func TestComposeServerEnvironment(t *testing.T) {
 				t.Errorf("RABBITMQ_URL=%q: want amqp://user:pass@host:port/ (%v)", env["RABBITMQ_URL"], err)
 			} else {
 				backends = append(backends, broker.Host)
+			}
+			for _, ep := range strings.Split(env["ETCD_ENDPOINTS"], ",") {
+				if ep == "" {
+					continue
+				}
+				u, err := url.Parse(ep)
+				if err != nil || u.Scheme != "http" || u.Port() == "" {
+					t.Errorf("ETCD_ENDPOINTS names %q: want http://host:port (%v)", ep, err)
+					continue
+				}
+				backends = append(backends, u.Host)
 			}
 			for _, addr := range backends {
 				h, _, err := net.SplitHostPort(addr)

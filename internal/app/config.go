@@ -21,6 +21,7 @@ type Config struct {
 	Addr            string        // -addr / HTTP_ADDR
 	RedisAddr       string        // -redis / REDIS_ADDR; empty starts an embedded Redis
 	RedisAddrs      []string      // -redis-nodes / REDIS_ADDRS; independent nodes for redlock
+	EtcdEndpoints   []string      // -etcd-endpoints / ETCD_ENDPOINTS; the etcd lock's cluster, empty for an embedded one
 	MySQLDSN        string        // -mysql / MYSQL_DSN; empty uses an embedded SQLite
 	SQLitePath      string        // -sqlite / SQLITE_PATH; the embedded store's file, "" for memory
 	RateLimit       time.Duration // -rate-limit / RATE_LIMIT; one order request per user per period, 0 off
@@ -76,6 +77,7 @@ func (c *Config) settings() []setting {
 		{"addr", "HTTP_ADDR", "listen address (loopback unless you ask otherwise)", str(&c.Addr), "127.0.0.1:8080"},
 		{"redis", "REDIS_ADDR", "Redis host:port; empty starts an embedded Redis", str(&c.RedisAddr), ""},
 		{"redis-nodes", "REDIS_ADDRS", "comma-separated independent Redis nodes for the redlock strategy", list(&c.RedisAddrs), ""},
+		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs for the etcd lock; empty starts an embedded etcd on the strategy's first use", list(&c.EtcdEndpoints), ""},
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
 		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
