@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"seckill/internal/app"
 	"seckill/internal/child"
+	"seckill/internal/etcdembed"
 	"seckill/internal/harness"
 )
 
@@ -24,6 +26,7 @@ type cluster struct {
 	first    *app.Server
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
+	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
 	tmpDir   string
 
 	exe    string   // this binary, which the children run
@@ -84,6 +87,15 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		cfg.RedisAddr = c.redis.Addr
 		fmt.Fprintf(stderr, "a Redis of the run's own (%s) on %s\n", c.redis.Kind, c.redis.Addr)
 	}
+	if k > 1 && len(cfg.EtcdEndpoints) == 0 {
+		// Each instance would start an embedded etcd of its own, and the
+		// etcd lock would exclude nothing across them: one, in this
+		// process, serves all (never paused: faults strike the children).
+		if c.etcd, err = etcdembed.StartSingle(); err != nil {
+			return c, err
+		}
+		cfg.EtcdEndpoints = []string{c.etcd.Endpoint()}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
 		return c, fmt.Errorf("starting the service: %w", err)
@@ -97,6 +109,12 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		redisFlag, c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
+	}
+	if len(cfg.GateURLs) > 0 {
+		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
+	}
+	if len(cfg.EtcdEndpoints) > 0 {
+		c.args = append(c.args, "-etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","))
 	}
 	for i := 1; i < k; i++ {
 		in, err := c.spawn(ctx, "127.0.0.1:0")
@@ -136,6 +154,10 @@ func (c *cluster) stop() error {
 	if c.redis != nil {
 		errs = append(errs, c.redis.Stop(childGrace))
 		c.redis = nil
+	}
+	if c.etcd != nil {
+		errs = append(errs, c.etcd.Close())
+		c.etcd = nil
 	}
 	if c.tmpDir != "" {
 		if err := os.RemoveAll(c.tmpDir); err != nil {
