@@ -105,6 +105,11 @@ func TestRedisCluster(t *testing.T) {
 	t.Run("a master killed mid-burst", func(t *testing.T) {
 		needClusterProcesses(t)
 		c := redistest.ProcessCluster(t)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the cluster's logs:\n%s", c.Procs().Logs(25))
+			}
+		})
 		cfg := clusterConfig(t, c)
 		srv := testenv.Start(t, cfg, app.Extras{})
 		s := newSale(t, srv)

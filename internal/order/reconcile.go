@@ -92,6 +92,11 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 	if err != nil {
 		return r, err
 	}
+	// On a Redis Cluster a take's buyer key is settled in a step of its
+	// own, which a lost node or a dead process may have missed.
+	if err := s.stock.SettleBuyers(ctx, p.stock().Layout, ledger); err != nil {
+		return r, err
+	}
 	var rows []Order
 	err = s.db.WithContext(ctx).Select("id", "user_id", "buyer", "status").
 		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error

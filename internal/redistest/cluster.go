@@ -173,8 +173,11 @@ func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) 
 	return c, nil
 }
 
-// waitReplicaSynced polls the node at addr until it is a master, or a
-// replica whose link to its master is up: one that could take over.
+// waitReplicaSynced polls the node at addr until it is a replica whose
+// link to its master is up, or a master that streams its writes to its
+// replica: after a diskless full sync a master holds the writes back until
+// the replica's first acknowledgement (up to a second later), and a master
+// lost in that second takes them all with it.
 func waitReplicaSynced(ctx context.Context, addr string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
 	defer rdb.Close()
@@ -184,7 +187,7 @@ func waitReplicaSynced(ctx context.Context, addr string) error {
 	defer tick.Stop()
 	for {
 		info, err := rdb.Info(ctx, "replication").Result()
-		if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+		if err == nil && (strings.Contains(info, "master_link_status:up") || streaming(info)) {
 			return nil
 		}
 		select {
@@ -301,6 +304,21 @@ func (c *ClusterProcs) Kill(addr string) error {
 	return fmt.Errorf("no node of this cluster at %s", addr)
 }
 
+// streaming reports whether INFO replication of a master shows its replica
+// online and acknowledging (an offset above 0).
+func streaming(info string) bool {
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "slave0:") || !strings.Contains(line, "state=online") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "offset=")
+		v, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n > 0
+	}
+	return false
+}
+
 // WaitFailover polls the cluster from the node at via until no master it
 // knows is at lost and its cluster is ok: a replica has taken over.
 func WaitFailover(ctx context.Context, via, lost string) error {
@@ -331,6 +349,20 @@ func servedBy(slots []redis.ClusterSlot, addr string) bool {
 		}
 	}
 	return false
+}
+
+// Logs returns the last lines of every node's log, to tell on a failure
+// what the cluster did.
+func (c *ClusterProcs) Logs(lines int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, p := range c.nodes {
+		out, _ := os.ReadFile(filepath.Join(p.dir, "redis.log"))
+		ls := strings.Split(strings.TrimSpace(string(out)), "\n")
+		fmt.Fprintf(&b, "--- %s\n%s\n", p.addr(), strings.Join(ls[max(0, len(ls)-lines):], "\n"))
+	}
+	return b.String()
 }
 
 // Stop kills every node.

@@ -212,3 +212,48 @@ func (s *Store) forget(ctx context.Context, p Product, user int64, claim, order 
 	}
 	return nil
 }
+
+// SettleBuyers makes, on a Redis Cluster, each buyer's key name its take in
+// ledger where a step was missed (the settle of a purchase whose process
+// died, or whose node was lost): a key that is empty, or holds the claim of
+// the purchase that took. A key holding another purchase's claim is left
+// to that purchase. On one Redis the take wrote the key itself: nothing
+// to do. Two round trips, pipelined over the nodes.
+func (s *Store) SettleBuyers(ctx context.Context, l Layout, ledger map[int64]Entry) error {
+	if !s.split() || len(ledger) == 0 {
+		return nil
+	}
+	gets := make(map[int64]*redis.StringCmd, len(ledger))
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for user := range ledger {
+			gets[user] = pipe.Get(ctx, l.BuyerKey(user))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("reading the buyers of product %d: %w", l.ID, err)
+	}
+	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for user, e := range ledger {
+			v, err := gets[user].Result()
+			rec := e.record()
+			switch {
+			case err == nil && v == rec:
+				continue
+			case err == nil && strings.HasPrefix(v, claimMark):
+				if owner, _ := parseClaim(v); owner != e.Key {
+					continue
+				}
+			case err == nil:
+				continue // another take's record: the double window, left as it is
+			}
+			// EVAL, not EVALSHA: a pipeline does not fall back on NOSCRIPT.
+			settleScript.Eval(ctx, pipe, []string{l.BuyerKey(user)}, v, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("settling the buyers of product %d: %w", l.ID, err)
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,6 +187,46 @@ func TestSlotIsRedis(t *testing.T) {
 		}
 		if got := slot(k); got != want {
 			t.Errorf("slot(%q) = %d, Redis says %d", k, got, want)
+		}
+	}
+}
+
+// A take whose buyer key missed its settle (the process died, the node was
+// lost) is settled by SettleBuyers: an empty key, or the taking purchase's
+// own claim, becomes the take's record; another purchase's claim is left.
+func TestSettleBuyers(t *testing.T) {
+	c := redistest.NewCluster(t)
+	_, db, _ := testenv.Local(t)
+	s := stock.NewStore(c.Client, db)
+	ctx := t.Context()
+	p := clusterProduct(t, c.Client, 2)
+	if err := s.LayOut(ctx, p, []int{5, 5}, 10); err != nil {
+		t.Fatal(err)
+	}
+	var taken [3]stock.Taken
+	for u := range taken {
+		tk, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Lua, Ticket: stock.Ticket{User: int64(u + 1), Order: idgen.ID(100 + u), Key: "k" + strconv.Itoa(u)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken[u] = tk
+	}
+	// Buyer 1: the key lost. Buyer 2: its own claim left. Buyer 3: another
+	// purchase's claim.
+	c.Client.Del(ctx, p.BuyerKey(1))
+	c.Client.Set(ctx, p.BuyerKey(2), "claim k1 1", 0)
+	c.Client.Set(ctx, p.BuyerKey(3), "claim other 1", 0)
+	ledger, err := s.Ledger(ctx, p.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleBuyers(ctx, p.Layout, ledger); err != nil {
+		t.Fatal(err)
+	}
+	for u, want := range []string{ledger[1].Order.String(), ledger[2].Order.String(), "claim other 1"} {
+		got := c.Client.Get(ctx, p.BuyerKey(int64(u+1))).Val()
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("buyer %d's key holds %q, want %q…", u+1, got, want)
 		}
 	}
 }
