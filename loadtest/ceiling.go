@@ -161,6 +161,11 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
+	if len(cfg.RedisCluster) > 0 {
+		// Its bare handlers run one script over the shard and the buyer,
+		// which a cluster refuses (CROSSSLOT): they measure one Redis.
+		return fmt.Errorf("-ceiling measures the service against bare handlers on one Redis; unset REDIS_CLUSTER (%s)", strings.Join(cfg.RedisCluster, ","))
+	}
 	modes, err := ceilingModes(o)
 	if err != nil {
 		return err

@@ -101,15 +101,16 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		return c, fmt.Errorf("starting the service: %w", err)
 	}
 	c.URLs = append(c.URLs, c.first.URL)
-	redisFlag := "-redis"
+	redis := []string{"-redis", c.first.RedisAddr()}
 	if len(cfg.RedisCluster) > 0 {
-		redisFlag = "-redis-cluster"
+		// -redis= clears a REDIS_ADDR the child inherits: both is refused.
+		redis = []string{"-redis=", "-redis-cluster", c.first.RedisAddr()}
 	}
-	c.args = []string{
-		redisFlag, c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
+	c.args = append(redis,
+		"-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
-	}
+	)
 	if len(cfg.GateURLs) > 0 {
 		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
 	}

@@ -84,7 +84,8 @@ func config(t *testing.T, redisAddr, dsn string) app.Config {
 func childArgs(cfg app.Config) []string {
 	redis := []string{"-redis", cfg.RedisAddr}
 	if len(cfg.RedisCluster) > 0 {
-		redis = []string{"-redis-cluster", strings.Join(cfg.RedisCluster, ",")}
+		// -redis= clears a REDIS_ADDR the child inherits: both is refused.
+		redis = []string{"-redis=", "-redis-cluster", strings.Join(cfg.RedisCluster, ",")}
 	}
 	return append(redis, "-addr", "127.0.0.1:0", "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),

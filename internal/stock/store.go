@@ -364,12 +364,16 @@ func Purge(ctx context.Context, rdb redis.UniversalClient, ids []int64, extra ..
 				if err := iter.Err(); err != nil {
 					return fmt.Errorf("scanning %s: %w", pat, err)
 				}
-				for len(keys) > 0 {
-					n := min(len(keys), 500)
-					if err := c.Unlink(ctx, keys[:n]...).Err(); err != nil {
-						return fmt.Errorf("deleting the keys of product %d: %w", id, err)
+				// One UNLINK per key, pipelined: a cluster node refuses
+				// one command over keys of different slots.
+				_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+					for _, k := range keys {
+						pipe.Unlink(ctx, k)
 					}
-					keys = keys[n:]
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("deleting the keys of product %d: %w", id, err)
 				}
 			}
 		}
