@@ -47,11 +47,12 @@ func TestCluster(t *testing.T) {
 	if len(counts) != 3 || total != keys {
 		t.Errorf("keys per master %v, want %d over 3 masters", counts, keys)
 	}
+	t.Run("failover", testFailover)
 }
 
-// TestClusterFailover: a master SIGKILLed is replaced by its replica,
-// which holds what the master had replicated.
-func TestClusterFailover(t *testing.T) {
+// testFailover: a master SIGKILLed is replaced by its replica, which holds
+// what the master had replicated.
+func testFailover(t *testing.T) {
 	if !redistest.HaveRedisServer() {
 		t.Skip("needs redis-server on PATH: miniredis has no replicas")
 	}
