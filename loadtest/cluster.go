@@ -92,7 +92,7 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 	c.args = []string{
 		"-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
-		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
+		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
 	}
 	for i := 1; i < k; i++ {
 		in, err := c.spawn(ctx, "127.0.0.1:0")
@@ -152,7 +152,7 @@ func (c *cluster) Check(f harness.Fault) error {
 			return errors.New("the run has no Redis of its own")
 		}
 		return nil
-	case harness.PauseInstance, harness.KillInstance:
+	case harness.PauseInstance, harness.KillInstance, harness.KillConsumer:
 		switch {
 		case f.Instance == 0:
 			return errors.New("instance 0 runs in the harness's own process")
@@ -174,9 +174,43 @@ func (c *cluster) Inject(ctx context.Context, f harness.Fault) error {
 		return c.redis.PauseFor(ctx, f.For)
 	case harness.PauseInstance:
 		return c.children[f.Instance-1].PauseFor(ctx, f.For)
+	case harness.KillConsumer:
+		return c.killConsumer(ctx, c.children[f.Instance-1])
 	default: // KillInstance
 		c.children[f.Instance-1].Kill()
 		return nil
+	}
+}
+
+// claimBound bounds the wait for a dead consumer's orders to be claimed.
+const claimBound = 30 * time.Second
+
+// killConsumer kills in while its consumer holds orders, then waits until
+// the living consumers have claimed them all: an error if they have not
+// within claimBound.
+func (c *cluster) killConsumer(ctx context.Context, in *child.Instance) error {
+	ctx, cancel := context.WithTimeout(ctx, claimBound)
+	defer cancel()
+	orders := c.first.Orders
+	dead, held, err := in.KillHolding(ctx, orders.DeliveredTo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "killed instance's consumer %s holding %d orders\n", dead, held)
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now, err := orders.DeliveredTo(ctx)
+		if err == nil && now[dead] == 0 {
+			fmt.Fprintf(c.stderr, "its orders were claimed %s after the kill\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the dead consumer %s still holds %d orders after %s (%v)", dead, now[dead], claimBound, err)
+		case <-tick.C:
+		}
 	}
 }
 

@@ -247,6 +247,9 @@ func (o options) instancesToDrive(ctx context.Context, getenv func(string) strin
 	if sc != nil && sc.ReconcileGrace > 0 {
 		cfg.ReconcileGrace = sc.ReconcileGrace
 	}
+	if sc != nil && sc.ClaimIdle > 0 {
+		cfg.ClaimIdle = sc.ClaimIdle
+	}
 	fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
 	c, err := startCluster(ctx, o.instances, ownRedis, cfg, stderr)
 	if err != nil {

@@ -101,7 +101,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		return nil, err
 	}
 	if cfg.Consume {
-		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{Log: log})
+		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
 		if a.broker != nil {
 			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})

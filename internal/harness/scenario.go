@@ -22,6 +22,9 @@ type Scenario struct {
 	// LockTTL, LockWait and ReconcileGrace are the service settings the
 	// scenario needs; zero leaves the service's default.
 	LockTTL, LockWait, ReconcileGrace time.Duration
+	// ClaimIdle is the consumers' claim idle (-claim-idle); zero leaves
+	// the service's default.
+	ClaimIdle time.Duration
 	// OwnRedis: the instances must share a Redis that the runner started
 	// for the scenario, whatever REDIS_ADDR names, because a fault strikes
 	// it (a shared server is never paused).
@@ -78,6 +81,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("instance %d killed", f.Instance)
 	case PauseRedis:
 		return fmt.Sprintf("Redis paused for %s", f.For)
+	case KillConsumer:
+		return fmt.Sprintf("instance %d killed while its consumer held orders", f.Instance)
 	}
 	return f.Action
 }
@@ -266,6 +271,22 @@ var Scenarios = []Scenario{
 			{Spec: crashSpec("setnx-px"), Expect: always(Safe)},
 			{Spec: crashSpec("token"), Expect: always(Safe)},
 		},
+	},
+	// The async mode's faults (issue 9, items 4 and 5).
+	{
+		Name: "async-consumer-kill",
+		Summary: "Two instances, mode async. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
+			"queued orders delivered to it and not acknowledged (the process is paused, its pending orders read, then " +
+			"killed). The living consumer claims them after the claim idle (1s here) and writes them; the fault is " +
+			"over once the dead consumer holds none, and fails the run if that takes longer than 30s. The killed " +
+			"instance's own clients get no answer (ERRORS); every 202 has its row, once, and the audit is exact.",
+		Instances: 2,
+		ClaimIdle: time.Second,
+		Steps: []Step{{
+			Spec:   Spec{Lock: "none", Mode: "async", Stock: 3000, Buyers: 3000, Concurrency: 40},
+			Fault:  &Fault{Action: KillConsumer, Instance: 1, After: 300},
+			Expect: always(Errors, Safe),
+		}},
 	},
 }
 
@@ -595,3 +616,11 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 	}
 	return rows, summary, allHeld, nil
 }
+
+// Fault actions of the async mode's scenarios.
+const (
+	// KillConsumer kills an instance (SIGKILL) while its consumer holds
+	// queued orders delivered and not acknowledged, and is over once the
+	// living consumers have claimed them all.
+	KillConsumer = "kill-consumer"
+)

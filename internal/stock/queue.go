@@ -278,3 +278,26 @@ func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 	}
 	return b, nil
 }
+
+// DeliveredTo counts, per consumer name, the orders delivered to it and
+// not acknowledged yet, over every registered stream: one XPENDING each.
+func (s *Store) DeliveredTo(ctx context.Context) (map[string]int64, error) {
+	streams, err := s.Streams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]int64)
+	for _, st := range streams {
+		p, err := s.rdb.XPending(ctx, st, Group).Result()
+		if errNoGroup(err) || errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the orders delivered from %s: %w", st, err)
+		}
+		for name, n := range p.Consumers {
+			held[name] += n
+		}
+	}
+	return held, nil
+}

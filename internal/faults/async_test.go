@@ -1,0 +1,137 @@
+package faults_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
+	"seckill/internal/app"
+	"seckill/internal/idgen"
+	"seckill/internal/order"
+	"seckill/internal/stock"
+	"seckill/internal/testenv"
+)
+
+// claimIdle is the consumers' claim idle in these tests: short, so that a
+// dead consumer's orders are claimed within the test's patience.
+const claimIdle = time.Second
+
+// A service process SIGKILLed mid-drain, while its consumer holds queued
+// orders delivered to it and not acknowledged: the living consumer claims
+// them after the claim idle and writes them, once each. Every 202 has its
+// row, no buyer has two, nothing is dead-lettered, and the audit is exact.
+func TestAsyncConsumerKilledMidDrain(t *testing.T) {
+	r := ownRedis(t)
+	cfg := config(t, r.Addr, "")
+	cfg.ClaimIdle = claimIdle
+	if cfg.MySQLDSN == "" {
+		cfg.SQLitePath = filepath.Join(t.TempDir(), "orders.db")
+	}
+	srv := testenv.Start(t, cfg, app.Extras{})
+	in := startChild(t, cfg) // a consumer only: every purchase goes to srv
+	s := newSale(t, srv)
+	s.reset(1500, "none", "async")
+	b := s.startBurst(1200, 40)
+	b.waitAnswered(t, 100)
+
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	dead, held, err := in.KillHolding(ctx, srv.Orders.DeliveredTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphaned := pendingOrders(t, s.rdb, srv.Orders, dead)
+	t.Logf("killed consumer %s holding %d orders (%d read back)", dead, held, len(orphaned))
+	if len(orphaned) == 0 {
+		t.Fatal("the killed consumer held no order")
+	}
+
+	outs := b.wait(t)
+	s.waitDrained()
+	if n := pendingOrders(t, s.rdb, srv.Orders, dead); len(n) != 0 {
+		t.Errorf("the dead consumer still holds %d orders", len(n))
+	}
+	st := s.checkPromise(outs)
+	for _, id := range orphaned {
+		if o, ok := st.orders[id]; !ok {
+			t.Errorf("order %s, held by the dead consumer, was not written", id)
+		} else if len(st.byUser[o.UserID]) != 1 {
+			t.Errorf("order %s's buyer has %d orders", id, len(st.byUser[o.UserID]))
+		}
+	}
+	if accepted := accepted202(outs); len(st.orders) != accepted {
+		t.Errorf("%d orders for %d purchases answered 202", len(st.orders), accepted)
+	}
+	s.checkNoDeadLetters()
+}
+
+// pendingOrders are the order ids delivered to consumer and not
+// acknowledged, over every registered stream.
+func pendingOrders(t *testing.T, rdb redis.UniversalClient, svc *order.Service, consumer string) []idgen.ID {
+	t.Helper()
+	ctx := context.Background()
+	streams, err := svc.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []idgen.ID
+	for _, st := range streams {
+		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: st, Group: stock.Group, Start: "-", End: "+",
+			Count: 100_000, Consumer: consumer}).Result()
+		if err != nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
+			t.Fatalf("reading what %s holds in %s: %v", consumer, st, err)
+		}
+		for _, p := range pend {
+			msgs, err := rdb.XRangeN(ctx, st, p.ID, p.ID, 1).Result()
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("reading message %s of %s: %v", p.ID, st, err)
+			}
+			id, err := idgen.ParseID(msgs[0].Values["id"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// waitDrained waits until the product's queue is empty.
+func (s *sale) waitDrained() api.Audit {
+	s.t.Helper()
+	var a api.Audit
+	waitFor(s.t, "the queue drained", func() bool {
+		a = s.audit()
+		return a.Queued == 0
+	})
+	return a
+}
+
+// checkNoDeadLetters fails the test if an order went to the dead letters.
+func (s *sale) checkNoDeadLetters() {
+	s.t.Helper()
+	n, err := s.rdb.XLen(context.Background(), stock.DeadLetterKey).Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if n != 0 {
+		s.t.Errorf("%d orders in the dead letters", n)
+	}
+}
+
+// accepted202 is the outcomes' 202s.
+func accepted202(outs []outcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.status == http.StatusAccepted {
+			n++
+		}
+	}
+	return n
+}
