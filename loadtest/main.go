@@ -141,6 +141,9 @@ func scenarioNames() string {
 	for _, s := range harness.Scenarios {
 		names = append(names, s.Name)
 	}
+	for _, d := range lockDrills {
+		names = append(names, d.Name)
+	}
 	return strings.Join(names, ", ")
 }
 
@@ -163,6 +166,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return selfTest(ctx, o, stdout, stderr)
 	case o.ceiling:
 		return luaCeiling(ctx, o, getenv, stdout, stderr)
+	}
+	if d := lookupDrill(o.scenario); d != nil {
+		return runDrill(ctx, d, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()

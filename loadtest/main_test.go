@@ -417,3 +417,28 @@ func TestFaultScenarioSkippedOnTarget(t *testing.T) {
 		}
 	}
 }
+
+// The clock-jump drill runs from the command line like a scenario, prints a
+// row per run and a count per variant, and refuses flags it cannot honour.
+func TestClockJumpDrill(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"loadtest", "-scenario", "clock-jump"}, os.Getenv, strings.NewReader(""), &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("scenario clock-jump: %v", err)
+	}
+	for _, want := range []string{
+		"5 nodes, clocks steady: OK×1 1/1",
+		"5 nodes, one clock jumps: OVERSOLD×1 1/1",
+		"7 nodes, one clock jumps: OVERSOLD×1 1/1",
+		"5 nodes, one jumps, fenced: OK×1 1/1",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	err = run(t.Context(), []string{"loadtest", "-scenario", "clock-jump", "-json", "-"}, os.Getenv, strings.NewReader(""), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-json does not apply") {
+		t.Errorf("with -json: %v, want refused", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -95,6 +96,13 @@ func Nodes(tb testing.TB, n int) []*Server {
 	return nodes
 }
 
+// NewEmbedded returns an embedded server of the test's own, whatever is on
+// PATH: for a test that must steer the server itself (its clock).
+func NewEmbedded(tb testing.TB) *Server {
+	tb.Helper()
+	return startEmbedded(tb)
+}
+
 // Clients returns the servers' clients.
 func Clients(servers []*Server) []*redis.Client {
 	cs := make([]*redis.Client, len(servers))
@@ -124,6 +132,16 @@ func (s *Server) Miniredis() *miniredis.Miniredis {
 		return nil
 	}
 	return s.emb.Miniredis()
+}
+
+// JumpClock moves an embedded server's clock forward by d (see
+// embedded.Redis.JumpClock); other servers' clocks are the machine's.
+func (s *Server) JumpClock(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	if s.emb == nil {
+		tb.Fatalf("redistest: only a running embedded server's clock can jump, not %s's", s.kind)
+	}
+	s.emb.JumpClock(d)
 }
 
 // Stop kills the server, as a crash would; its clients then fail to
