@@ -138,7 +138,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	c, err := startCluster(ctx, 1, false, cfg, stderr)
+	c, err := startCluster(ctx, 1, clusterNeeds{}, cfg, stderr)
 	if err != nil {
 		return err
 	}

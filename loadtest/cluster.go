@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"seckill/internal/app"
 	"seckill/internal/child"
 	"seckill/internal/harness"
+	"seckill/internal/netcut"
 )
 
 // cluster is the service instances a run drives: the first in this process,
@@ -24,6 +27,7 @@ type cluster struct {
 	first    *app.Server
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
+	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
 	tmpDir   string
 
 	exe    string   // this binary, which the children run
@@ -59,7 +63,8 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration) 
 // them instead, whatever cfg names, so that it can be paused. The children
 // are this binary re-executed (see child.Run); each exits when its stdin
 // closes, so none outlives the harness even if it is killed.
-func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+	ownRedis := needs.ownRedis
 	c = &cluster{stderr: stderr}
 	defer func() {
 		if err != nil {
@@ -83,6 +88,11 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		}
 		cfg.RedisAddr = c.redis.Addr
 		fmt.Fprintf(stderr, "a Redis of the run's own (%s) on %s\n", c.redis.Kind, c.redis.Addr)
+	}
+	if needs.cutDB && cfg.MySQLDSN != "" {
+		if cfg.MySQLDSN, err = c.proxyDatabase(cfg.MySQLDSN); err != nil {
+			return c, err
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
@@ -133,6 +143,10 @@ func (c *cluster) stop() error {
 		errs = append(errs, c.redis.Stop(childGrace))
 		c.redis = nil
 	}
+	if c.dbProxy != nil {
+		errs = append(errs, c.dbProxy.Close())
+		c.dbProxy = nil
+	}
 	if c.tmpDir != "" {
 		if err := os.RemoveAll(c.tmpDir); err != nil {
 			errs = append(errs, err)
@@ -150,6 +164,11 @@ func (c *cluster) Check(f harness.Fault) error {
 	case harness.PauseRedis:
 		if c.redis == nil {
 			return errors.New("the run has no Redis of its own")
+		}
+		return nil
+	case harness.CutDatabase:
+		if c.dbProxy == nil {
+			return errors.New("the instances reach no database through a proxy of the run's (it needs MYSQL_DSN)")
 		}
 		return nil
 	case harness.PauseInstance, harness.KillInstance, harness.KillConsumer:
@@ -176,6 +195,16 @@ func (c *cluster) Inject(ctx context.Context, f harness.Fault) error {
 		return c.children[f.Instance-1].PauseFor(ctx, f.For)
 	case harness.KillConsumer:
 		return c.killConsumer(ctx, c.children[f.Instance-1])
+	case harness.CutDatabase:
+		c.dbProxy.Cut()
+		t := time.NewTimer(f.For)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		c.dbProxy.Restore()
+		return nil
 	default: // KillInstance
 		c.children[f.Instance-1].Kill()
 		return nil
@@ -234,4 +263,27 @@ func (c *cluster) Heal(ctx context.Context) error {
 		c.children[i] = again
 	}
 	return nil
+}
+
+// clusterNeeds are what a scenario's faults need of the cluster.
+type clusterNeeds struct {
+	// ownRedis: a Redis of the cluster's own (see startCluster).
+	ownRedis bool
+	// cutDB: the instances reach MYSQL_DSN's server through a proxy of
+	// the cluster's, which a fault cuts; the server itself is untouched.
+	cutDB bool
+}
+
+// proxyDatabase starts a proxy to dsn's server and returns dsn through it.
+func (c *cluster) proxyDatabase(dsn string) (string, error) {
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("reading MYSQL_DSN to put a proxy in front of it: %w", err)
+	}
+	if c.dbProxy, err = netcut.Start(d.Addr); err != nil {
+		return "", err
+	}
+	d.Addr = c.dbProxy.Addr()
+	fmt.Fprintf(c.stderr, "the instances reach the database through a proxy of the run's on %s\n", d.Addr)
+	return d.FormatDSN(), nil
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -213,7 +214,11 @@ func (a *App) Close() error {
 	}
 	if a.db != nil {
 		if sqlDB, err := a.db.DB(); err == nil {
-			errs = append(errs, sqlDB.Close())
+			// An idle connection the server (or the network) already closed
+			// fails its goodbye with ErrBadConn: nothing is left undone.
+			if err := sqlDB.Close(); !errors.Is(err, driver.ErrBadConn) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if a.embedded != nil {

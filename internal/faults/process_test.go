@@ -61,6 +61,7 @@ func TestDatabaseFaults(t *testing.T) {
 	t.Run("LockBurstLeavesRoomForOthers", testMySQLLockBurstLeavesRoomForOthers)
 	t.Run("PausedThenInstanceKilled", testDatabasePausedThenInstanceKilled)
 	t.Run("Paused20s", testDatabasePausedMidBurst)
+	t.Run("AsyncCut10s", testAsyncDatabaseCut)
 }
 
 // The database paused, then an instance killed while its purchases wait on

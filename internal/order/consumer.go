@@ -286,7 +286,8 @@ func (w batchOutcome) rows() []Order {
 // writeQueued inserts the batch's orders whose ids are not there yet, in
 // one transaction. If the database refuses the batch, it writes the orders
 // one by one and reports those it refuses. An error means the database did
-// not answer (or failed in a way that says nothing about the orders): retry.
+// not answer, or refused for a reason of the moment (a deadlock, too many
+// connections), or failed in a way that says nothing about the orders: retry.
 func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batchOutcome, error) {
 	var w batchOutcome
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
@@ -298,7 +299,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 	err := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
 	})
-	if err != nil && !definite(db, err) {
+	if err != nil && (!definite(db, err) || transient(err)) {
 		return w, err
 	}
 	if err != nil {
@@ -307,7 +308,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 		for i, q := range qs {
 			row := rows[i]
 			if e := db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
-				if !definite(db, e) {
+				if !definite(db, e) || transient(e) {
 					return w, e
 				}
 				w.refused = append(w.refused, refusal{q, e.Error()})
