@@ -104,7 +104,7 @@ var strategies = []Strategy{
 		new:      onRedis(func(c redis.UniversalClient) Locker { return NewWatchdog(c) })},
 	{Name: "redlock", Summary: "Redlock: SET NX PX on a majority of independent Redis nodes: survives a minority of dead nodes; a paused holder can still outlive its lease.",
 		Fixes:    "The single Redis as a single point of failure: the lock is held when a majority of independent nodes (N/2+1) granted it, so a minority may crash or be unreachable. The lease counts only the validity left: TTL minus the time acquisition took minus a drift allowance.",
-		Breaks:   "Still a lease: a holder paused past its validity works beside the next holder, and no token tells the store. Safety also assumes bounded clock drift, and a node that restarts empty while a lease it granted is live can hand out a second majority.",
+		Breaks:   "Still a lease: a holder paused past its validity works beside the next holder, and no token tells the store. Safety also assumes clocks that run alike: one node whose clock jumps lets two clients hold a majority at once, on five nodes or seven (scenario clock-jump); only a fence checked by the store refuses the second writer. A node that restarts empty while a lease it granted is live can hand out a second majority too.",
 		Commands: []string{"SET key token NX PX ttl, on every node in parallel", "EVALSHA release.lua (GET, DEL), on every node that may hold it"},
 		Test:     "TestRedlockQuorum",
 		new:      newRedlockBackends},
