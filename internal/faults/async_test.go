@@ -214,3 +214,67 @@ func (s *sale) buyFor(d time.Duration, concurrency int, base int64) []outcome {
 	wg.Wait()
 	return outs
 }
+
+// A poisoned order (the lab's fault: queued with a row the database
+// refuses) goes to the dead letters with the database's reason, its unit
+// back on its shard and its buyer told why; the orders queued around it
+// are written. Nothing is retried for ever: the queue drains. The audit
+// counts the dead letter, so that a client's 202s are its orders and its
+// dead letters. It needs a database that keeps column sizes: a mariadbd of
+// the test's own (SQLite keeps none, and go-mysql-server's rollback of the
+// refused batch leaves its other rows half there).
+func testAsyncPoison(t *testing.T) {
+	t.Parallel()
+	r := ownRedis(t)
+	cfg := config(t, r.Addr, mysqltest.Own(t, mysqltest.OwnOptions{}).Database(t, ""))
+	srv := testenv.Start(t, cfg, app.Extras{})
+	s := newSale(t, srv)
+	units := 200
+	lab := true
+	req := api.ProductRequest{ID: &s.product, Stock: &units, Mode: "async", Lab: lab}
+	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+		t.Fatalf("creating product %d: %d %s", s.product, status, body)
+	}
+	b := s.startBurst(100, 10)
+	poisoner := int64(7)
+	status, body := s.post(s.urls[0]+"/api/orders", "poison-1", api.OrderRequest{UserID: &poisoner, ProductID: &s.product, Poison: true})
+	if status != http.StatusAccepted {
+		t.Fatalf("the poisoned purchase: %d %s, want 202", status, body)
+	}
+	var poisoned api.Order
+	if err := jsonUnmarshal(body, &poisoned); err != nil {
+		t.Fatal(err)
+	}
+	outs := b.wait(t)
+	a := s.waitDrained()
+
+	dead, err := s.rdb.XRange(context.Background(), stock.DeadLetterKey, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Values["id"] != poisoned.ID {
+		t.Fatalf("dead letters %v: want the poisoned order %s alone", dead, poisoned.ID)
+	}
+	reason, _ := dead[0].Values["reason"].(string)
+	t.Logf("dead letter %s: %s", poisoned.ID, reason)
+	if !strings.Contains(reason, "idem_key") {
+		t.Errorf("the dead letter's reason %q does not say what the database refused", reason)
+	}
+	var got api.Order
+	s.get("/api/orders/"+poisoned.ID, &got)
+	if got.Status != "failed" || got.Reason == "" {
+		t.Errorf("the poisoned order reads %+v: want failed, with the reason", got)
+	}
+	st := s.checkPromise(outs) // every other 202 is an order; the units add up
+	if len(st.orders) != accepted202(outs) || a.DeadLettered != 1 {
+		t.Errorf("%d orders for %d other purchases answered 202, %d dead letters counted: want all written, 1", len(st.orders), accepted202(outs), a.DeadLettered)
+	}
+	if st.remaining != units-len(st.orders) {
+		t.Errorf("%d units in the store: the poisoned order's unit did not come back", st.remaining)
+	}
+	// Its buyer may buy again, now without poison.
+	again := buy(context.Background(), s.client, s.urls[0], s.product, poisoner, "poison-2")
+	if again.status != http.StatusAccepted {
+		t.Errorf("the poisoned order's buyer buying again: %v", again)
+	}
+}
