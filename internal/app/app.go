@@ -71,7 +71,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		redisAddr = a.embedded.Addr()
 		a.Embedded = true
 	}
-	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
+	connected := new(onConnect)
+	if a.rdb, err = openRedis(ctx, redisAddr, connected); err != nil {
 		return nil, err
 	}
 	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
@@ -101,6 +102,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	connected.svc.Store(a.Orders)
 	if cfg.Consume {
 		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
