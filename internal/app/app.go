@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -73,7 +74,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		redisAddr = a.embedded.Addr()
 		a.Embedded = true
 	}
-	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
+	connected := new(onConnect)
+	if a.rdb, err = openRedis(ctx, redisAddr, connected); err != nil {
 		return nil, err
 	}
 	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
@@ -111,8 +113,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	connected.svc.Store(a.Orders)
 	if cfg.Consume {
-		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{Log: log})
+		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
 		if a.broker != nil {
 			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
@@ -230,7 +233,11 @@ func (a *App) Close() error {
 	}
 	if a.db != nil {
 		if sqlDB, err := a.db.DB(); err == nil {
-			errs = append(errs, sqlDB.Close())
+			// An idle connection the server (or the network) already closed
+			// fails its goodbye with ErrBadConn: nothing is left undone.
+			if err := sqlDB.Close(); !errors.Is(err, driver.ErrBadConn) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if a.embedded != nil {
