@@ -12,10 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"seckill/internal/app"
 	"seckill/internal/child"
 	"seckill/internal/etcdembed"
 	"seckill/internal/harness"
+	"seckill/internal/netcut"
 )
 
 // cluster is the service instances a run drives: the first in this process,
@@ -27,6 +30,7 @@ type cluster struct {
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
 	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
+	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
 	tmpDir   string
 
 	exe    string   // this binary, which the children run
@@ -62,7 +66,8 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration) 
 // them instead, whatever cfg names, so that it can be paused. The children
 // are this binary re-executed (see child.Run); each exits when its stdin
 // closes, so none outlives the harness even if it is killed.
-func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+	ownRedis := needs.ownRedis
 	c = &cluster{stderr: stderr}
 	defer func() {
 		if err != nil {
@@ -96,6 +101,11 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		}
 		cfg.EtcdEndpoints = []string{c.etcd.Endpoint()}
 	}
+	if needs.cutDB && cfg.MySQLDSN != "" {
+		if cfg.MySQLDSN, err = c.proxyDatabase(cfg.MySQLDSN); err != nil {
+			return c, err
+		}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
 		return c, fmt.Errorf("starting the service: %w", err)
@@ -109,7 +119,7 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 	c.args = append(redis,
 		"-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
-		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
+		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
 	)
 	if len(cfg.GateURLs) > 0 {
 		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
@@ -160,6 +170,10 @@ func (c *cluster) stop() error {
 		errs = append(errs, c.etcd.Close())
 		c.etcd = nil
 	}
+	if c.dbProxy != nil {
+		errs = append(errs, c.dbProxy.Close())
+		c.dbProxy = nil
+	}
 	if c.tmpDir != "" {
 		if err := os.RemoveAll(c.tmpDir); err != nil {
 			errs = append(errs, err)
@@ -179,7 +193,12 @@ func (c *cluster) Check(f harness.Fault) error {
 			return errors.New("the run has no Redis of its own")
 		}
 		return nil
-	case harness.PauseInstance, harness.KillInstance:
+	case harness.CutDatabase:
+		if c.dbProxy == nil {
+			return errors.New("the instances reach no database through a proxy of the run's (it needs MYSQL_DSN)")
+		}
+		return nil
+	case harness.PauseInstance, harness.KillInstance, harness.KillConsumer:
 		switch {
 		case f.Instance == 0:
 			return errors.New("instance 0 runs in the harness's own process")
@@ -201,9 +220,53 @@ func (c *cluster) Inject(ctx context.Context, f harness.Fault) error {
 		return c.redis.PauseFor(ctx, f.For)
 	case harness.PauseInstance:
 		return c.children[f.Instance-1].PauseFor(ctx, f.For)
+	case harness.KillConsumer:
+		return c.killConsumer(ctx, c.children[f.Instance-1])
+	case harness.CutDatabase:
+		c.dbProxy.Cut()
+		t := time.NewTimer(f.For)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		c.dbProxy.Restore()
+		return nil
 	default: // KillInstance
 		c.children[f.Instance-1].Kill()
 		return nil
+	}
+}
+
+// claimBound bounds the wait for a dead consumer's orders to be claimed.
+const claimBound = 30 * time.Second
+
+// killConsumer kills in while its consumer holds orders, then waits until
+// the living consumers have claimed them all: an error if they have not
+// within claimBound.
+func (c *cluster) killConsumer(ctx context.Context, in *child.Instance) error {
+	ctx, cancel := context.WithTimeout(ctx, claimBound)
+	defer cancel()
+	orders := c.first.Orders
+	dead, held, err := in.KillHolding(ctx, orders.DeliveredTo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "killed instance's consumer %s holding %d orders\n", dead, held)
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now, err := orders.DeliveredTo(ctx)
+		if err == nil && now[dead] == 0 {
+			fmt.Fprintf(c.stderr, "its orders were claimed %s after the kill\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the dead consumer %s still holds %d orders after %s (%v)", dead, now[dead], claimBound, err)
+		case <-tick.C:
+		}
 	}
 }
 
@@ -227,4 +290,27 @@ func (c *cluster) Heal(ctx context.Context) error {
 		c.children[i] = again
 	}
 	return nil
+}
+
+// clusterNeeds are what a scenario's faults need of the cluster.
+type clusterNeeds struct {
+	// ownRedis: a Redis of the cluster's own (see startCluster).
+	ownRedis bool
+	// cutDB: the instances reach MYSQL_DSN's server through a proxy of
+	// the cluster's, which a fault cuts; the server itself is untouched.
+	cutDB bool
+}
+
+// proxyDatabase starts a proxy to dsn's server and returns dsn through it.
+func (c *cluster) proxyDatabase(dsn string) (string, error) {
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("reading MYSQL_DSN to put a proxy in front of it: %w", err)
+	}
+	if c.dbProxy, err = netcut.Start(d.Addr); err != nil {
+		return "", err
+	}
+	d.Addr = c.dbProxy.Addr()
+	fmt.Fprintf(c.stderr, "the instances reach the database through a proxy of the run's on %s\n", d.Addr)
+	return d.FormatDSN(), nil
 }

@@ -85,7 +85,7 @@ func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Con
 	rep *harness.Report, bar *progressBar, stderr io.Writer) (redisPass, bool, error) {
 	pass := redisPass{name: name}
 	fmt.Fprintf(stderr, "%s: starting %d service instance(s)…\n", name, o.instances)
-	c, err := startCluster(ctx, max(o.instances, 1), len(cfg.RedisCluster) == 0, cfg, stderr)
+	c, err := startCluster(ctx, max(o.instances, 1), clusterNeeds{ownRedis: len(cfg.RedisCluster) == 0}, cfg, stderr)
 	if err != nil {
 		return pass, false, err
 	}

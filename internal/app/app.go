@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -66,7 +67,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 			a.Close()
 		}
 	}()
-	if a.rdb, err = a.openRedis(ctx); err != nil {
+	connected := new(onConnect)
+	if a.rdb, err = a.openRedis(ctx, connected); err != nil {
 		return nil, err
 	}
 	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
@@ -104,8 +106,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	connected.svc.Store(a.Orders)
 	if cfg.Consume {
-		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{Log: log})
+		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
 		if a.broker != nil {
 			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
@@ -128,7 +131,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 
 // openRedis connects to the cluster or the Redis cfg names, or starts an
 // embedded one.
-func (a *App) openRedis(ctx context.Context) (redis.UniversalClient, error) {
+// On a cluster the connection hook is not set: it reads a run id per
+// connection, and a cluster's nodes each have their own (see README, Redis
+// Cluster).
+func (a *App) openRedis(ctx context.Context, connected *onConnect) (redis.UniversalClient, error) {
 	if len(a.Config.RedisCluster) > 0 {
 		cc, err := openCluster(ctx, a.Config.RedisCluster)
 		if err != nil {
@@ -145,7 +151,7 @@ func (a *App) openRedis(ctx context.Context) (redis.UniversalClient, error) {
 		addr = a.embedded.Addr()
 		a.Embedded = true
 	}
-	rdb, err := openRedis(ctx, addr)
+	rdb, err := openRedis(ctx, addr, connected)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +259,11 @@ func (a *App) Close() error {
 	}
 	if a.db != nil {
 		if sqlDB, err := a.db.DB(); err == nil {
-			errs = append(errs, sqlDB.Close())
+			// An idle connection the server (or the network) already closed
+			// fails its goodbye with ErrBadConn: nothing is left undone.
+			if err := sqlDB.Close(); !errors.Is(err, driver.ErrBadConn) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if a.embedded != nil {

@@ -101,6 +101,7 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	}
 	j := Judge(t, audit)
 	row.Sold = audit.Orders
+	row.DeadLettered = audit.DeadLettered
 	row.Oversold, row.LostUpdates, row.Undersold = j.Oversold, j.LostUpdates, j.Undersold
 	row.Verdict, row.HarnessVerdict, row.AuditVerdict = j.Verdict, j.Harness, j.Audit
 	row.ServiceVerdict, row.Agree, row.Disagreements = audit.Verdict, j.Agree, j.Disagreements
@@ -470,6 +471,7 @@ func bodyTails(s Spec) (plain, faulty []byte, err error) {
 	}
 	f.Abandon, f.CrashBeforeExpire, f.ReleaseBeforeCommit = s.Abandon, s.CrashBeforeExpire, s.ReleaseBeforeCommit
 	f.CrashAfterTake = s.CrashAfterTake
+	f.Poison = s.Poison
 	f.ClockSkewMS = time.Duration(s.ClockSkew).Milliseconds()
 	if faulty, err = json.Marshal(f); err != nil {
 		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)

@@ -112,6 +112,9 @@ type Spec struct {
 	// CrashAfterTake stops the faulty purchases between the take and the
 	// order (the mq mode: the publish), as a process that died there would.
 	CrashAfterTake bool `json:"crash_after_take,omitempty"`
+	// Poison queues the faulty purchases' async orders with rows the
+	// database refuses: they go to the dead letters.
+	Poison bool `json:"poison,omitempty"`
 
 	// PayTimeout, when set, gives the product a payment window and makes
 	// the run the pay-vs-timeout race: after the purchases, each order is
@@ -223,7 +226,7 @@ func (s Spec) faulty(i int) bool {
 
 // hasFaults reports whether any fault option is set.
 func (s Spec) hasFaults() bool {
-	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0 || s.ReleaseBeforeCommit || s.CrashAfterTake
+	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0 || s.ReleaseBeforeCommit || s.CrashAfterTake || s.Poison
 }
 
 // fault names the run's fault, "" for none.
@@ -239,6 +242,8 @@ func (s Spec) fault() string {
 		return api.FaultReleaseBeforeCommit
 	case s.CrashAfterTake:
 		return api.FaultCrashAfterTake
+	case s.Poison:
+		return api.FaultPoison
 	}
 	return ""
 }

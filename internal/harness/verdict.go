@@ -100,6 +100,9 @@ func (t Tally) orders() (least, most int) { return t.OK, t.OK + t.Unknown }
 // the initial stock is the one the harness set, and the verdicts match.
 func Judge(t Tally, a api.Audit) Judgement {
 	least, most := t.orders()
+	// A 202 whose order the database refused since is a dead letter, its
+	// unit back on sale: the audit counts those.
+	least = max(0, least-a.DeadLettered)
 	harness := classify(max(0, least-t.Stock), 0, undersold(t, t.Stock, most), t.Errors)
 	audit := classify(a.Oversold, a.LostUpdates, undersold(t, a.Initial, a.Orders), t.Errors)
 	j := Judgement{
@@ -116,8 +119,11 @@ func Judge(t Tally, a api.Audit) Judgement {
 	}
 	switch {
 	case a.Orders < least || a.Orders > most && t.Unknown == 0:
-		j.Disagreements = append(j.Disagreements,
-			fmt.Sprintf("the harness counted %d orders created (201), the audit found %d", t.OK, a.Orders))
+		msg := fmt.Sprintf("the harness counted %d orders created (201), the audit found %d", t.OK, a.Orders)
+		if a.DeadLettered > 0 {
+			msg += fmt.Sprintf(" and %d dead letters", a.DeadLettered)
+		}
+		j.Disagreements = append(j.Disagreements, msg)
 	case a.Orders > most:
 		j.Disagreements = append(j.Disagreements,
 			fmt.Sprintf("the harness counted %d orders created (201) and %d answers that never came, the audit found %d orders", t.OK, t.Unknown, a.Orders))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -39,6 +40,10 @@ type Consumer struct {
 	mu      sync.Mutex
 	streams []string
 	listed  time.Time
+
+	// retries counts the batch writes the database did not answer, and
+	// that were tried again after a backoff.
+	retries atomic.Int64
 }
 
 // ConsumerOptions configure a Consumer. Every field has a working default.
@@ -49,14 +54,18 @@ type ConsumerOptions struct {
 	// Close waits for the reading to stop. Default: 500ms.
 	Block time.Duration
 	// ClaimIdle is how long an order may stay delivered and unacknowledged
-	// before another consumer takes it over. It must outlast a live
-	// consumer's write of a batch, retries included, or two consumers would
-	// write the same batch (harmless: the insert skips ids already there,
-	// but wasted). Default: 30s, well above a batch write's bound of a
-	// few seconds on a database that answers.
+	// before another consumer takes it over (the service's -claim-idle).
+	// It is how long the orders of a consumer that died wait, so it should
+	// be short; it must outlast a live consumer's write of a batch, or two
+	// consumers write the same batch (harmless: the insert skips ids
+	// already there, but wasted). Default: 30s: a batch's write is bounded
+	// by writeTimeout (10s) and the retry's backoff by maxBackoff (5s), so
+	// a live consumer touches its batch again well within it, while a dead
+	// one's orders wait half a minute, a fraction of a sale's minutes.
 	ClaimIdle time.Duration
 	// ClaimEvery is how often the consumer looks for such orders, and drops
-	// the streams that hold none. Default: 5s.
+	// the streams that hold none. Default: 5s, or ClaimIdle/2 when that is
+	// shorter, so that a short ClaimIdle is not outwaited by the look.
 	ClaimEvery time.Duration
 	// Log receives what went wrong. Default: slog.Default().
 	Log *slog.Logger
@@ -82,7 +91,7 @@ func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
 		opt.ClaimIdle = DefaultClaimIdle
 	}
 	if opt.ClaimEvery <= 0 {
-		opt.ClaimEvery = DefaultClaimEvery
+		opt.ClaimEvery = min(DefaultClaimEvery, opt.ClaimIdle/2)
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
@@ -94,6 +103,11 @@ func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
+
+// Retries is how many times a batch's write failed without an answer
+// from the database and was tried again after a backoff: a bounded rate
+// while the database is down, not a spin.
+func (c *Consumer) Retries() int64 { return c.retries.Load() }
 
 // Name is the consumer's name in the group.
 func (c *Consumer) Name() string { return c.name }
@@ -211,7 +225,7 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 	if len(good) == 0 {
 		return
 	}
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		w, err := writeQueued(ctx, c.db, good)
 		if err == nil {
 			for _, r := range w.refused {
@@ -229,10 +243,21 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 			c.opt.Log.Warn("stopping with a batch unwritten; another consumer will claim it", "orders", len(good), "error", err)
 			return
 		}
+		c.retries.Add(1)
 		c.opt.Log.Warn("the database did not take a batch; retrying", "orders", len(good), "in", backoff, "error", err)
 		c.sleep(backoff)
 	}
 }
+
+// The backoff between two tries of a batch the database did not answer:
+// doubled from minBackoff up to maxBackoff, so that a database down for
+// minutes gets a try every few seconds from each consumer, not a spin.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+	// writeTimeout bounds one try of a batch's write.
+	writeTimeout = 10 * time.Second
+)
 
 type refusal struct {
 	q      stock.QueuedOrder
@@ -261,10 +286,11 @@ func (w batchOutcome) rows() []Order {
 // writeQueued inserts the batch's orders whose ids are not there yet, in
 // one transaction. If the database refuses the batch, it writes the orders
 // one by one and reports those it refuses. An error means the database did
-// not answer (or failed in a way that says nothing about the orders): retry.
+// not answer, or refused for a reason of the moment (a deadlock, too many
+// connections), or failed in a way that says nothing about the orders: retry.
 func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batchOutcome, error) {
 	var w batchOutcome
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	rows := make([]Order, len(qs))
 	for i, q := range qs {
@@ -273,7 +299,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 	err := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
 	})
-	if err != nil && !definite(db, err) {
+	if err != nil && (!definite(db, err) || transient(err)) {
 		return w, err
 	}
 	if err != nil {
@@ -282,7 +308,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 		for i, q := range qs {
 			row := rows[i]
 			if e := db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
-				if !definite(db, e) {
+				if !definite(db, e) || transient(e) {
 					return w, e
 				}
 				w.refused = append(w.refused, refusal{q, e.Error()})

@@ -140,6 +140,11 @@ type Service struct {
 
 	products sync.Map // int64 → Product: the catalogue's cache
 
+	// restartMu guards runID, the Redis run id whose restart this process
+	// has met (see RedisConnected).
+	restartMu sync.Mutex
+	runID     string
+
 	sub  *redis.PubSub
 	done chan struct{} // closed when followNotices returns
 
@@ -314,3 +319,12 @@ func (s *Service) Backlog(ctx context.Context) (api.Backlog, error) {
 	}
 	return api.Backlog{Streams: b.Streams, Queued: b.Queued, Delivered: b.Delivered, OldestMS: b.Oldest.Milliseconds()}, nil
 }
+
+// DeliveredTo counts, per consumer name, the queued orders delivered to it
+// and not acknowledged yet (see stock.Store.DeliveredTo).
+func (s *Service) DeliveredTo(ctx context.Context) (map[string]int64, error) {
+	return s.stock.DeliveredTo(ctx)
+}
+
+// Streams lists the order streams of the service's deployment.
+func (s *Service) Streams(ctx context.Context) ([]string, error) { return s.stock.Streams(ctx) }

@@ -193,7 +193,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 			Fault: order.Fault{Abandon: req.Abandon, CrashAfterTake: req.CrashAfterTake, Lock: lock.Fault{
 				CrashBeforeExpire: req.CrashBeforeExpire,
 				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
-			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit},
+			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit, Poison: req.Poison},
 			Trace: trace,
 		},
 	})

@@ -6,14 +6,15 @@
 -- KEYS[1] shard stock; KEYS[2] shard ledger; KEYS[3] shard stream; KEYS[4]
 -- buyer; KEYS[5] the order id's day key; KEYS[6] the day's pending index;
 -- KEYS[7] the registry of streams the consumers read. On a Redis Cluster
--- only the shard's KEYS[1..3] are given: the id is drawn before (ARGV[11]),
+-- only the shard's KEYS[1..3] are given: the id is drawn before (ARGV[12]),
 -- the stream registered before and the pending index written after, each a
 -- step of its own (see take.go), and the buyer's claim stands for KEYS[4].
 -- ARGV[1] user id; ARGV[2] idempotency key; ARGV[3] shard; ARGV[4] millis;
 -- ARGV[5] seconds since the id epoch; ARGV[6] the day key's TTL (ms);
 -- ARGV[7] product id; ARGV[8] sale; ARGV[9] the consumers' group; ARGV[10]
--- when the payment window ends (ms), 0 for none; ARGV[11] the order id, on
--- a cluster.
+-- when the payment window ends (ms), 0 for none; ARGV[11] the key the
+-- queued message carries: ARGV[2], or the lab's poison (one its row's
+-- column refuses); ARGV[12] the order id, on a cluster.
 -- Returns {1, order id}, or the lua mode's {0}, {-1, record}, {-2}.
 local prior
 if KEYS[4] then
@@ -31,7 +32,7 @@ end
 if tonumber(n) <= 0 then
 	return {0}
 end
-local id = ARGV[11]
+local id = ARGV[12]
 if KEYS[5] then
 	local seq = redis.call("INCR", KEYS[5])
 	if seq == 1 then
@@ -61,7 +62,7 @@ if redis.call("EXISTS", KEYS[3]) == 0 then
 	redis.call("XGROUP", "CREATE", KEYS[3], ARGV[9], "0", "MKSTREAM")
 end
 redis.call("XADD", KEYS[3], "*", "id", id, "product", ARGV[7], "sale", ARGV[8], "user", ARGV[1],
-	"shard", ARGV[3], "key", ARGV[2], "at", ARGV[4], "due", ARGV[10])
+	"shard", ARGV[3], "key", ARGV[11], "at", ARGV[4], "due", ARGV[10])
 if KEYS[6] then
 	redis.call("HSET", KEYS[6], id, ARGV[7] .. " " .. ARGV[3] .. " " .. ARGV[1] .. " " .. ARGV[8])
 	if redis.call("PTTL", KEYS[6]) < 0 then

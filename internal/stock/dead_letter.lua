@@ -4,12 +4,13 @@
 -- buyer reads why, and acknowledge it, in one step: it is neither retried
 -- for ever nor lost.
 -- KEYS[1] the stream; KEYS[2] shard stock; KEYS[3] shard ledger; KEYS[4]
--- the dead letters; KEYS[5] buyer; KEYS[6] the day's pending index. On a
--- Redis Cluster only the shard's KEYS[1..3] are given, and the caller does
--- the rest in steps of their own (Store.DeadLetter).
+-- the dead letters; KEYS[5] buyer; KEYS[6] the day's pending index; KEYS[7]
+-- the dead letters' count per sale. On a Redis Cluster only the shard's
+-- KEYS[1..3] are given, and the caller does the rest in steps of their own
+-- (Store.DeadLetter).
 -- ARGV[1] group; ARGV[2] message id; ARGV[3] order id; ARGV[4] user id;
 -- ARGV[5] reason; ARGV[6] the message's fields as "name value" pairs, tab
--- separated.
+-- separated; ARGV[7] the count's field, "product:sale".
 if KEYS[4] then
 	local fields = {}
 	for f in string.gmatch(ARGV[6], "[^\t]+") do
@@ -32,6 +33,7 @@ if rec and string.match(rec, "^%S+") == ARGV[3] then
 end
 if KEYS[6] then
 	redis.call("HSET", KEYS[6], ARGV[3], "failed " .. ARGV[5])
+	redis.call("HINCRBY", KEYS[7], ARGV[7], 1)
 end
 redis.call("XACK", KEYS[1], ARGV[1], ARGV[2])
 redis.call("XDEL", KEYS[1], ARGV[2])

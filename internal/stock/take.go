@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,11 @@ type Request struct {
 	// IDSlot is where the async mode's script draws the order id; the
 	// Ticket's order id is then the script's.
 	IDSlot idgen.Slot
+	// Poison is the lab's fault of the async mode: the queued message
+	// carries PoisonKey for its idempotency key, which the order's column
+	// (64 characters) cannot hold, so a database that keeps column sizes
+	// refuses its row. The ledger and the buyer keep the real key.
+	Poison bool
 	// ReleaseBeforeCommit is the sqlrmw mode's fault: its caller releases
 	// the lock before the COMMIT (see Taken.Held).
 	ReleaseBeforeCommit bool
@@ -234,8 +240,12 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if p.PayTimeout > 0 {
 		due = t.At.Add(p.PayTimeout).UnixMilli()
 	}
+	queuedKey := r.Ticket.Key
+	if r.Poison {
+		queuedKey = PoisonKey
+	}
 	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, drawn).Slice()
+		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, queuedKey, drawn).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
@@ -477,3 +487,7 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 	}
 	return n == 1, nil
 }
+
+// PoisonKey is the idempotency key of a poisoned queued order (see
+// Request.Poison): 80 characters, more than the orders' column holds.
+var PoisonKey = "poison-" + strings.Repeat("x", 73)
