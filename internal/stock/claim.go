@@ -65,7 +65,9 @@ func claimOf(t Ticket, at time.Time) string {
 	return claimMark + t.Key + " " + strconv.FormatInt(at.UnixMilli(), 10)
 }
 
-// claimKey and claimAt read a claim back.
+// parseClaim reads a claim back: its purchase's idempotency key and when it
+// was made (by the clock of the process that made it: the window is tens of
+// seconds, and the processes' clocks must agree to well within that).
 func parseClaim(c string) (key string, at time.Time) {
 	f := strings.Fields(c)
 	if len(f) != 3 {
