@@ -74,6 +74,10 @@ type Fault struct {
 	For time.Duration
 	// After is how many requests are answered before the fault strikes.
 	After int
+	// Persistence, when set, is the persistence the runner's Redis is
+	// switched to before the run (none, everysec, always; see
+	// child.Redis.SetPersistence).
+	Persistence string
 }
 
 func (f Fault) String() string {
@@ -88,6 +92,10 @@ func (f Fault) String() string {
 		return fmt.Sprintf("instance %d killed while its consumer held orders", f.Instance)
 	case CutDatabase:
 		return fmt.Sprintf("database cut off for %s", f.For)
+	case KillRedis:
+		return fmt.Sprintf("Redis (persistence %s) killed and restarted", f.Persistence)
+	case PersistRedis:
+		return fmt.Sprintf("Redis persistence %s", f.Persistence)
 	}
 	return f.Action
 }
@@ -310,6 +318,19 @@ var Scenarios = []Scenario{
 		}},
 	},
 	{
+		Name: "async-durability",
+		Summary: "What a 202 promises: the async mode's queue is as durable as Redis. The run's own redis-server is " +
+			"switched to each persistence in turn: none, appendonly with appendfsync everysec, appendfsync always. " +
+			"Mid-run (after 4000 answers) it is SIGKILLed and started again on its directory; the consumers drain what " +
+			"it kept, and every order answered 202 is looked up in the table (POST /api/orders/lookup). Expected: " +
+			"none loses the whole backlog (LOST), everysec up to about a second of writes, always nothing (SAFE, or " +
+			"ERRORS for the purchases refused while Redis was down). A run per persistence without a kill measures " +
+			"its throughput. Needs redis-server (SKIPPED with the embedded Redis, which keeps nothing).",
+		OwnRedis:  true,
+		Steps:     durabilitySteps(),
+		Summarize: durabilityTable,
+	},
+	{
 		Name: "async-poison",
 		Summary: "Mode async, 500 buyers for 500 units. The first 3 purchases are poisoned (the lab's fault poison: their " +
 			"queued orders carry an idempotency key longer than its column, a row the database refuses). The consumer " +
@@ -515,7 +536,7 @@ func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Pr
 	switch {
 	case r.Faults == nil:
 		why = errors.New("only a run that starts the service's processes can strike them, not one aimed at -target instances")
-	case f.Instance >= len(s.Targets) && f.Action != PauseRedis:
+	case f.Instance >= len(s.Targets) && f.Action != PauseRedis && f.Action != KillRedis && f.Action != PersistRedis:
 		why = fmt.Errorf("there are %d instances", len(s.Targets))
 	default:
 		why = r.Faults.Check(*f)
@@ -525,6 +546,18 @@ func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Pr
 		row.Verdict, row.AuditVerdict = Skipped, Skipped
 		row.Note = fmt.Sprintf("needs %s: %v", f, why)
 		return row, nil
+	}
+	if f.Persistence != "" {
+		if err := r.Faults.Inject(ctx, Fault{Action: PersistRedis, Persistence: f.Persistence}); err != nil {
+			return newRow(s), err
+		}
+	}
+	if f.Action == PersistRedis { // a setting, not a fault in the middle
+		row, err := Run(ctx, s, progress)
+		if row.Note == "" {
+			row.Note = f.String()
+		}
+		return row, err
 	}
 	s.MidwayAfter = f.After
 	s.Midway = func(ctx context.Context) error { return r.Faults.Inject(ctx, *f) }
@@ -675,7 +708,67 @@ const (
 	// CutDatabase makes the database unreachable for Fault.For: the
 	// runner's proxy in front of it is cut.
 	CutDatabase = "cut-database"
+	// KillRedis kills the runner's Redis (SIGKILL) and starts it again on
+	// its address and directory: what it kept is what its persistence kept.
+	KillRedis = "kill-redis"
+	// PersistRedis switches the runner's Redis to Fault.Persistence.
+	PersistRedis = "persist-redis"
 )
+
+// durabilityVariants are the async-durability scenario's persistences.
+var durabilityVariants = []string{"none", "everysec", "always"}
+
+// durabilitySteps are, per persistence, a run killed mid-way that counts
+// the 202s lost, then one without a kill that measures the throughput.
+func durabilitySteps() []Step {
+	spec := Spec{Lock: "none", Mode: "async", Stock: 20000, Buyers: 20000, Concurrency: 50}
+	expect := map[string][]string{"none": {Lost}, "everysec": anyVerdictOrLost, "always": {Safe, Errors}}
+	var steps []Step
+	for _, p := range durabilityVariants {
+		s := spec
+		s.CheckAccepted = true
+		steps = append(steps, Step{Spec: s, Fault: &Fault{Action: KillRedis, Persistence: p, After: 4000}, Expect: always(expect[p]...)})
+	}
+	for _, p := range durabilityVariants {
+		steps = append(steps, Step{Spec: spec, Fault: &Fault{Action: PersistRedis, Persistence: p}, Expect: always(Safe)})
+	}
+	return steps
+}
+
+// anyVerdictOrLost: everysec may lose about a second's writes, or none.
+var anyVerdictOrLost = []string{Safe, Errors, Lost, Oversold, Undersold}
+
+// durabilityTable sums the async-durability rows up per persistence: the
+// 202s lost when Redis was killed, and the req/s without a kill.
+func durabilityTable(rows []Row) []string {
+	n := len(durabilityVariants)
+	var lines []string
+	for i, p := range durabilityVariants {
+		var lost, accepted, runs int
+		var verdicts []string
+		var rps []float64
+		for k, r := range rows {
+			if r.Verdict == Skipped {
+				continue
+			}
+			switch k % (2 * n) {
+			case i:
+				lost += r.Missing202
+				accepted += r.OK
+				runs++
+				verdicts = append(verdicts, r.Verdict)
+			case n + i:
+				rps = append(rps, r.RPS)
+			}
+		}
+		if runs == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("persistence %s: %d of %d orders answered 202 never reached the table over %d kill(s) (%s); %.0f req/s without a kill (median of %d)",
+			p, lost, accepted, runs, strings.Join(verdicts, " "), Median(rps), len(rps)))
+	}
+	return lines
+}
 
 // Strikes reports whether a step of sc strikes the fault action.
 func (sc Scenario) Strikes(action string) bool {
