@@ -28,8 +28,9 @@ type Row struct {
 	Expect *Expectation `json:"expect,omitempty"`
 	// Timeline is the run's race, drawn from its purchases' traces.
 	Timeline *api.Timeline `json:"timeline,omitempty"`
-	// accepted are the ids answered 202, when the spec asked to check them.
-	accepted []string
+	// AcceptedIDs are the ids answered 202, when the spec asked to check
+	// them (Spec.CheckAccepted); not in the report.
+	AcceptedIDs []string `json:"-"`
 }
 
 // Progress is a snapshot of a run, passed to the progress callback.
@@ -95,7 +96,7 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	// between counts in the audit, not as missing.
 	checked := 0
 	if spec.CheckAccepted {
-		if checked, err = lookup(actx, c, spec.Targets[0], spec.ProductID, row.accepted); err != nil {
+		if checked, err = lookup(actx, c, spec.Targets[0], spec.ProductID, row.AcceptedIDs); err != nil {
 			row.Verdict, row.Note = Errors, err.Error()
 			return row, err
 		}
@@ -250,7 +251,7 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	var traces []Traced
 	for _, w := range workers {
 		traces = append(traces, w.traces...)
-		row.accepted = append(row.accepted, w.acceptedIDs...)
+		row.AcceptedIDs = append(row.AcceptedIDs, w.acceptedIDs...)
 	}
 	row.Timeline = BuildTimeline(traces, cmp.Or(spec.Shards, api.DefaultShards), l.start.UnixMicro(), spec.UserBase)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && row.Requests < spec.Requests {
