@@ -18,6 +18,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/child"
+	"seckill/internal/etcdembed"
 	"seckill/internal/harness"
 	"seckill/internal/netcut"
 )
@@ -32,6 +33,7 @@ type cluster struct {
 	redis    *child.Redis      // nil unless the scenario asked for one
 	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
 	dropDB   func() error      // drops the database of the cluster's own, if it made one
+	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
 	tmpDir   string
 
 	exe    string   // this binary, which the children run
@@ -105,6 +107,15 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 			return c, err
 		}
 	}
+	if k > 1 && len(cfg.EtcdEndpoints) == 0 {
+		// Each instance would start an embedded etcd of its own, and the
+		// etcd lock would exclude nothing across them: one, in this
+		// process, serves all (never paused: faults strike the children).
+		if c.etcd, err = etcdembed.StartSingle(); err != nil {
+			return c, err
+		}
+		cfg.EtcdEndpoints = []string{c.etcd.Endpoint()}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
 		return c, fmt.Errorf("starting the service: %w", err)
@@ -114,6 +125,12 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		"-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
+	}
+	if len(cfg.GateURLs) > 0 {
+		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
+	}
+	if len(cfg.EtcdEndpoints) > 0 {
+		c.args = append(c.args, "-etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","))
 	}
 	for i := 1; i < k; i++ {
 		in, err := c.spawn(ctx, "127.0.0.1:0")
@@ -161,6 +178,10 @@ func (c *cluster) stop() error {
 	if c.dropDB != nil {
 		errs = append(errs, c.dropDB())
 		c.dropDB = nil
+	}
+	if c.etcd != nil {
+		errs = append(errs, c.etcd.Close())
+		c.etcd = nil
 	}
 	if c.tmpDir != "" {
 		if err := os.RemoveAll(c.tmpDir); err != nil {

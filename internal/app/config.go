@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/order"
 )
 
@@ -21,6 +22,7 @@ type Config struct {
 	Addr            string        // -addr / HTTP_ADDR
 	RedisAddr       string        // -redis / REDIS_ADDR; empty starts an embedded Redis
 	RedisAddrs      []string      // -redis-nodes / REDIS_ADDRS; independent nodes for redlock
+	EtcdEndpoints   []string      // -etcd-endpoints / ETCD_ENDPOINTS; the etcd lock's cluster, empty for an embedded one
 	MySQLDSN        string        // -mysql / MYSQL_DSN; empty uses an embedded SQLite
 	SQLitePath      string        // -sqlite / SQLITE_PATH; the embedded store's file, "" for memory
 	RateLimit       time.Duration // -rate-limit / RATE_LIMIT; one order request per user per period, 0 off
@@ -35,6 +37,8 @@ type Config struct {
 	ClaimIdle       time.Duration // -claim-idle / CLAIM_IDLE; how long a queued order may stay with a silent consumer before another claims it
 	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 turns the schedule off
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
+	GateURLs        []string      // -gate / GATE_URLS; control URLs of the sold-out gates in front, told when a product has stock again
+	GateSecret      string        // -gate-secret / GATE_SECRET; the gates' control secret
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
 }
@@ -75,6 +79,7 @@ func (c *Config) settings() []setting {
 		{"addr", "HTTP_ADDR", "listen address (loopback unless you ask otherwise)", str(&c.Addr), "127.0.0.1:8080"},
 		{"redis", "REDIS_ADDR", "Redis host:port; empty starts an embedded Redis", str(&c.RedisAddr), ""},
 		{"redis-nodes", "REDIS_ADDRS", "comma-separated independent Redis nodes for the redlock strategy", list(&c.RedisAddrs), ""},
+		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs for the etcd lock; empty starts an embedded etcd on the strategy's first use", list(&c.EtcdEndpoints), ""},
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
 		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
@@ -93,6 +98,8 @@ func (c *Config) settings() []setting {
 		{"claim-idle", "CLAIM_IDLE", "how long a queued order may stay delivered to a consumer and unacknowledged before another consumer claims it (it must outlast a batch write with its retries)", dur(&c.ClaimIdle), order.DefaultClaimIdle.String()},
 		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
+		{"gate", "GATE_URLS", "comma-separated control URLs (http://host:port) of the sold-out gates in front of the replicas (deploy/gate); each is told when a product has stock again", list(&c.GateURLs), ""},
+		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
 	}
@@ -172,7 +179,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s",
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q",
 		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
-		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace)
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret))
 }

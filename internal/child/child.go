@@ -167,6 +167,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return true, errors.New(RedisFlag + " takes one argument, the address")
 		}
 		return true, serveRedis(args[2], stdin, stdout)
+	case EtcdFlag:
+		if len(args) != 3 {
+			return true, errors.New(EtcdFlag + " takes one argument, the member")
+		}
+		return true, serveEtcd(args[2], stdin)
 	}
 	return false, nil
 }

@@ -285,6 +285,24 @@ var Scenarios = []Scenario{
 			{Spec: crashSpec("token"), Expect: always(Safe)},
 		},
 	},
+	// Issue 12: etcd's lock through the service. The drills etcd-pause,
+	// ap-vs-cp, etcd-partition and failover (loadtest) strike below the API.
+	{
+		Name: "pause-etcd",
+		Summary: "The pause scenario on the etcd lock: instance 1 is paused (SIGSTOP) for 3s, past its 1s lease " +
+			"(2s on an etcd with the default election timeout); its keep-alive stops with it, etcd expires its " +
+			"session and grants the lock to the other instance's buyers. The paused holder, resumed, either learns " +
+			"from its keep-alive that the lease is gone and writes nothing, or writes first and the revision fence " +
+			"refuses it: never oversold. The instances share one etcd (ETCD_ENDPOINTS, else one the runner embeds).",
+		Instances: 2,
+		LockTTL:   time.Second,
+		LockWait:  10 * time.Second,
+		Steps: []Step{{
+			Spec:   Spec{Lock: "etcd", Mode: "rmw", Stock: 20, Buyers: 40, Concurrency: 8, Shards: 1, Hold: Duration(50 * time.Millisecond)},
+			Fault:  &Fault{Action: PauseInstance, Instance: 1, For: 3 * time.Second, After: 2},
+			Expect: always(NotOversold...),
+		}},
+	},
 	// The async mode's faults (issue 9, items 4 and 5).
 	{
 		Name: "async-consumer-kill",

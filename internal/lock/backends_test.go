@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/etcdtest"
 	"seckill/internal/redistest"
 )
 
@@ -31,6 +32,8 @@ func strategyBackends(t *testing.T, name string) Backends {
 	case "mysql":
 		b.SQL, _ = testMySQL(t)
 		b.SQLDialect = "mysql"
+	case "etcd":
+		b.Etcd = etcdtest.Connect(etcdtest.Client(t))
 	}
 	return b
 }

@@ -16,7 +16,11 @@ import (
 	redsyncpool "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
+	"seckill/internal/etcdembed"
+	"seckill/internal/etcdtest"
 	"seckill/internal/redistest"
 )
 
@@ -100,6 +104,19 @@ func BenchmarkLock(b *testing.B) {
 		{"fenced", ours("fenced", Backends{Redis: single})},
 		{"bsm-redislock", func(*testing.B) (benchPair, bool) { return redislockPair(single), true }},
 		{"redsync-1", func(*testing.B) (benchPair, bool) { return redsyncPair(goredis.NewPool(single)), true }},
+		{"etcd", func(b *testing.B) (benchPair, bool) {
+			// Its RPCs (each a message sent: a unary call, or one on the
+			// keep-alive stream) are counted as rtt/op, as Redis commands are.
+			eps, kind := etcdtest.Server(b)
+			b.Logf("etcd: %s", kind)
+			cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: etcdembed.NopLogger(),
+				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rts.unary), grpc.WithChainStreamInterceptor(rts.stream)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cli.Close() })
+			return ours("etcd", Backends{Etcd: func(context.Context) (*clientv3.Client, error) { return cli, nil }})(b)
+		}},
 		{"redlock-5", ours("redlock", Backends{Nodes: five})},
 		{"redsync-5", func(*testing.B) (benchPair, bool) {
 			pools := make([]redsyncpool.Pool, len(five))
@@ -234,4 +251,29 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		r.n.Add(1)
 		return next(ctx, cmds)
 	}
+}
+
+// unary counts an etcd call.
+func (r *roundTrips) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	r.n.Add(1)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// stream counts the messages sent on an etcd stream (the keep-alives).
+func (r *roundTrips) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return countedStream{ClientStream: s, n: &r.n}, nil
+}
+
+type countedStream struct {
+	grpc.ClientStream
+	n *atomic.Int64
+}
+
+func (s countedStream) SendMsg(m any) error {
+	s.n.Add(1)
+	return s.ClientStream.SendMsg(m)
 }

@@ -31,6 +31,9 @@ type PoolConfig struct {
 	// purchases that wait for a named lock at once; the others queue for a
 	// connection. Default: DefaultMySQLConns.
 	MySQLConns int
+	// Etcd connects to etcd on the etcd strategy's first use; its owner
+	// closes what it opened. Default: none, and etcd is unsupported.
+	Etcd EtcdConnect
 }
 
 // DefaultMySQLConns is PoolConfig.MySQLConns's default. With the service's
@@ -59,7 +62,7 @@ type Pool struct {
 // redlock node that does not answer is an error: a misconfigured node would
 // otherwise surface as a lock that never reaches its quorum.
 func OpenPool(ctx context.Context, cfg PoolConfig) (_ *Pool, err error) {
-	p := &Pool{b: Backends{Redis: cfg.Redis}, lockers: make(map[string]Locker)}
+	p := &Pool{b: Backends{Redis: cfg.Redis, Etcd: cfg.Etcd}, lockers: make(map[string]Locker)}
 	defer func() {
 		if err != nil {
 			p.Close()

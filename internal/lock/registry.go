@@ -18,6 +18,8 @@ type Backends struct {
 	SQL *sql.DB
 	// SQLDialect is the database's GORM dialect name: "mysql" or "sqlite".
 	SQLDialect string
+	// Etcd connects to etcd, for the etcd strategy, on its first use.
+	Etcd EtcdConnect
 }
 
 // Strategy is one row of the ladder.
@@ -86,7 +88,7 @@ var strategies = []Strategy{
 		new:      onRedis(func(c redis.UniversalClient) Locker { return NewSetNXPX(c) })},
 	{Name: "token", Summary: "SET NX PX with a random token, released by Lua compare-and-delete: only the owner releases; a paused holder can outlive its lease.",
 		Fixes:    "Each holder writes a random token and releases with a compare-and-delete, so a late release is refused (ErrNotHeld) instead of freeing someone else's lock. The release publishes a notice that wakes waiters at once.",
-		Breaks:   "A holder paused past its TTL keeps working while the next holder works; the refusal comes after the harm. Not reentrant: a holder that acquires the same key again waits for itself.",
+		Breaks:   "A holder paused past its TTL keeps working while the next holder works; the refusal comes after the harm. Not reentrant: a holder that acquires the same key again waits for itself. On a replicated Redis a failover loses the lock: the master grants it and dies before its replica has it, and the promoted replica grants it again (scenario failover; WAIT 1 after acquiring refuses such a grant).",
 		Commands: []string{"SET key token NX PX ttl", "SUBSCRIBE key:released (first waiter on the key)", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
 		Test:     "TestTokenPausedHolderOverlaps",
 		new:      onRedis(func(c redis.UniversalClient) Locker { return NewToken(c) })},
@@ -110,10 +112,16 @@ var strategies = []Strategy{
 		new:      newRedlockBackends},
 	{Name: "fenced", Summary: "SET NX PX plus a fencing token drawn in the same script; stores refuse writes with an older token: a paused holder's late write is rejected.",
 		Fixes:    "The paused holder: each acquisition INCRs a per-key counter in the same script as its SET NX PX. The stock reads a shard through the fence (fenced_read.lua) and writes it through the fence (rmw_write.lua), each of which records the token and refuses one lower than the highest it has seen: once a newer holder has touched the shard, a holder whose lease ran out can neither read nor write it, so its stale read-modify-write cannot land.",
-		Breaks:   "Safety, not liveness: the stale holder's work is refused (the service answers 503 lease_lost) and must be retried. Only stores that check the token are protected, and the lock itself is as available as the one Redis.",
+		Breaks:   "Safety, not liveness: the stale holder's work is refused (the service answers 503 lease_lost) and must be retried. Only stores that check the token are protected, and the lock itself is as available as the one Redis. Its counter lives beside the lock: on a replicated Redis it fails over with it, the promoted replica draws the lost holder's token again, and the fence refuses neither write (scenario failover); etcd's revision does not fail over.",
 		Commands: []string{"EVALSHA fenced_acquire.lua (SET NX PX, INCR key:fence)", "EVALSHA fenced_read.lua (GET, GET, SET), the stock's guarded read", "EVALSHA rmw_write.lua (GET, GET, EXISTS, SET, SET, HSET, SET), the stock's guarded write", "EVALSHA release.lua (GET, DEL, PUBLISH)"},
 		Test:     "TestFencedStaleHolder",
 		new:      onRedis(func(c redis.UniversalClient) Locker { return NewFenced(c) })},
+	{Name: "etcd", Summary: "etcd's lock (concurrency.Mutex on a session lease): a grant survives a leader's death (CP); the revision of the grant is a fencing token the stock checks.",
+		Fixes:    "The failover that loses a Redis lock: etcd answers a grant only once a majority of its members has it, so a leader that dies takes no grant with it and no second holder appears. The session's lease is the TTL and its keep-alive the watchdog; lock.Lost(lease) fires when it lapses. The revision at which the lock was granted grows with every grant, and the stock reads and writes through the same fence as fenced, so a holder whose session expired cannot write once a newer holder has touched the shard (503 lease_lost).",
+		Breaks:   "A paused holder still believes it holds the lock: its keep-alive stops with it, the lease expires, another holder is granted the lock, and only the fence refuses the stale write. A minority partition does the same to a holder cut off from the majority. Every acquisition is a session of its own (a lease granted and revoked), so it costs more round trips than any Redis lock, each a Raft commit; and etcd is one more service to run.",
+		Commands: []string{"LeaseGrant ttl", "LeaseKeepAlive (the session's stream; again every TTL/3)", "Txn (put key/lease if absent; get the oldest key under the prefix)", "Watch + Get (only while waiting for an older key's deletion)", "EVALSHA fenced_read.lua / rmw_write.lua, the stock's guarded read and write", "LeaseRevoke (deletes the lock key)"},
+		Test:     "TestEtcdPausedHolder",
+		new:      newEtcdBackends},
 	{Name: "mysql", Summary: "MySQL GET_LOCK held by a dedicated connection through the critical section: released when the session dies; costs a connection per waiter, refused on SQLite.",
 		Fixes:    "Expiry guesswork: the named lock lasts exactly as long as the holder's session, with no TTL to choose, and a waiter is woken by the server the moment it is released.",
 		Breaks:   "Each waiter holds a pooled connection while it waits, so a small pool starves the holder; the database becomes the lock server for every request; a holder whose connection silently dies loses the lock without knowing. Refused on SQLite, which has no GET_LOCK and ignores row locks.",

@@ -92,7 +92,7 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusServiceUnavailable, api.CodeLeaseLost, true
 	case errors.Is(err, lock.ErrCrashed):
 		return http.StatusServiceUnavailable, api.CodeHolderCrashed, true
-	case errors.Is(err, order.ErrClosing), errors.Is(err, lab.ErrClosed), errors.Is(err, order.ErrCrashed):
+	case errors.Is(err, order.ErrClosing), errors.Is(err, lab.ErrClosed), errors.Is(err, order.ErrCrashed), errors.Is(err, lock.ErrEtcdUnavailable):
 		return http.StatusServiceUnavailable, api.CodeUnavailable, true
 	case errors.Is(err, lab.ErrNoTarget):
 		return http.StatusInternalServerError, api.CodeInternal, true

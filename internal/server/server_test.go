@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -20,6 +21,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/lock"
 	"seckill/internal/server"
 	"seckill/internal/testenv"
 )
@@ -194,6 +196,7 @@ func TestEveryBuyerGetsExactlyTheStock(t *testing.T) {
 		{"none", "lua"},
 		{"none", "db"},
 		{"mysql", "rmw"},
+		{"etcd", "rmw"},
 	} {
 		t.Run(tc.lock+"/"+tc.mode, func(t *testing.T) {
 			if tc.lock == "mysql" {
@@ -508,7 +511,7 @@ func TestLocksListTheLadder(t *testing.T) {
 		t.Fatalf("status %d", st)
 	}
 	want := []string{"none", "local", "setnx", "setnx-expire", "getset", "lua-setnx", "setnx-px",
-		"token", "reentrant", "watchdog", "redlock", "fenced", "mysql"}
+		"token", "reentrant", "watchdog", "redlock", "fenced", "etcd", "mysql"}
 	var names []string
 	for _, s := range got {
 		names = append(names, s.Name)
@@ -549,6 +552,34 @@ func TestRedisGoneIs503(t *testing.T) {
 	}
 	if err := mr.Restart(); err != nil { // back, on the same address, for the clean-up
 		t.Fatal(err)
+	}
+}
+
+// ETCD_ENDPOINTS naming nothing that answers: the service starts (only the
+// etcd strategy needs etcd), other locks sell, and a purchase under etcd
+// answers 503 unavailable with a message within a few seconds.
+func TestEtcdGoneIs503(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	cfg := testenv.Config(t)
+	cfg.EtcdEndpoints = []string{dead}
+	e := start(t, cfg)
+	id := e.reset(product{"stock": 5, "shards": 1, "lock": "token"})
+	if st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": id}, nil); st != http.StatusCreated {
+		t.Errorf("purchase under token with etcd gone: %d, want 201", st)
+	}
+	var ae api.Error
+	start := time.Now()
+	st := e.do("POST", "/api/orders", map[string]any{"user_id": 2, "product_id": id, "lock": "etcd"}, &ae)
+	if took := time.Since(start); st != http.StatusServiceUnavailable || ae.Code != "unavailable" || !strings.Contains(ae.Error, "etcd") || took > 3*lock.EtcdStep {
+		t.Errorf("purchase under etcd with etcd gone: %d %+v after %s, want 503 unavailable naming etcd within %s", st, ae, took, 3*lock.EtcdStep)
+	}
+	if a := e.audit(id); a.Remaining != 4 || a.Orders != 1 {
+		t.Errorf("audit %+v: want 4 left and the one order under token", a)
 	}
 }
 

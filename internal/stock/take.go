@@ -284,6 +284,14 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if err := pause(ctx, r.Hold); err != nil {
 		return false, err
 	}
+	// A lease that knows it lapsed (etcd's session, the watchdog) writes
+	// nothing: the unit stays in stock. The fence covers the holder that
+	// does not know yet.
+	select {
+	case <-lock.Lost(lease):
+		return false, fmt.Errorf("%w: shard %d of product %d: the lock's lease lapsed before the write", ErrLeaseLost, t.Shard, p.ID)
+	default:
+	}
 	keys := []string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.BuyerKey(r.Ticket.User)}
 	r.Trace.write(n - 1)
 	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record()).Slice()

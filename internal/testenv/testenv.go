@@ -44,6 +44,9 @@ func Config(t testing.TB) app.Config {
 		Consume:         true,
 	}
 	cfg.RedisAddr = os.Getenv("REDIS_ADDR")
+	if eps := os.Getenv("ETCD_ENDPOINTS"); eps != "" {
+		cfg.EtcdEndpoints = strings.Split(eps, ",")
+	}
 	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
 		cfg.MySQLDSN = Database(t, dsn)
 	}

@@ -1,0 +1,106 @@
+// Package etcdtest gives tests an etcd: the cluster ETCD_ENDPOINTS names,
+// else an embedded one-member etcd of the test's own (see etcdembed), so
+// that the etcd lock's tests run on a machine with only Go installed.
+package etcdtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"seckill/internal/etcdembed"
+)
+
+// Endpoints returns ETCD_ENDPOINTS's cluster, or starts an embedded etcd
+// that lives until the test ends.
+func Endpoints(tb testing.TB) []string {
+	tb.Helper()
+	eps, stop, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(stop)
+	return eps
+}
+
+// Start returns ETCD_ENDPOINTS's cluster, or starts an embedded etcd that
+// stop ends.
+func Start() (endpoints []string, stop func(), err error) {
+	if env := os.Getenv("ETCD_ENDPOINTS"); env != "" {
+		return strings.Split(env, ","), func() {}, nil
+	}
+	s, err := etcdembed.StartSingle()
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{s.Endpoint()}, func() { s.Close() }, nil
+}
+
+// Real reports whether the tests run on the etcd ETCD_ENDPOINTS names.
+func Real() bool { return os.Getenv("ETCD_ENDPOINTS") != "" }
+
+// Client returns a client of Endpoints(tb), closed when the test ends.
+func Client(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	return NewClient(tb, Endpoints(tb))
+}
+
+// NewClient returns a client of endpoints, closed when the test ends.
+func NewClient(tb testing.TB, endpoints []string) *clientv3.Client {
+	tb.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: etcdembed.NopLogger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Connect adapts cli to the lock package's EtcdConnect.
+func Connect(cli *clientv3.Client) func(context.Context) (*clientv3.Client, error) {
+	return func(context.Context) (*clientv3.Client, error) { return cli, nil }
+}
+
+// Server returns an etcd for measurements: ETCD_ENDPOINTS's, else the etcd
+// binary in a process of its own when it is on PATH (as the Redis numbers
+// come from redis-server processes), else an embedded one in this process.
+// kind names which.
+func Server(tb testing.TB) (endpoints []string, kind string) {
+	tb.Helper()
+	if Real() {
+		return Endpoints(tb), "ETCD_ENDPOINTS"
+	}
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return Endpoints(tb), "embedded"
+	}
+	ms, err := etcdembed.Layout(tb.TempDir(), 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, etcdembed.Args(ms[0], etcdembed.InitialCluster(ms), etcdembed.Timing{})...)
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cli := NewClient(tb, []string{ms[0].ClientURL})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := cli.Status(ctx, ms[0].ClientURL)
+		cancel()
+		if err == nil && st.Leader != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("etcd on %s did not elect itself within 30s: %v", ms[0].ClientURL, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling its status, with a deadline
+	}
+	return []string{ms[0].ClientURL}, "etcd " + bin
+}
