@@ -306,7 +306,7 @@ var Scenarios = []Scenario{
 	// The async mode's faults (issue 9, items 4 and 5).
 	{
 		Name: "async-consumer-kill",
-		Summary: "Two instances, mode async. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
+		Summary: "Two instances, mode async, 600 purchases a second for 8s. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
 			"queued orders delivered to it and not acknowledged (the process is paused, its pending orders read, then " +
 			"killed). The living consumer claims them after the claim idle (1s here) and writes them; the fault is " +
 			"over once the dead consumer holds none, and fails the run if that takes longer than 30s. The killed " +
@@ -315,7 +315,9 @@ var Scenarios = []Scenario{
 		ClaimIdle: time.Second,
 		OwnRedis:  true, // no other deployment's consumer on its streams
 		Steps: []Step{{
-			Spec:   Spec{Lock: "none", Mode: "async", Stock: 3000, Buyers: 3000, Concurrency: 40},
+			// An open loop, so that orders keep arriving while the fault
+			// looks for a moment when the instance's consumer holds some.
+			Spec:   Spec{Lock: "none", Mode: "async", Stock: 5000, Buyers: 5000, Concurrency: 40, Rate: 600, Duration: Duration(8 * time.Second)},
 			Fault:  &Fault{Action: KillConsumer, Instance: 1, After: 300},
 			Expect: always(Errors, Safe),
 		}},
