@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -220,7 +221,9 @@ func (a *App) Close() error {
 		errs = append(errs, a.gate.Close())
 	}
 	if a.locks != nil {
-		errs = append(errs, a.locks.Close())
+		if err := a.locks.Close(); !closedByPeer(err) {
+			errs = append(errs, err)
+		}
 	}
 	if a.etcd != nil {
 		errs = append(errs, a.etcd.Close())
@@ -235,7 +238,7 @@ func (a *App) Close() error {
 		if sqlDB, err := a.db.DB(); err == nil {
 			// An idle connection the server (or the network) already closed
 			// fails its goodbye with ErrBadConn: nothing is left undone.
-			if err := sqlDB.Close(); !errors.Is(err, driver.ErrBadConn) {
+			if err := sqlDB.Close(); !closedByPeer(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -325,3 +328,11 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err is what ended serving, once Done is closed.
 func (s *Server) Err() error { return s.err }
+
+// closedByPeer reports an error of closing a database connection that the
+// server (or the network) had closed already: nothing is left undone. The
+// MySQL driver's own such error is unexported ("bad connection").
+func closedByPeer(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldrv.ErrInvalidConn) ||
+		err != nil && err.Error() == "bad connection"
+}

@@ -327,3 +327,28 @@ func (s *Service) DeliveredTo(ctx context.Context) (map[string]int64, error) {
 
 // Streams lists the order streams of the service's deployment.
 func (s *Service) Streams(ctx context.Context) ([]string, error) { return s.stock.Streams(ctx) }
+
+// MaxLookup bounds the ids of one Written call.
+const MaxLookup = 1000
+
+// Written returns those of ids that are rows of product's orders (void rows
+// aside): how a client that was told 202 checks that its orders reached the
+// table.
+func (s *Service) Written(ctx context.Context, product int64, ids []idgen.ID) ([]idgen.ID, error) {
+	if len(ids) > MaxLookup {
+		return nil, fmt.Errorf("%w: at most %d ids at once, not %d", ErrInvalid, MaxLookup, len(ids))
+	}
+	raw := make([]int64, len(ids))
+	for i, id := range ids {
+		raw[i] = int64(id)
+	}
+	var found []idgen.ID
+	if len(raw) == 0 {
+		return found, nil
+	}
+	err := s.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND product_id = ? AND status <> ?", raw, product, Void).Pluck("id", &found).Error
+	if err != nil {
+		return nil, fmt.Errorf("looking up %d orders: %w", len(ids), err)
+	}
+	return found, nil
+}
