@@ -106,6 +106,9 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
 	}
+	if len(cfg.GateURLs) > 0 {
+		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
+	}
 	if len(cfg.EtcdEndpoints) > 0 {
 		c.args = append(c.args, "-etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","))
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +61,8 @@ type options struct {
 	repeat     int
 	selftest   bool
 	ceiling    bool
+	gate       bool
+	cpuProfile string
 	selfDur    time.Duration
 	selfRounds int
 	set        map[string]bool // flags given explicitly
@@ -108,7 +111,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
-	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua mode through the service against a bare Gin handler doing one EVALSHA of its script")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script, and the async consumers' writes against the lua mode's")
+	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the harness, the in-process service and its consumer) to this file")
 	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
 	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -161,11 +166,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	if o.cpuProfile != "" {
+		stop, err := profileCPU(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	switch {
 	case o.selftest:
 		return selfTest(ctx, o, stdout, stderr)
 	case o.ceiling:
 		return luaCeiling(ctx, o, getenv, stdout, stderr)
+	case o.gate:
+		return gateBench(ctx, o, getenv, stdout, stderr)
 	}
 	if d := lookupDrill(o.scenario); d != nil {
 		return runDrill(ctx, d, o, getenv, stdout, stderr)
@@ -522,4 +536,20 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// profileCPU starts a CPU profile written to path; stop ends it.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/child"
+	"seckill/internal/gate"
 	"seckill/internal/harness"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -244,7 +246,8 @@ func TestLuaCeilingReportsTheRatios(t *testing.T) {
 	if err != nil {
 		t.Fatalf("-ceiling: %v", err)
 	}
-	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "the 70% target", "+INCR+INSERT"} {
+	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "service async / this = ",
+		"the 70% target", "+INCR+INSERT", "orders/s written by the consumers", "the 3× target"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}
@@ -441,4 +444,49 @@ func TestClockJumpDrill(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-json does not apply") {
 		t.Errorf("with -json: %v, want refused", err)
 	}
+}
+
+// -gate compares the sold-out gate's refusals with the service's: every
+// side refuses every request, and the gate answers its own side's.
+func TestGateBench(t *testing.T) {
+	var help bytes.Buffer
+	if err := run(t.Context(), []string{"loadtest", "-h"}, os.Getenv, strings.NewReader(""), io.Discard, &help); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help.String(), "-gate") {
+		t.Errorf("-h does not list -gate:\n%s", help.String())
+	}
+	t.Run("nginx", func(t *testing.T) {
+		if _, _, err := gate.FindNginx(); err != nil {
+			t.Skipf("needs nginx and libnginx-mod-http-lua: %v", err)
+		}
+		product := testenv.ProductID(t)
+		getenv := backends(t, product, 4)
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"loadtest", "-gate", "-selftest-rounds", "1", "-selftest-duration", "300ms",
+			"-concurrency", "8", "-product", strconv.FormatInt(product, 10)}, getenv, strings.NewReader(""), &stdout, &stderr)
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		if err != nil {
+			t.Fatalf("-gate: %v", err)
+		}
+		out := stdout.String()
+		for _, want := range []string{"machine: ", "gate (nginx+Lua):", "nginx → service:", "service direct:", "the gate answers"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the output lacks %q", want)
+			}
+		}
+		// The gate's own round: every request answered by the gate.
+		for _, line := range strings.Split(out, "\n") {
+			var reqs, answered int
+			_, rest, ok := strings.Cut(line, "refusals/s (")
+			if strings.HasPrefix(line, "round") && strings.Contains(line, "gate (nginx+Lua):") && ok {
+				if _, err := fmt.Sscanf(rest, "%d requests, %d answered by the gate", &reqs, &answered); err != nil {
+					t.Fatalf("line %q: %v", line, err)
+				}
+				if reqs == 0 || answered < reqs-1 {
+					t.Errorf("the gate answered %d of its %d requests; want all (one may pass once a learned entry expires)", answered, reqs)
+				}
+			}
+		}
+	})
 }

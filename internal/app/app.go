@@ -15,6 +15,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/embedded"
+	"seckill/internal/gate"
 	"seckill/internal/lock"
 	"seckill/internal/mq"
 	"seckill/internal/order"
@@ -35,6 +36,7 @@ type App struct {
 
 	rdb      *redis.Client
 	broker   *mq.Broker
+	gate     *gate.Notifier
 	locks    *lock.Pool
 	db       *gorm.DB
 	embedded *embedded.Redis
@@ -94,10 +96,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 			return nil, err
 		}
 	}
+	var stockBack func(int64)
+	if len(cfg.GateURLs) > 0 {
+		if a.gate, err = gate.New(gate.Options{URLs: cfg.GateURLs, Secret: cfg.GateSecret, Log: log}); err != nil {
+			return nil, err
+		}
+		stockBack = a.gate.StockBack
+	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
 		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
-		Deployment: deployment(cfg), Broker: a.broker, Log: log,
+		Deployment: deployment(cfg), Broker: a.broker, StockBack: stockBack, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -203,6 +212,9 @@ func (a *App) Close() error {
 	}
 	if a.Orders != nil {
 		errs = append(errs, a.Orders.Close())
+	}
+	if a.gate != nil { // after the service: its last notices are sent
+		errs = append(errs, a.gate.Close())
 	}
 	if a.locks != nil {
 		errs = append(errs, a.locks.Close())

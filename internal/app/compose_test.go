@@ -180,20 +180,23 @@ func TestComposeServerEnvironment(t *testing.T) {
 	}
 }
 
-// upstreamServer matches a server line inside deploy/nginx.conf's upstream block.
+// upstreamServer matches a server line inside deploy/gate/nginx.conf's upstream block.
 var upstreamServer = regexp.MustCompile(`(?m)^\s*server\s+([^\s:;]+):(\d+)\s*;`)
+
+// controlPort matches the listen line of the gate's control server block.
+var controlPort = regexp.MustCompile(`listen\s+(\d+);\s*\n\s*include\s+\S*control\.conf;`)
 
 func TestComposeLab(t *testing.T) {
 	p := loadCompose(t)
 	srv := servers(p)
 
-	conf, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "nginx.conf"))
+	conf, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "gate", "nginx.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstreams := upstreamServer.FindAllStringSubmatch(string(conf), -1)
 	if len(upstreams) < 3 {
-		t.Errorf("deploy/nginx.conf names %d upstream servers; the lab needs three processes", len(upstreams))
+		t.Errorf("deploy/gate/nginx.conf names %d upstream servers; the lab needs three processes", len(upstreams))
 	}
 	for _, m := range upstreams {
 		name, port := m[1], m[2]
@@ -214,6 +217,16 @@ func TestComposeLab(t *testing.T) {
 			t.Errorf("upstream %s keeps the default rate limit; set RATE_LIMIT to 0 for the harness", name)
 		} else if d, err := time.ParseDuration(*rl); err != nil || d != 0 {
 			t.Errorf("upstream %s has RATE_LIMIT=%q; the harness needs 0", name, *rl)
+		}
+		// Every replica tells the gate when a product has stock again,
+		// at the control port the gate listens on, with its secret.
+		gate, secret := s.Environment["GATE_URLS"], s.Environment["GATE_SECRET"]
+		wantGate := "http://nginx:" + controlPort.FindStringSubmatch(string(conf))[1]
+		if gate == nil || *gate != wantGate {
+			t.Errorf("upstream %s has GATE_URLS=%v; the gate's control endpoint is %s", name, gate, wantGate)
+		}
+		if gs := p.Services["nginx"].Environment["SECKILL_GATE_SECRET"]; secret == nil || gs == nil || *secret != *gs || *secret == "" {
+			t.Errorf("upstream %s sends GATE_SECRET=%v; the gate expects %v", name, secret, gs)
 		}
 		if _, ok := p.Services["nginx"].DependsOn[name]; !ok {
 			t.Errorf("nginx does not depend on its upstream %s, so it may start without it", name)

@@ -338,5 +338,8 @@ func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason s
 		"order", q.Order, "stream", q.Stream, "reason", reason)
 	if err := c.stock.DeadLetter(ctx, q, reason); err != nil {
 		c.opt.Log.Error("parking an order in the dead letters", "order", q.Order, "error", err)
+		return
 	}
+	// Its unit is back: the other processes' sold-out flags must go too.
+	c.svc.announce(ctx, returnChannel, q.Layout.ID)
 }

@@ -1,10 +1,14 @@
 package order_test
 
 import (
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 )
@@ -138,5 +142,50 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 	f.db.Exec("DROP TRIGGER poison")
 	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 666, ProductID: 1}); err != nil {
 		t.Errorf("the refused buyer buying again: %v", err)
+	}
+}
+
+// A dead-lettered order's unit goes back on sale in every process: the
+// others' sold-out flags clear (they are told, as for a cancel), and each
+// process whose flag was set tells the edge gate (Options.StockBack).
+func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
+	var mu sync.Mutex
+	var told []int64
+	f := newFixture(t, order.Options{})
+	locks, err := lock.OpenPool(t.Context(), lock.PoolConfig{Redis: f.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close() })
+	other, err := order.NewService(f.db, f.rdb, locks, order.Options{ReconcileEvery: -1, StockBack: func(id int64) {
+		mu.Lock()
+		told = append(told, id)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	f.reset(order.ProductSpec{ID: 1, Stock: 1, Shards: 1, Mode: "async"})
+	if err := f.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 666
+		BEGIN SELECT RAISE(ABORT, 'user 666 is refused'); END`).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.db.Exec("DROP TRIGGER poison") })
+	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 666, ProductID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1}); !errors.Is(err, stock.ErrSoldOut) || !other.SoldOut(1) {
+		t.Fatalf("the other process's purchase: %v, flag %v; want sold out, flag set", err, other.SoldOut(1))
+	}
+	f.consumer(order.ConsumerOptions{})
+	waitFor(t, "the other process's flag to clear", func() bool { return !other.SoldOut(1) })
+	waitFor(t, "the gate to be told", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(told, 1)
+	})
+	if _, _, err := other.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1}); err != nil {
+		t.Errorf("the returned unit, bought through the other process: %v", err)
 	}
 }

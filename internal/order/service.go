@@ -72,6 +72,11 @@ type Options struct {
 	// Broker carries the mq mode's orders to the consumers. Default: none,
 	// and the mq mode is refused.
 	Broker *mq.Broker
+	// StockBack is told each product whose sold-out flag this process
+	// cleared (a unit came back, a reset, a rebuild), off the purchase
+	// path: the edge gate learned "sold out" from this process and must
+	// unlearn it. It must not block. Default: none.
+	StockBack func(id int64)
 	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
 	Log *slog.Logger
 }
@@ -178,6 +183,9 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		done:  make(chan struct{}),
 		stop:  make(chan struct{}),
 	}
+	if opt.StockBack != nil {
+		s.stock.OnCleared(opt.StockBack)
+	}
 	if s.opt.ReconcileGrace <= 0 {
 		s.opt.ReconcileGrace = s.Budget().Purchase()
 	}
@@ -192,6 +200,10 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	return s, nil
 }
+
+// SoldOut reports this process's sold-out flag for a product: set, its
+// purchases are refused without a look at Redis until a unit comes back.
+func (s *Service) SoldOut(id int64) bool { return s.stock.SoldOut(id) }
 
 // Budget is the service's purchase time budget.
 func (s *Service) Budget() Budget {

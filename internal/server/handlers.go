@@ -202,6 +202,12 @@ func (s *Server) handleBuy(c *gin.Context) {
 	// Lock none's lease is a no-op: its section runs from read to write.
 	t := trace.API(rc.Lock != "none")
 	if err != nil {
+		if errors.Is(err, stock.ErrSoldOut) && s.deps.Orders.SoldOut(*req.ProductID) {
+			// For the edge gate: only the flag, which a returning unit
+			// clears (and the gate is told), says the whole product is
+			// sold out; one empty shard without fallback does not.
+			c.Header(api.HeaderSoldOut, strconv.FormatInt(*req.ProductID, 10))
+		}
 		s.failTraced(c, err, t)
 		return
 	}

@@ -60,6 +60,8 @@ type Store struct {
 	streams  string   // the registry of order streams (StreamsKey)
 	dueSets  string   // the registry of deadline sets (DueSetsKey)
 	products sync.Map // int64 → *state
+	// cleared is told each product whose flag went from set to clear.
+	cleared func(id int64)
 }
 
 type state struct {
@@ -71,11 +73,12 @@ type state struct {
 	flag atomic.Uint64
 }
 
-func (st *state) clear() {
+// clear clears the flag and reports whether it was set.
+func (st *state) clear() bool {
 	for {
 		w := st.flag.Load()
 		if st.flag.CompareAndSwap(w, (w>>1+1)<<1) {
-			return
+			return w&1 == 1
 		}
 	}
 }
@@ -111,13 +114,26 @@ func (s *Store) state(id int64) *state {
 func (s *Store) SoldOut(id int64) bool { return s.state(id).flag.Load()&1 == 1 }
 
 // ClearSoldOut forgets the sold-out flag, after stock was added anywhere.
-func (s *Store) ClearSoldOut(id int64) { s.state(id).clear() }
+func (s *Store) ClearSoldOut(id int64) {
+	if s.state(id).clear() && s.cleared != nil {
+		s.cleared(id)
+	}
+}
+
+// OnCleared registers fn, called with a product's id each time this
+// process's sold-out flag for it goes from set to clear: whoever learned
+// "sold out" from this process (the edge gate) must unlearn it then. fn runs
+// on the caller's goroutine and must not block. Call it before the store
+// is used.
+func (s *Store) OnCleared(fn func(id int64)) { s.cleared = fn }
 
 // ClearAllSoldOut forgets every product's flag, when stock may have come
 // back unseen (a missed notice).
 func (s *Store) ClearAllSoldOut() {
-	s.products.Range(func(_, st any) bool {
-		st.(*state).clear()
+	s.products.Range(func(id, st any) bool {
+		if st.(*state).clear() && s.cleared != nil {
+			s.cleared(id.(int64))
+		}
 		return true
 	})
 }
