@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -29,8 +31,9 @@ type cluster struct {
 	first    *app.Server
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
-	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
 	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
+	dropDB   func() error      // drops the database of the cluster's own, if it made one
+	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
 	tmpDir   string
 
 	exe    string   // this binary, which the children run
@@ -92,6 +95,18 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		cfg.RedisAddr = c.redis.Addr
 		fmt.Fprintf(stderr, "a Redis of the run's own (%s) on %s\n", c.redis.Kind, c.redis.Addr)
 	}
+	if ownRedis && cfg.MySQLDSN != "" {
+		// A Redis of its own draws order ids of its own: beside another
+		// deployment's rows in one database they could collide.
+		if cfg.MySQLDSN, err = c.ownDatabase(ctx, cfg.MySQLDSN); err != nil {
+			return c, err
+		}
+	}
+	if needs.cutDB && cfg.MySQLDSN != "" {
+		if cfg.MySQLDSN, err = c.proxyDatabase(cfg.MySQLDSN); err != nil {
+			return c, err
+		}
+	}
 	if k > 1 && len(cfg.EtcdEndpoints) == 0 {
 		// Each instance would start an embedded etcd of its own, and the
 		// etcd lock would exclude nothing across them: one, in this
@@ -100,11 +115,6 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 			return c, err
 		}
 		cfg.EtcdEndpoints = []string{c.etcd.Endpoint()}
-	}
-	if needs.cutDB && cfg.MySQLDSN != "" {
-		if cfg.MySQLDSN, err = c.proxyDatabase(cfg.MySQLDSN); err != nil {
-			return c, err
-		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
@@ -166,13 +176,17 @@ func (c *cluster) stop() error {
 		errs = append(errs, c.redis.Stop(childGrace))
 		c.redis = nil
 	}
-	if c.etcd != nil {
-		errs = append(errs, c.etcd.Close())
-		c.etcd = nil
-	}
 	if c.dbProxy != nil {
 		errs = append(errs, c.dbProxy.Close())
 		c.dbProxy = nil
+	}
+	if c.dropDB != nil {
+		errs = append(errs, c.dropDB())
+		c.dropDB = nil
+	}
+	if c.etcd != nil {
+		errs = append(errs, c.etcd.Close())
+		c.etcd = nil
 	}
 	if c.tmpDir != "" {
 		if err := os.RemoveAll(c.tmpDir); err != nil {
@@ -191,6 +205,14 @@ func (c *cluster) Check(f harness.Fault) error {
 	case harness.PauseRedis:
 		if c.redis == nil {
 			return errors.New("the run has no Redis of its own")
+		}
+		return nil
+	case harness.KillRedis, harness.PersistRedis:
+		switch {
+		case c.redis == nil:
+			return errors.New("the run has no Redis of its own")
+		case f.Persistence != "" && f.Persistence != child.NoPersistence && c.redis.Kind != "redis-server":
+			return fmt.Errorf("persistence %s needs redis-server on PATH (the embedded Redis keeps nothing)", f.Persistence)
 		}
 		return nil
 	case harness.CutDatabase:
@@ -222,6 +244,13 @@ func (c *cluster) Inject(ctx context.Context, f harness.Fault) error {
 		return c.children[f.Instance-1].PauseFor(ctx, f.For)
 	case harness.KillConsumer:
 		return c.killConsumer(ctx, c.children[f.Instance-1])
+	case harness.PersistRedis:
+		return c.redis.SetPersistence(ctx, f.Persistence)
+	case harness.KillRedis:
+		if err := c.redis.Restart(ctx); err != nil {
+			return fmt.Errorf("restarting the run's Redis after its kill: %w", err)
+		}
+		return nil
 	case harness.CutDatabase:
 		c.dbProxy.Cut()
 		t := time.NewTimer(f.For)
@@ -312,5 +341,35 @@ func (c *cluster) proxyDatabase(dsn string) (string, error) {
 	}
 	d.Addr = c.dbProxy.Addr()
 	fmt.Fprintf(c.stderr, "the instances reach the database through a proxy of the run's on %s\n", d.Addr)
+	return d.FormatDSN(), nil
+}
+
+// ownDatabase creates a database of the cluster's own on dsn's server,
+// dropped by stop, and returns its DSN.
+func (c *cluster) ownDatabase(ctx context.Context, dsn string) (string, error) {
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("reading MYSQL_DSN: %w", err)
+	}
+	server := d.Clone()
+	server.DBName = ""
+	db, err := sql.Open("mysql", server.FormatDSN())
+	if err != nil {
+		return "", err
+	}
+	name := "seckill_loadtest_" + strings.ToLower(rand.Text()[:10])
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		db.Close()
+		return "", fmt.Errorf("creating the run's database %s: %w", name, err)
+	}
+	c.dropDB = func() error {
+		defer db.Close()
+		if _, err := db.Exec("DROP DATABASE `" + name + "`"); err != nil {
+			return fmt.Errorf("dropping the run's database %s: %w", name, err)
+		}
+		return nil
+	}
+	fmt.Fprintf(c.stderr, "a database of the run's own: %s\n", name)
+	d.DBName = name
 	return d.FormatDSN(), nil
 }

@@ -247,3 +247,17 @@ type LockInfo struct {
 	Commands []string `json:"commands"`
 	Test     string   `json:"test"`
 }
+
+// LookupRequest is POST /api/orders/lookup: order ids of one product, at
+// most 1000.
+type LookupRequest struct {
+	ProductID int64    `json:"product_id"`
+	IDs       []string `json:"ids"`
+}
+
+// Lookup is its answer: which of the ids are rows of orders (void rows
+// aside), and which are not.
+type Lookup struct {
+	Found   []string `json:"found"`
+	Missing []string `json:"missing"`
+}

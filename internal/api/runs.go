@@ -166,8 +166,11 @@ type RunResult struct {
 	// DeadLettered is the orders answered 202 and refused by the database
 	// since (the audit's count).
 	DeadLettered int `json:"dead_lettered,omitempty"`
-	Oversold     int `json:"oversold"`
-	LostUpdates  int `json:"lost_updates"`
+	// Missing202 is the orders answered 202 that never reached the table,
+	// when the run checked them (the async-durability scenario).
+	Missing202  int `json:"missing_202,omitempty"`
+	Oversold    int `json:"oversold"`
+	LostUpdates int `json:"lost_updates"`
 	// Undersold is the units left unsold while buyers were told "sold out".
 	Undersold int `json:"undersold"`
 	// SoldOutEarly is the "sold out" answers received before the request of

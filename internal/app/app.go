@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -122,10 +123,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
-	a.Handler = server.New(server.Deps{
+	deps := server.Deps{
 		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
 		Web: extras.Web, Runs: extras.Runs, Log: log,
-	})
+	}
+	if a.gate != nil { // not a nil *gate.Notifier in the interface
+		deps.Gate = a.gate
+	}
+	a.Handler = server.New(deps)
 	return a, nil
 }
 
@@ -246,7 +251,9 @@ func (a *App) Close() error {
 		errs = append(errs, a.gate.Close())
 	}
 	if a.locks != nil {
-		errs = append(errs, a.locks.Close())
+		if err := a.locks.Close(); !closedByPeer(err) {
+			errs = append(errs, err)
+		}
 	}
 	if a.etcd != nil {
 		errs = append(errs, a.etcd.Close())
@@ -261,7 +268,7 @@ func (a *App) Close() error {
 		if sqlDB, err := a.db.DB(); err == nil {
 			// An idle connection the server (or the network) already closed
 			// fails its goodbye with ErrBadConn: nothing is left undone.
-			if err := sqlDB.Close(); !errors.Is(err, driver.ErrBadConn) {
+			if err := sqlDB.Close(); !closedByPeer(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -351,3 +358,11 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err is what ended serving, once Done is closed.
 func (s *Server) Err() error { return s.err }
+
+// closedByPeer reports an error of closing a database connection that the
+// server (or the network) had closed already: nothing is left undone. The
+// MySQL driver's own such error is unexported ("bad connection").
+func closedByPeer(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldrv.ErrInvalidConn) ||
+		err != nil && err.Error() == "bad connection"
+}

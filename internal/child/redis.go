@@ -56,7 +56,7 @@ const (
 func persistenceArgs(p, port string) ([]string, error) {
 	switch p {
 	case "", NoPersistence:
-		return []string{"--appendonly", "no"}, nil
+		return []string{"--appendonly", "no", "--appenddirname", "aof-" + port}, nil
 	case AOFEverysec, AOFAlways:
 		return []string{"--appendonly", "yes", "--appendfsync", p, "--appenddirname", "aof-" + port}, nil
 	}
@@ -81,7 +81,7 @@ func (r *Redis) SetPersistence(ctx context.Context, p string) error {
 	if err := rdb.ConfigSet(ctx, "appendonly", args[1]).Err(); err != nil {
 		return fmt.Errorf("switching Redis to persistence %s: %w", p, err)
 	}
-	if len(args) > 2 {
+	if len(args) > 4 {
 		if err := rdb.ConfigSet(ctx, "appendfsync", args[3]).Err(); err != nil {
 			return fmt.Errorf("switching Redis to persistence %s: %w", p, err)
 		}

@@ -78,6 +78,11 @@ func TestJudge(t *testing.T) {
 			"the harness counted 10 orders created (201), the audit found 8",
 		}},
 	}, {
+		name:  "202s checked: 3 never reached the table, which the audit of what Redis kept cannot see",
+		tally: Tally{Stock: 10, OK: 10, Checked: true, Missing: 3},
+		audit: audit(10, 3, 7),
+		want:  Judgement{Harness: Lost, Audit: Safe, Verdict: Lost, Agree: true},
+	}, {
 		name:  "errors, stock right",
 		tally: Tally{Stock: 10, OK: 4, Errors: 26},
 		audit: audit(10, 6, 4),

@@ -78,6 +78,10 @@ type Fault struct {
 	For time.Duration
 	// After is how many requests are answered before the fault strikes.
 	After int
+	// Persistence, when set, is the persistence the runner's Redis is
+	// switched to before the run (none, everysec, always; see
+	// child.Redis.SetPersistence).
+	Persistence string
 }
 
 func (f Fault) String() string {
@@ -92,6 +96,10 @@ func (f Fault) String() string {
 		return fmt.Sprintf("instance %d killed while its consumer held orders", f.Instance)
 	case CutDatabase:
 		return fmt.Sprintf("database cut off for %s", f.For)
+	case KillRedis:
+		return fmt.Sprintf("Redis (persistence %s) killed and restarted", f.Persistence)
+	case PersistRedis:
+		return fmt.Sprintf("Redis persistence %s", f.Persistence)
 	}
 	return f.Action
 }
@@ -302,7 +310,7 @@ var Scenarios = []Scenario{
 	// The async mode's faults (issue 9, items 4 and 5).
 	{
 		Name: "async-consumer-kill",
-		Summary: "Two instances, mode async. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
+		Summary: "Two instances, mode async, 600 purchases a second for 8s. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
 			"queued orders delivered to it and not acknowledged (the process is paused, its pending orders read, then " +
 			"killed). The living consumer claims them after the claim idle (1s here) and writes them; the fault is " +
 			"over once the dead consumer holds none, and fails the run if that takes longer than 30s. The killed " +
@@ -311,7 +319,9 @@ var Scenarios = []Scenario{
 		ClaimIdle: time.Second,
 		OwnRedis:  true, // no other deployment's consumer on its streams
 		Steps: []Step{{
-			Spec:   Spec{Lock: "none", Mode: "async", Stock: 3000, Buyers: 3000, Concurrency: 40},
+			// An open loop, so that orders keep arriving while the fault
+			// looks for a moment when the instance's consumer holds some.
+			Spec:   Spec{Lock: "none", Mode: "async", Stock: 5000, Buyers: 5000, Concurrency: 40, Rate: 600, Duration: Duration(8 * time.Second)},
 			Fault:  &Fault{Action: KillConsumer, Instance: 1, After: 300},
 			Expect: always(Errors, Safe),
 		}},
@@ -330,6 +340,19 @@ var Scenarios = []Scenario{
 			Fault:  &Fault{Action: CutDatabase, For: 10 * time.Second, After: 400},
 			Expect: always(Safe),
 		}},
+	},
+	{
+		Name: "async-durability",
+		Summary: "What a 202 promises: the async mode's queue is as durable as Redis. The run's own redis-server is " +
+			"switched to each persistence in turn: none, appendonly with appendfsync everysec, appendfsync always. " +
+			"Mid-run (after 4000 answers) it is SIGKILLed and started again on its directory; the consumers drain what " +
+			"it kept, and every order answered 202 is looked up in the table (POST /api/orders/lookup). Expected: " +
+			"none loses the whole backlog (LOST), everysec up to about a second of writes, always nothing (SAFE, or " +
+			"ERRORS for the purchases refused while Redis was down). A run per persistence without a kill measures " +
+			"its throughput. Needs redis-server (SKIPPED with the embedded Redis, which keeps nothing).",
+		OwnRedis:  true,
+		Steps:     durabilitySteps(),
+		Summarize: durabilityTable,
 	},
 	{
 		Name: "async-poison",
@@ -556,7 +579,7 @@ func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Pr
 	switch {
 	case r.Faults == nil:
 		why = errors.New("only a run that starts the service's processes can strike them, not one aimed at -target instances")
-	case f.Instance >= len(s.Targets) && f.Action != PauseRedis:
+	case f.Instance >= len(s.Targets) && f.Action != PauseRedis && f.Action != KillRedis && f.Action != PersistRedis:
 		why = fmt.Errorf("there are %d instances", len(s.Targets))
 	default:
 		why = r.Faults.Check(*f)
@@ -566,6 +589,18 @@ func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Pr
 		row.Verdict, row.AuditVerdict = Skipped, Skipped
 		row.Note = fmt.Sprintf("needs %s: %v", f, why)
 		return row, nil
+	}
+	if f.Persistence != "" {
+		if err := r.Faults.Inject(ctx, Fault{Action: PersistRedis, Persistence: f.Persistence}); err != nil {
+			return newRow(s), err
+		}
+	}
+	if f.Action == PersistRedis { // a setting, not a fault in the middle
+		row, err := Run(ctx, s, progress)
+		if row.Note == "" {
+			row.Note = f.String()
+		}
+		return row, err
 	}
 	s.MidwayAfter = f.After
 	s.Midway = func(ctx context.Context) error { return r.Faults.Inject(ctx, *f) }
@@ -716,7 +751,67 @@ const (
 	// CutDatabase makes the database unreachable for Fault.For: the
 	// runner's proxy in front of it is cut.
 	CutDatabase = "cut-database"
+	// KillRedis kills the runner's Redis (SIGKILL) and starts it again on
+	// its address and directory: what it kept is what its persistence kept.
+	KillRedis = "kill-redis"
+	// PersistRedis switches the runner's Redis to Fault.Persistence.
+	PersistRedis = "persist-redis"
 )
+
+// durabilityVariants are the async-durability scenario's persistences.
+var durabilityVariants = []string{"none", "everysec", "always"}
+
+// durabilitySteps are, per persistence, a run killed mid-way that counts
+// the 202s lost, then one without a kill that measures the throughput.
+func durabilitySteps() []Step {
+	spec := Spec{Lock: "none", Mode: "async", Stock: 20000, Buyers: 20000, Concurrency: 50}
+	expect := map[string][]string{"none": {Lost}, "everysec": anyVerdictOrLost, "always": {Safe, Errors}}
+	var steps []Step
+	for _, p := range durabilityVariants {
+		s := spec
+		s.CheckAccepted = true
+		steps = append(steps, Step{Spec: s, Fault: &Fault{Action: KillRedis, Persistence: p, After: 4000}, Expect: always(expect[p]...)})
+	}
+	for _, p := range durabilityVariants {
+		steps = append(steps, Step{Spec: spec, Fault: &Fault{Action: PersistRedis, Persistence: p}, Expect: always(Safe)})
+	}
+	return steps
+}
+
+// anyVerdictOrLost: everysec may lose about a second's writes, or none.
+var anyVerdictOrLost = []string{Safe, Errors, Lost, Oversold, Undersold}
+
+// durabilityTable sums the async-durability rows up per persistence: the
+// 202s lost when Redis was killed, and the req/s without a kill.
+func durabilityTable(rows []Row) []string {
+	n := len(durabilityVariants)
+	var lines []string
+	for i, p := range durabilityVariants {
+		var lost, accepted, runs int
+		var verdicts []string
+		var rps []float64
+		for k, r := range rows {
+			if r.Verdict == Skipped {
+				continue
+			}
+			switch k % (2 * n) {
+			case i:
+				lost += r.Missing202
+				accepted += r.OK
+				runs++
+				verdicts = append(verdicts, r.Verdict)
+			case n + i:
+				rps = append(rps, r.RPS)
+			}
+		}
+		if runs == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("persistence %s: %d of %d orders answered 202 never reached the table over %d kill(s) (%s); %.0f req/s without a kill (median of %d)",
+			p, lost, accepted, runs, strings.Join(verdicts, " "), Median(rps), len(rps)))
+	}
+	return lines
+}
 
 // Strikes reports whether a step of sc strikes the fault action.
 func (sc Scenario) Strikes(action string) bool {

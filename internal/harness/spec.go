@@ -135,6 +135,11 @@ type Spec struct {
 	// middle of the run (see Fault). The run waits for it before the audit.
 	Midway      func(context.Context) error `json:"-"`
 	MidwayAfter int                         `json:"-"`
+	// CheckAccepted keeps the ids of the orders answered 202 and, once the
+	// queue has drained, asks the service which reached the table (POST
+	// /api/orders/lookup): a 202 whose order is not there is lost (LOST),
+	// whatever the audit of what Redis still holds says.
+	CheckAccepted bool `json:"-"`
 	// Reconcile runs the reconciler on the first target after the load,
 	// until no take is left pending, before the audit: the units of
 	// purchases that died between their take and their order go back.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -292,12 +293,11 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 	var w batchOutcome
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	rows := make([]Order, len(qs))
-	for i, q := range qs {
-		rows[i] = queuedOrder(q)
-	}
+	var stale []stock.QueuedOrder
 	err := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
+		var err error
+		stale, err = insertFresh(tx, qs)
+		return err
 	})
 	if err != nil && (!definite(db, err) || transient(err)) {
 		return w, err
@@ -305,18 +305,33 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 	if err != nil {
 		// The database refused the batch: find which order, one by one.
 		var ok []stock.QueuedOrder
-		for i, q := range qs {
-			row := rows[i]
-			if e := db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
+		stale = nil
+		for _, q := range qs {
+			var st []stock.QueuedOrder
+			e := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
+				var err error
+				st, err = insertFresh(tx, []stock.QueuedOrder{q})
+				return err
+			})
+			if e != nil {
 				if !definite(db, e) || transient(e) {
 					return w, e
 				}
 				w.refused = append(w.refused, refusal{q, e.Error()})
 				continue
 			}
+			stale = append(stale, st...)
 			ok = append(ok, q)
 		}
 		qs = ok
+	}
+	if len(stale) > 0 {
+		gone := make(map[string]bool, len(stale))
+		for _, q := range stale {
+			gone[q.MsgID+q.Stream] = true
+			w.refused = append(w.refused, refusal{q, fmt.Sprintf("the stock of product %d was laid out anew (a reset, or a rebuild after Redis lost it) since this order was taken from layout %d", q.Layout.ID, q.Layout.Epoch)})
+		}
+		qs = slices.DeleteFunc(qs, func(q stock.QueuedOrder) bool { return gone[q.MsgID+q.Stream] })
 	}
 	// "Insert if absent" skips an order whose id is there (a redelivery, or
 	// a void row) and one whose buyer has another order in the sale: read
@@ -368,4 +383,43 @@ func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason s
 	}
 	// Its unit is back: the other processes' sold-out flags must go too.
 	c.svc.announce(ctx, returnChannel, q.Layout.ID)
+}
+
+// insertFresh inserts, in tx, those of qs taken from their product's
+// current layout, and returns the others. It reads the layouts under a
+// shared lock on the products' rows, which a reset or a rebuild changes
+// under an exclusive one (as insertSQL does for one order): an order taken
+// from a layout that was replaced is either in before the change, and
+// counted by a rebuild, or refused after it, and never sold twice.
+func insertFresh(tx *gorm.DB, qs []stock.QueuedOrder) (stale []stock.QueuedOrder, err error) {
+	var products []int64
+	for _, q := range qs {
+		if !slices.Contains(products, q.Layout.ID) {
+			products = append(products, q.Layout.ID)
+		}
+	}
+	lock := " LOCK IN SHARE MODE"
+	if tx.Dialector.Name() == "sqlite" {
+		lock = "" // one writer at a time: the transaction is the lock
+	}
+	var layouts []struct{ ID, Epoch int64 }
+	if err := tx.Raw("SELECT id, epoch FROM products WHERE id IN ?"+lock, products).Scan(&layouts).Error; err != nil {
+		return nil, err
+	}
+	epoch := make(map[int64]int64, len(layouts))
+	for _, l := range layouts {
+		epoch[l.ID] = l.Epoch
+	}
+	var rows []Order
+	for _, q := range qs {
+		if e, ok := epoch[q.Layout.ID]; !ok || e != q.Layout.Epoch {
+			stale = append(stale, q)
+			continue
+		}
+		rows = append(rows, queuedOrder(q))
+	}
+	if len(rows) == 0 {
+		return stale, nil
+	}
+	return stale, tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
 }

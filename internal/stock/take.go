@@ -399,13 +399,16 @@ func (s *Store) read(ctx context.Context, p Product, shard int, token uint64) (i
 
 // unanswered marks the failure of a write as ErrOutcomeUnknown, unless
 // Redis answered it with an error (then the script did not run to its end,
-// and a script writes nothing before its last checks).
+// and a script writes nothing before its last checks). The errors the
+// client retries on (LOADING from a Redis restarting, READONLY, TRYAGAIN,
+// CLUSTERDOWN, MASTERDOWN) are the answer to the retry: the first run's
+// reply was lost, and it may have taken a unit (a Redis killed after
+// writing it to its append-only file), so those stay unknown.
 func unanswered(err error) error {
 	var reply redis.Error
-	if errors.As(err, &reply) {
+	if errors.As(err, &reply) && !retriedReply(reply.Error()) {
 		return err
 	}
-
 	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 }
 
@@ -418,6 +421,15 @@ func unanswered(err error) error {
 func lastDialFailed(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func retriedReply(msg string) bool {
+	for _, p := range []string{"LOADING ", "READONLY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func pause(ctx context.Context, d time.Duration) error {
