@@ -130,10 +130,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
-	a.Handler = server.New(server.Deps{
+	deps := server.Deps{
 		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
 		Web: extras.Web, Runs: extras.Runs, Log: log,
-	})
+	}
+	if a.gate != nil { // not a nil *gate.Notifier in the interface
+		deps.Gate = a.gate
+	}
+	a.Handler = server.New(deps)
 	return a, nil
 }
 

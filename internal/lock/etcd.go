@@ -106,7 +106,11 @@ func (e *Etcd) Acquire(ctx context.Context, key string, opt Options) (Lease, err
 	}
 	m := concurrency.NewMutex(sess, EtcdPrefix+key)
 	if err := lockMutex(ctx, m, opt.Wait); err != nil {
-		_ = sess.Close() // revokes the lease: a waiter's key goes with it
+		// Revoking the lease deletes a waiter's key with it. Not
+		// sess.Close: its revoke may wait a whole TTL for an etcd that
+		// does not answer.
+		sess.Orphan()
+		revoke(cli, grant.ID)
 		if errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
 			return nil, err
 		}

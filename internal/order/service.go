@@ -158,6 +158,7 @@ type Service struct {
 
 	touched    sync.Map // int64 → time.Time: products sold here, for the reconciler
 	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
+	passes     sync.Map // int64 → *passState: the last scheduled pass's, for the next
 }
 
 // NewService returns a service on db and rdb, locking with locks, and
@@ -308,6 +309,32 @@ func (s *Service) queued(ctx context.Context, id idgen.ID) (Order, bool, error) 
 	}
 	return Order{ID: id, ProductID: product, Sale: sale, UserID: user, Shard: shard, Mode: string(stock.Async),
 		Status: Pending, CreatedAt: id.Time()}, true, nil
+}
+
+// queuedAmong reports which of ids are in the async mode's pending index
+// (queued, or failed and not yet settled), as queued does, in pipelines.
+func (s *Service) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
+	out := make(map[idgen.ID]bool)
+	for len(ids) > 0 {
+		chunk := ids[:min(idChunk, len(ids))]
+		ids = ids[len(chunk):]
+		cmds := make([]*redis.BoolCmd, len(chunk))
+		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = pipe.HExists(ctx, stock.PendingKey(id.Time()), id.String())
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("looking %d orders up among the queued: %w", len(chunk), err)
+		}
+		for i, c := range cmds {
+			if c.Val() {
+				out[chunk[i]] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // Backlog is the async mode's queue, over every product.
