@@ -167,7 +167,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	}
 	// The async side times its consumers itself (asyncCeiling).
 	cfg.Consume = false
-	c, err := startCluster(ctx, 1, false, cfg, stderr)
+	c, err := startCluster(ctx, 1, clusterNeeds{}, cfg, stderr)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"seckill/internal/app"
 	"seckill/internal/child"
 	"seckill/internal/etcdembed"
 	"seckill/internal/harness"
+	"seckill/internal/netcut"
 )
 
 // cluster is the service instances a run drives: the first in this process,
@@ -26,6 +31,8 @@ type cluster struct {
 	first    *app.Server
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
+	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
+	dropDB   func() error      // drops the database of the cluster's own, if it made one
 	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
 	tmpDir   string
 
@@ -62,7 +69,8 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration) 
 // them instead, whatever cfg names, so that it can be paused. The children
 // are this binary re-executed (see child.Run); each exits when its stdin
 // closes, so none outlives the harness even if it is killed.
-func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
+	ownRedis := needs.ownRedis
 	c = &cluster{stderr: stderr}
 	defer func() {
 		if err != nil {
@@ -87,6 +95,18 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 		cfg.RedisAddr = c.redis.Addr
 		fmt.Fprintf(stderr, "a Redis of the run's own (%s) on %s\n", c.redis.Kind, c.redis.Addr)
 	}
+	if ownRedis && cfg.MySQLDSN != "" {
+		// A Redis of its own draws order ids of its own: beside another
+		// deployment's rows in one database they could collide.
+		if cfg.MySQLDSN, err = c.ownDatabase(ctx, cfg.MySQLDSN); err != nil {
+			return c, err
+		}
+	}
+	if needs.cutDB && cfg.MySQLDSN != "" {
+		if cfg.MySQLDSN, err = c.proxyDatabase(cfg.MySQLDSN); err != nil {
+			return c, err
+		}
+	}
 	if k > 1 && len(cfg.EtcdEndpoints) == 0 {
 		// Each instance would start an embedded etcd of its own, and the
 		// etcd lock would exclude nothing across them: one, in this
@@ -104,7 +124,7 @@ func startCluster(ctx context.Context, k int, ownRedis bool, cfg app.Config, std
 	c.args = []string{
 		"-redis", c.first.RedisAddr(), "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
-		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "warn",
+		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
 	}
 	if len(cfg.GateURLs) > 0 {
 		c.args = append(c.args, "-gate", strings.Join(cfg.GateURLs, ","), "-gate-secret", cfg.GateSecret)
@@ -151,6 +171,14 @@ func (c *cluster) stop() error {
 		errs = append(errs, c.redis.Stop(childGrace))
 		c.redis = nil
 	}
+	if c.dbProxy != nil {
+		errs = append(errs, c.dbProxy.Close())
+		c.dbProxy = nil
+	}
+	if c.dropDB != nil {
+		errs = append(errs, c.dropDB())
+		c.dropDB = nil
+	}
 	if c.etcd != nil {
 		errs = append(errs, c.etcd.Close())
 		c.etcd = nil
@@ -174,7 +202,20 @@ func (c *cluster) Check(f harness.Fault) error {
 			return errors.New("the run has no Redis of its own")
 		}
 		return nil
-	case harness.PauseInstance, harness.KillInstance:
+	case harness.KillRedis, harness.PersistRedis:
+		switch {
+		case c.redis == nil:
+			return errors.New("the run has no Redis of its own")
+		case f.Persistence != "" && f.Persistence != child.NoPersistence && c.redis.Kind != "redis-server":
+			return fmt.Errorf("persistence %s needs redis-server on PATH (the embedded Redis keeps nothing)", f.Persistence)
+		}
+		return nil
+	case harness.CutDatabase:
+		if c.dbProxy == nil {
+			return errors.New("the instances reach no database through a proxy of the run's (it needs MYSQL_DSN)")
+		}
+		return nil
+	case harness.PauseInstance, harness.KillInstance, harness.KillConsumer:
 		switch {
 		case f.Instance == 0:
 			return errors.New("instance 0 runs in the harness's own process")
@@ -196,9 +237,60 @@ func (c *cluster) Inject(ctx context.Context, f harness.Fault) error {
 		return c.redis.PauseFor(ctx, f.For)
 	case harness.PauseInstance:
 		return c.children[f.Instance-1].PauseFor(ctx, f.For)
+	case harness.KillConsumer:
+		return c.killConsumer(ctx, c.children[f.Instance-1])
+	case harness.PersistRedis:
+		return c.redis.SetPersistence(ctx, f.Persistence)
+	case harness.KillRedis:
+		if err := c.redis.Restart(ctx); err != nil {
+			return fmt.Errorf("restarting the run's Redis after its kill: %w", err)
+		}
+		return nil
+	case harness.CutDatabase:
+		c.dbProxy.Cut()
+		t := time.NewTimer(f.For)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		c.dbProxy.Restore()
+		return nil
 	default: // KillInstance
 		c.children[f.Instance-1].Kill()
 		return nil
+	}
+}
+
+// claimBound bounds the wait for a dead consumer's orders to be claimed.
+const claimBound = 30 * time.Second
+
+// killConsumer kills in while its consumer holds orders, then waits until
+// the living consumers have claimed them all: an error if they have not
+// within claimBound.
+func (c *cluster) killConsumer(ctx context.Context, in *child.Instance) error {
+	ctx, cancel := context.WithTimeout(ctx, claimBound)
+	defer cancel()
+	orders := c.first.Orders
+	dead, held, err := in.KillHolding(ctx, orders.DeliveredTo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "killed instance's consumer %s holding %d orders\n", dead, held)
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now, err := orders.DeliveredTo(ctx)
+		if err == nil && now[dead] == 0 {
+			fmt.Fprintf(c.stderr, "its orders were claimed %s after the kill\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the dead consumer %s still holds %d orders after %s (%v)", dead, now[dead], claimBound, err)
+		case <-tick.C:
+		}
 	}
 }
 
@@ -222,4 +314,57 @@ func (c *cluster) Heal(ctx context.Context) error {
 		c.children[i] = again
 	}
 	return nil
+}
+
+// clusterNeeds are what a scenario's faults need of the cluster.
+type clusterNeeds struct {
+	// ownRedis: a Redis of the cluster's own (see startCluster).
+	ownRedis bool
+	// cutDB: the instances reach MYSQL_DSN's server through a proxy of
+	// the cluster's, which a fault cuts; the server itself is untouched.
+	cutDB bool
+}
+
+// proxyDatabase starts a proxy to dsn's server and returns dsn through it.
+func (c *cluster) proxyDatabase(dsn string) (string, error) {
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("reading MYSQL_DSN to put a proxy in front of it: %w", err)
+	}
+	if c.dbProxy, err = netcut.Start(d.Addr); err != nil {
+		return "", err
+	}
+	d.Addr = c.dbProxy.Addr()
+	fmt.Fprintf(c.stderr, "the instances reach the database through a proxy of the run's on %s\n", d.Addr)
+	return d.FormatDSN(), nil
+}
+
+// ownDatabase creates a database of the cluster's own on dsn's server,
+// dropped by stop, and returns its DSN.
+func (c *cluster) ownDatabase(ctx context.Context, dsn string) (string, error) {
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("reading MYSQL_DSN: %w", err)
+	}
+	server := d.Clone()
+	server.DBName = ""
+	db, err := sql.Open("mysql", server.FormatDSN())
+	if err != nil {
+		return "", err
+	}
+	name := "seckill_loadtest_" + strings.ToLower(rand.Text()[:10])
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		db.Close()
+		return "", fmt.Errorf("creating the run's database %s: %w", name, err)
+	}
+	c.dropDB = func() error {
+		defer db.Close()
+		if _, err := db.Exec("DROP DATABASE `" + name + "`"); err != nil {
+			return fmt.Errorf("dropping the run's database %s: %w", name, err)
+		}
+		return nil
+	}
+	fmt.Fprintf(c.stderr, "a database of the run's own: %s\n", name)
+	d.DBName = name
+	return d.FormatDSN(), nil
 }

@@ -40,7 +40,7 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 		return err
 	}
 	cfg.GateURLs, cfg.GateSecret = []string{"http://" + control}, rand.Text()
-	c, err := startCluster(ctx, 2, false, cfg, stderr)
+	c, err := startCluster(ctx, 2, clusterNeeds{}, cfg, stderr)
 	if err != nil {
 		return err
 	}

@@ -259,16 +259,20 @@ func (o options) instancesToDrive(ctx context.Context, getenv func(string) strin
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ownRedis := false
+	var needs clusterNeeds
 	if sc != nil {
 		cfg.ReconcileGrace = sc.ReconcileGrace
-		ownRedis = sc.OwnRedis
+		needs.ownRedis = sc.OwnRedis
+		needs.cutDB = sc.Strikes(harness.CutDatabase)
 	}
 	if sc != nil && sc.ReconcileGrace > 0 {
 		cfg.ReconcileGrace = sc.ReconcileGrace
 	}
+	if sc != nil && sc.ClaimIdle > 0 {
+		cfg.ClaimIdle = sc.ClaimIdle
+	}
 	fmt.Fprintf(stderr, "starting %d service instance(s)…\n", o.instances)
-	c, err := startCluster(ctx, o.instances, ownRedis, cfg, stderr)
+	c, err := startCluster(ctx, o.instances, needs, cfg, stderr)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -84,6 +84,11 @@ type Audit struct {
 	Oversold int `json:"oversold"`
 	// LostUpdates is Orders + Queued − (Initial − Remaining).
 	LostUpdates int `json:"lost_updates"`
+	// DeadLettered is the sale's orders answered 202 that the database
+	// refused since: each is in the dead letters with the reason, and its
+	// unit went back to its shard (counted in Remaining). A client's 202s
+	// are Orders + DeadLettered once the queue has drained.
+	DeadLettered int `json:"dead_lettered"`
 	// Unsettled is max(0, Taken − Orders − Queued): purchases in flight, or
 	// takes stranded until the reconciler returns their units.
 	Unsettled int `json:"unsettled"`
@@ -167,6 +172,10 @@ type OrderRequest struct {
 	// write (or, in the mq mode, its publish), as a process that died
 	// there would: the unit stays taken, no order, 503 unavailable.
 	CrashAfterTake bool `json:"crash_after_take,omitempty"`
+	// Poison queues the async mode's order with a row the database refuses
+	// (an idempotency key longer than its column): the consumer sends it
+	// to the dead letters and its unit back on sale. MySQL only.
+	Poison bool `json:"poison,omitempty"`
 }
 
 // Order is an order, the answer of POST /api/orders and GET
@@ -237,4 +246,18 @@ type LockInfo struct {
 	Breaks   string   `json:"breaks"`
 	Commands []string `json:"commands"`
 	Test     string   `json:"test"`
+}
+
+// LookupRequest is POST /api/orders/lookup: order ids of one product, at
+// most 1000.
+type LookupRequest struct {
+	ProductID int64    `json:"product_id"`
+	IDs       []string `json:"ids"`
+}
+
+// Lookup is its answer: which of the ids are rows of orders (void rows
+// aside), and which are not.
+type Lookup struct {
+	Found   []string `json:"found"`
+	Missing []string `json:"missing"`
 }

@@ -64,11 +64,14 @@ const (
 	// FaultCrashAfterTake: the purchase stops between its take and its
 	// order (the mq mode: its publish), as a process that died there would.
 	FaultCrashAfterTake = "crash-after-take"
+	// FaultPoison: the async mode's order is queued with a row the
+	// database refuses; it goes to the dead letters (MySQL only).
+	FaultPoison = "poison"
 )
 
 // Faults lists the faults a run accepts, FaultNone first.
 func Faults() []string {
-	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew, FaultReleaseBeforeCommit, FaultCrashAfterTake}
+	return []string{FaultNone, FaultAbandon, FaultCrashBeforeExpire, FaultClockSkew, FaultReleaseBeforeCommit, FaultCrashAfterTake, FaultPoison}
 }
 
 // WithDefaults returns s with its zero fields set to their defaults.
@@ -159,7 +162,13 @@ type RunResult struct {
 	Errors        int `json:"errors"`
 
 	// Sold is the orders in the service's audit.
-	Sold        int `json:"sold"`
+	Sold int `json:"sold"`
+	// DeadLettered is the orders answered 202 and refused by the database
+	// since (the audit's count).
+	DeadLettered int `json:"dead_lettered,omitempty"`
+	// Missing202 is the orders answered 202 that never reached the table,
+	// when the run checked them (the async-durability scenario).
+	Missing202  int `json:"missing_202,omitempty"`
 	Oversold    int `json:"oversold"`
 	LostUpdates int `json:"lost_updates"`
 	// Undersold is the units left unsold while buyers were told "sold out".

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -73,7 +75,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		redisAddr = a.embedded.Addr()
 		a.Embedded = true
 	}
-	if a.rdb, err = openRedis(ctx, redisAddr); err != nil {
+	connected := new(onConnect)
+	if a.rdb, err = openRedis(ctx, redisAddr, connected); err != nil {
 		return nil, err
 	}
 	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
@@ -111,8 +114,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	connected.svc.Store(a.Orders)
 	if cfg.Consume {
-		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{Log: log})
+		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
 		if a.broker != nil {
 			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
@@ -126,10 +130,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
-	a.Handler = server.New(server.Deps{
+	deps := server.Deps{
 		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
 		Web: extras.Web, Runs: extras.Runs, Log: log,
-	})
+	}
+	if a.gate != nil { // not a nil *gate.Notifier in the interface
+		deps.Gate = a.gate
+	}
+	a.Handler = server.New(deps)
 	return a, nil
 }
 
@@ -217,7 +225,9 @@ func (a *App) Close() error {
 		errs = append(errs, a.gate.Close())
 	}
 	if a.locks != nil {
-		errs = append(errs, a.locks.Close())
+		if err := a.locks.Close(); !closedByPeer(err) {
+			errs = append(errs, err)
+		}
 	}
 	if a.etcd != nil {
 		errs = append(errs, a.etcd.Close())
@@ -230,7 +240,11 @@ func (a *App) Close() error {
 	}
 	if a.db != nil {
 		if sqlDB, err := a.db.DB(); err == nil {
-			errs = append(errs, sqlDB.Close())
+			// An idle connection the server (or the network) already closed
+			// fails its goodbye with ErrBadConn: nothing is left undone.
+			if err := sqlDB.Close(); !closedByPeer(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if a.embedded != nil {
@@ -318,3 +332,11 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err is what ended serving, once Done is closed.
 func (s *Server) Err() error { return s.err }
+
+// closedByPeer reports an error of closing a database connection that the
+// server (or the network) had closed already: nothing is left undone. The
+// MySQL driver's own such error is unexported ("bad connection").
+func closedByPeer(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldrv.ErrInvalidConn) ||
+		err != nil && err.Error() == "bad connection"
+}

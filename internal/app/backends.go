@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -16,6 +17,8 @@ import (
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"seckill/internal/order"
 )
 
 // redisStep bounds one command to the main Redis, with the client's retry:
@@ -24,9 +27,22 @@ const redisStep = 2 * (redisTimeout + 100*time.Millisecond)
 
 const redisTimeout = 2 * time.Second
 
-func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
+// onConnect is the Redis client's hook on each new connection: once the
+// order service exists, its RedisConnected (which moves the order id
+// counter forward after a Redis restart, before the connection serves).
+type onConnect struct{ svc atomic.Pointer[order.Service] }
+
+func (h *onConnect) hook(ctx context.Context, cn *redis.Conn) error {
+	if s := h.svc.Load(); s != nil {
+		return s.RedisConnected(ctx, cn)
+	}
+	return nil
+}
+
+func openRedis(ctx context.Context, addr string, h *onConnect) (*redis.Client, error) {
 	return pingRedis(ctx, redis.NewClient(&redis.Options{
-		Addr: addr,
+		Addr:      addr,
+		OnConnect: h.hook,
 		// A flash sale is many short commands from many goroutines at once;
 		// the default pool (10 per CPU) would make buyers queue for a
 		// connection before they queue for the lock.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/order"
 )
 
 // Config is every knob of the service. Each is a flag with an environment
@@ -33,6 +34,7 @@ type Config struct {
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
 	RabbitMQURL     string        // -rabbitmq-url / RABBITMQ_URL; the mq mode's broker, "" for none
 	Consume         bool          // -consume / CONSUME; run a consumer of the async mode's queue (and the mq mode's) in this process
+	ClaimIdle       time.Duration // -claim-idle / CLAIM_IDLE; how long a queued order may stay with a silent consumer before another claims it
 	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 turns the schedule off
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
 	GateURLs        []string      // -gate / GATE_URLS; control URLs of the sold-out gates in front, told when a product has stock again
@@ -93,6 +95,7 @@ func (c *Config) settings() []setting {
 		{"consume", "CONSUME", "run a consumer that writes the async mode's queued orders (and the mq mode's)", func(fs *flag.FlagSet, name, def, help string) {
 			fs.BoolVar(&c.Consume, name, def == "true", help)
 		}, "true"},
+		{"claim-idle", "CLAIM_IDLE", "how long a queued order may stay delivered to a consumer and unacknowledged before another consumer claims it (it must outlast a batch write with its retries)", dur(&c.ClaimIdle), order.DefaultClaimIdle.String()},
 		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
 		{"gate", "GATE_URLS", "comma-separated control URLs (http://host:port) of the sold-out gates in front of the replicas (deploy/gate); each is told when a product has stock again", list(&c.GateURLs), ""},
@@ -176,7 +179,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q",
+	return fmt.Sprintf("addr=%s redis=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q",
 		c.Addr, c.RedisAddr, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
-		c.Consume, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret))
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret))
 }

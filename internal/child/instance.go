@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"time"
 
 	"seckill/internal/app"
 )
@@ -55,4 +57,46 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdin
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// KillHolding kills the instance (SIGKILL) at a moment when its consumer
+// holds queued orders delivered to it and not acknowledged: it pauses the
+// process, reads what each consumer holds through delivered, and kills it
+// if its consumer holds any, else resumes it and looks again a few
+// milliseconds later, until ctx ends. It returns the dead consumer's name
+// and how many orders it held. A consumer's name carries its process id between dashes
+// (see order.NewConsumer), which is how it is found.
+func (in *Instance) KillHolding(ctx context.Context, delivered func(context.Context) (map[string]int64, error)) (string, int64, error) {
+	tag := fmt.Sprintf("-%d-", in.Pid())
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var held map[string]int64
+	for {
+		if err := in.Pause(); err != nil {
+			return "", 0, err
+		}
+		// Its own deadline: a read cut by ctx's end would hide what was held.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		var err error
+		held, err = delivered(dctx)
+		cancel()
+		if err != nil {
+			_ = in.Resume()
+			return "", 0, err
+		}
+		for name, n := range held {
+			if n > 0 && strings.Contains(name, tag) {
+				in.Kill()
+				return name, n, nil
+			}
+		}
+		if err := in.Resume(); err != nil {
+			return "", 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", 0, fmt.Errorf("instance %d's consumer held no order before the deadline (the consumers held %v): %w", in.Pid(), held, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,15 +34,96 @@ type Redis struct {
 	exe    string // the binary serving miniredis
 	dir    string // redis-server's working directory
 	stderr io.Writer
+	// persistence is redis-server's: Persistence values.
+	persistence string
+}
+
+// Persistence is how a redis-server of the parent's own keeps its data
+// across a restart in its directory.
+const (
+	// NoPersistence: none; a restart starts empty (unless a SAVE left an
+	// RDB file in the directory, which it loads).
+	NoPersistence = "none"
+	// AOFEverysec: an append-only file, fsynced once a second: a crash
+	// loses up to about a second of writes.
+	AOFEverysec = "everysec"
+	// AOFAlways: an append-only file fsynced before each write is
+	// answered: a crash loses no answered write.
+	AOFAlways = "always"
+)
+
+// persistenceArgs are redis-server's arguments for persistence p.
+func persistenceArgs(p, port string) ([]string, error) {
+	switch p {
+	case "", NoPersistence:
+		return []string{"--appendonly", "no", "--appenddirname", "aof-" + port}, nil
+	case AOFEverysec, AOFAlways:
+		return []string{"--appendonly", "yes", "--appendfsync", p, "--appenddirname", "aof-" + port}, nil
+	}
+	return nil, fmt.Errorf("no Redis persistence %q (have %s, %s, %s)", p, NoPersistence, AOFEverysec, AOFAlways)
+}
+
+// SetPersistence switches a running redis-server to persistence p (CONFIG
+// SET), waits for the rewrite of its append-only file to end, and keeps p
+// for its restarts. The embedded Redis keeps nothing: an error.
+func (r *Redis) SetPersistence(ctx context.Context, p string) error {
+	if r.Kind != "redis-server" {
+		return fmt.Errorf("the embedded Redis keeps no data across a restart: persistence %q needs redis-server on PATH", p)
+	}
+	_, port, _ := net.SplitHostPort(r.Addr)
+	args, err := persistenceArgs(p, port)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+	// appenddirname cannot change at run time; it is set at start.
+	if err := rdb.ConfigSet(ctx, "appendonly", args[1]).Err(); err != nil {
+		return fmt.Errorf("switching Redis to persistence %s: %w", p, err)
+	}
+	if len(args) > 4 {
+		if err := rdb.ConfigSet(ctx, "appendfsync", args[3]).Err(); err != nil {
+			return fmt.Errorf("switching Redis to persistence %s: %w", p, err)
+		}
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "aof_rewrite_in_progress:1") && !strings.Contains(info, "aof_rewrite_scheduled:1") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for Redis's AOF rewrite: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+	r.persistence = p
+	return nil
 }
 
 // StartRedis starts an empty Redis on a free loopback port: redis-server
 // when it is on PATH, else exe (a binary that calls Run) serving the
 // embedded one. dir holds redis-server's log.
 func StartRedis(ctx context.Context, exe, dir string, stderr io.Writer) (*Redis, error) {
-	r := &Redis{exe: exe, dir: dir, stderr: stderr, Kind: "miniredis"}
+	return StartRedisWith(ctx, exe, dir, stderr, NoPersistence)
+}
+
+// StartRedisWith is StartRedis with a redis-server's persistence; any but
+// NoPersistence needs redis-server on PATH.
+func StartRedisWith(ctx context.Context, exe, dir string, stderr io.Writer, persistence string) (*Redis, error) {
+	r := &Redis{exe: exe, dir: dir, stderr: stderr, Kind: "miniredis", persistence: persistence}
+	if _, err := persistenceArgs(persistence, "0"); err != nil {
+		return nil, err
+	}
 	addr := "127.0.0.1:0"
-	if _, err := exec.LookPath("redis-server"); err == nil {
+	if _, err := exec.LookPath("redis-server"); err != nil && persistence != NoPersistence {
+		return nil, fmt.Errorf("persistence %s needs redis-server on PATH: %w", persistence, err)
+	} else if err == nil {
 		r.Kind = "redis-server"
 		port, err := freePort()
 		if err != nil {
@@ -77,9 +159,14 @@ func (r *Redis) start(ctx context.Context, addr string) error {
 	r.Addr = addr
 	// Killed with its parent: redis-server does not watch its stdin.
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r.Process, _, err = start(ctx, "redis-server", []string{"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis-"+port+".log")}, r.stderr, "", attr)
+	persist, err := persistenceArgs(r.persistence, port)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--daemonize", "no",
+		"--dir", r.dir, "--dbfilename", "dump-" + port + ".rdb",
+		"--logfile", filepath.Join(r.dir, "redis-"+port+".log")}, persist...)
+	r.Process, _, err = start(ctx, "redis-server", args, r.stderr, "", attr)
 	if err != nil {
 		return err
 	}
@@ -91,8 +178,9 @@ func (r *Redis) start(ctx context.Context, addr string) error {
 	return nil
 }
 
-// Restart kills the server and starts an empty one on the same address, as
-// a Redis without persistence that crashed and came back.
+// Restart kills the server (SIGKILL) and starts it again on the same
+// address and directory, as a Redis that crashed and came back: empty
+// without persistence, with what its append-only file kept otherwise.
 func (r *Redis) Restart(ctx context.Context) error {
 	r.Kill()
 	return r.start(ctx, r.Addr)

@@ -61,6 +61,8 @@ func TestDatabaseFaults(t *testing.T) {
 	t.Run("LockBurstLeavesRoomForOthers", testMySQLLockBurstLeavesRoomForOthers)
 	t.Run("PausedThenInstanceKilled", testDatabasePausedThenInstanceKilled)
 	t.Run("Paused20s", testDatabasePausedMidBurst)
+	t.Run("AsyncCut10s", testAsyncDatabaseCut)
+	t.Run("AsyncPoison", testAsyncPoison)
 }
 
 // The database paused, then an instance killed while its purchases wait on

@@ -83,7 +83,8 @@ func config(t *testing.T, redisAddr, dsn string) app.Config {
 func childArgs(cfg app.Config) []string {
 	return []string{"-addr", "127.0.0.1:0", "-redis", cfg.RedisAddr, "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),
-		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-log-level", "error"}
+		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(),
+		"-log-level", "error"}
 }
 
 // startChild starts a service instance as a child process on cfg.
@@ -176,7 +177,7 @@ type outcome struct {
 	user   int64
 	status int    // 0: no answer came
 	code   string // the error code of a refusal
-	order  string // the order id told: a 201's, or a refusal's order_id
+	order  string // the order id told: a 201's or 202's, or a refusal's order_id
 	err    error  // why no answer came
 }
 
@@ -196,7 +197,7 @@ func buy(ctx context.Context, c *http.Client, url string, product, user int64, k
 		return o
 	}
 	o.status = status
-	if status == http.StatusCreated {
+	if status == http.StatusCreated || status == http.StatusAccepted {
 		var ord api.Order
 		o.err = json.Unmarshal(body, &ord)
 		o.order = ord.ID
@@ -397,7 +398,7 @@ func (s *sale) checkPromise(outs []outcome) state {
 		}
 	}
 	for _, o := range outs {
-		if o.status != http.StatusCreated && o.code != api.CodeAlreadyBought {
+		if o.status != http.StatusCreated && o.status != http.StatusAccepted && o.code != api.CodeAlreadyBought {
 			continue
 		}
 		id, err := idgen.ParseID(o.order)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -200,4 +201,26 @@ func drain(ctx context.Context, c *http.Client, s Spec, row *Row) error {
 	}
 	row.DrainP50MS, row.DrainP99MS = d.P50MS, d.P99MS
 	return nil
+}
+
+// lookupBatch is the most ids one lookup sends (the service's bound).
+const lookupBatch = 1000
+
+// lookup asks the service which of ids reached the table, in batches, and
+// returns how many did not (an id answered twice counts once more).
+func lookup(ctx context.Context, c *http.Client, target string, product int64, ids []string) (int, error) {
+	// An id answered twice can be one order's row only: the second 202
+	// came to nothing, and counts as missing.
+	missing := len(ids)
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	missing -= len(ids)
+	for start := 0; start < len(ids); start += lookupBatch {
+		var out api.Lookup
+		batch := ids[start:min(start+lookupBatch, len(ids))]
+		if err := call(ctx, c, http.MethodPost, target+"/api/orders/lookup", "", api.LookupRequest{ProductID: product, IDs: batch}, &out); err != nil {
+			return 0, fmt.Errorf("looking up the orders answered 202: %w", err)
+		}
+		missing += len(out.Missing)
+	}
+	return missing, nil
 }

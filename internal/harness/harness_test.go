@@ -66,6 +66,23 @@ func TestJudge(t *testing.T) {
 			"verdict from the harness's counts is ERRORS, from the audit LOST",
 		}},
 	}, {
+		name:  "two 202s dead-lettered, their units back: counted by the audit",
+		tally: Tally{Stock: 10, OK: 10},
+		audit: func() api.Audit { a := audit(10, 2, 8); a.DeadLettered = 2; return a }(),
+		want:  Judgement{Harness: Safe, Audit: Safe, Verdict: Safe, Agree: true},
+	}, {
+		name:  "two 202s without their rows, and no dead letter",
+		tally: Tally{Stock: 10, OK: 10},
+		audit: audit(10, 2, 8),
+		want: Judgement{Harness: Safe, Audit: Safe, Verdict: Safe, Disagreements: []string{
+			"the harness counted 10 orders created (201), the audit found 8",
+		}},
+	}, {
+		name:  "202s checked: 3 never reached the table, which the audit of what Redis kept cannot see",
+		tally: Tally{Stock: 10, OK: 10, Checked: true, Missing: 3},
+		audit: audit(10, 3, 7),
+		want:  Judgement{Harness: Lost, Audit: Safe, Verdict: Lost, Agree: true},
+	}, {
 		name:  "errors, stock right",
 		tally: Tally{Stock: 10, OK: 4, Errors: 26},
 		audit: audit(10, 6, 4),

@@ -28,6 +28,9 @@ type Row struct {
 	Expect *Expectation `json:"expect,omitempty"`
 	// Timeline is the run's race, drawn from its purchases' traces.
 	Timeline *api.Timeline `json:"timeline,omitempty"`
+	// AcceptedIDs are the ids answered 202, when the spec asked to check
+	// them (Spec.CheckAccepted); not in the report.
+	AcceptedIDs []string `json:"-"`
 }
 
 // Progress is a snapshot of a run, passed to the progress callback.
@@ -89,6 +92,16 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 			return row, err
 		}
 	}
+	// The 202s are looked up before the audit, so that a row written in
+	// between counts in the audit, not as missing.
+	checked := 0
+	if spec.CheckAccepted {
+		if checked, err = lookup(actx, c, spec.Targets[0], spec.ProductID, row.AcceptedIDs); err != nil {
+			row.Verdict, row.Note = Errors, err.Error()
+			return row, err
+		}
+		row.Missing202 = checked
+	}
 	audit, err := fetchAudit(actx, c, spec.Targets[0], spec.ProductID)
 	if err != nil {
 		row.Verdict = worst(Errors, classify(max(0, row.OK-spec.Stock), 0, 0, row.Errors))
@@ -96,11 +109,13 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 		return row, err
 	}
 	t := Tally{Stock: spec.Stock, OK: row.OK, SoldOut: row.SoldOut, Errors: row.Errors}
+	t.Checked, t.Missing = spec.CheckAccepted, checked
 	for _, code := range unknownCodes {
 		t.Unknown += row.ErrorCodes[code]
 	}
 	j := Judge(t, audit)
 	row.Sold = audit.Orders
+	row.DeadLettered = audit.DeadLettered
 	row.Oversold, row.LostUpdates, row.Undersold = j.Oversold, j.LostUpdates, j.Undersold
 	row.Verdict, row.HarnessVerdict, row.AuditVerdict = j.Verdict, j.Harness, j.Audit
 	row.ServiceVerdict, row.Agree, row.Disagreements = audit.Verdict, j.Agree, j.Disagreements
@@ -189,6 +204,9 @@ type worker struct {
 	// start is the run's; traces are the answers' traces, stamped with it.
 	start  time.Time
 	traces []Traced
+	// accepted are the ids answered 202, kept when Spec.CheckAccepted.
+	keepIDs     bool
+	acceptedIDs []string
 }
 
 func (w *worker) fail(code, msg string) {
@@ -233,6 +251,7 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 	var traces []Traced
 	for _, w := range workers {
 		traces = append(traces, w.traces...)
+		row.AcceptedIDs = append(row.AcceptedIDs, w.acceptedIDs...)
 	}
 	row.Timeline = BuildTimeline(traces, cmp.Or(spec.Shards, api.DefaultShards), l.start.UnixMicro(), spec.UserBase)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && row.Requests < spec.Requests {
@@ -252,7 +271,8 @@ func newWorkers(c *http.Client, spec Spec, start time.Time) []*worker {
 	}
 	workers := make([]*worker, min(spec.Concurrency, spec.Requests))
 	for k := range workers {
-		w := &worker{client: c, urls: urls, lat: newHist(), wait: newHist(), codes: make(map[string]int), start: start}
+		w := &worker{client: c, urls: urls, lat: newHist(), wait: newHist(), codes: make(map[string]int), start: start,
+			keepIDs: spec.CheckAccepted}
 		for _, t := range spec.Targets {
 			cn, err := newConn(t, "/api/orders")
 			if err != nil { // https: net/http speaks it
@@ -470,6 +490,7 @@ func bodyTails(s Spec) (plain, faulty []byte, err error) {
 	}
 	f.Abandon, f.CrashBeforeExpire, f.ReleaseBeforeCommit = s.Abandon, s.CrashBeforeExpire, s.ReleaseBeforeCommit
 	f.CrashAfterTake = s.CrashAfterTake
+	f.Poison = s.Poison
 	f.ClockSkewMS = time.Duration(s.ClockSkew).Milliseconds()
 	if faulty, err = json.Marshal(f); err != nil {
 		return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
@@ -530,6 +551,9 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 			var o api.Order
 			_ = json.Unmarshal(b, &o) // the order is counted by its status; the trace is a bonus
 			traced.Trace = o.Trace
+			if w.keepIDs && resp.StatusCode == http.StatusAccepted && o.ID != "" {
+				w.acceptedIDs = append(w.acceptedIDs, o.ID)
+			}
 		}
 	} else {
 		var b []byte

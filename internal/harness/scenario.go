@@ -22,6 +22,9 @@ type Scenario struct {
 	// LockTTL, LockWait and ReconcileGrace are the service settings the
 	// scenario needs; zero leaves the service's default.
 	LockTTL, LockWait, ReconcileGrace time.Duration
+	// ClaimIdle is the consumers' claim idle (-claim-idle); zero leaves
+	// the service's default.
+	ClaimIdle time.Duration
 	// OwnRedis: the instances must share a Redis that the runner started
 	// for the scenario, whatever REDIS_ADDR names, because a fault strikes
 	// it (a shared server is never paused).
@@ -45,6 +48,9 @@ type Step struct {
 	Fault *Fault
 	// Reconcile runs the reconciler after the load, before the audit.
 	Reconcile bool
+	// Verify, when not nil, checks the row beyond its verdict; an error
+	// says why the expectation did not hold.
+	Verify func(Row) error
 }
 
 // Fault actions.
@@ -68,6 +74,10 @@ type Fault struct {
 	For time.Duration
 	// After is how many requests are answered before the fault strikes.
 	After int
+	// Persistence, when set, is the persistence the runner's Redis is
+	// switched to before the run (none, everysec, always; see
+	// child.Redis.SetPersistence).
+	Persistence string
 }
 
 func (f Fault) String() string {
@@ -78,6 +88,14 @@ func (f Fault) String() string {
 		return fmt.Sprintf("instance %d killed", f.Instance)
 	case PauseRedis:
 		return fmt.Sprintf("Redis paused for %s", f.For)
+	case KillConsumer:
+		return fmt.Sprintf("instance %d killed while its consumer held orders", f.Instance)
+	case CutDatabase:
+		return fmt.Sprintf("database cut off for %s", f.For)
+	case KillRedis:
+		return fmt.Sprintf("Redis (persistence %s) killed and restarted", f.Persistence)
+	case PersistRedis:
+		return fmt.Sprintf("Redis persistence %s", f.Persistence)
 	}
 	return f.Action
 }
@@ -285,6 +303,74 @@ var Scenarios = []Scenario{
 			Expect: always(NotOversold...),
 		}},
 	},
+	// The async mode's faults (issue 9, items 4 and 5).
+	{
+		Name: "async-consumer-kill",
+		Summary: "Two instances, mode async, 600 purchases a second for 8s. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
+			"queued orders delivered to it and not acknowledged (the process is paused, its pending orders read, then " +
+			"killed). The living consumer claims them after the claim idle (1s here) and writes them; the fault is " +
+			"over once the dead consumer holds none, and fails the run if that takes longer than 30s. The killed " +
+			"instance's own clients get no answer (ERRORS); every 202 has its row, once, and the audit is exact.",
+		Instances: 2,
+		ClaimIdle: time.Second,
+		OwnRedis:  true, // no other deployment's consumer on its streams
+		Steps: []Step{{
+			// An open loop, so that orders keep arriving while the fault
+			// looks for a moment when the instance's consumer holds some.
+			Spec:   Spec{Lock: "none", Mode: "async", Stock: 5000, Buyers: 5000, Concurrency: 40, Rate: 600, Duration: Duration(8 * time.Second)},
+			Fault:  &Fault{Action: KillConsumer, Instance: 1, After: 300},
+			Expect: always(Errors, Safe),
+		}},
+	},
+	{
+		Name: "async-db-outage",
+		Summary: "Mode async, an open loop of 200 purchases a second for 15s. After 400 answers the database becomes " +
+			"unreachable for 10s (a proxy of the run's, between the instance and MYSQL_DSN's server, is cut: " +
+			"connections reset, new ones closed; the server itself is untouched). Acceptance needs only Redis and goes " +
+			"on (202); the consumer retries its batch with a backoff doubling up to 5s; once the database is back the " +
+			"backlog drains. Any refusal or error makes it ERRORS, a 202 without its row LOST: SAFE is every purchase " +
+			"accepted and written. Needs MYSQL_DSN (SKIPPED on SQLite, which is in the process).",
+		OwnRedis: true,
+		Steps: []Step{{
+			Spec:   Spec{Lock: "none", Mode: "async", Stock: 3000, Buyers: 3000, Concurrency: 20, Rate: 200, Duration: Duration(15 * time.Second)},
+			Fault:  &Fault{Action: CutDatabase, For: 10 * time.Second, After: 400},
+			Expect: always(Safe),
+		}},
+	},
+	{
+		Name: "async-durability",
+		Summary: "What a 202 promises: the async mode's queue is as durable as Redis. The run's own redis-server is " +
+			"switched to each persistence in turn: none, appendonly with appendfsync everysec, appendfsync always. " +
+			"Mid-run (after 4000 answers) it is SIGKILLed and started again on its directory; the consumers drain what " +
+			"it kept, and every order answered 202 is looked up in the table (POST /api/orders/lookup). Expected: " +
+			"none loses the whole backlog (LOST), everysec up to about a second of writes, always nothing (SAFE, or " +
+			"ERRORS for the purchases refused while Redis was down). A run per persistence without a kill measures " +
+			"its throughput. Needs redis-server (SKIPPED with the embedded Redis, which keeps nothing).",
+		OwnRedis:  true,
+		Steps:     durabilitySteps(),
+		Summarize: durabilityTable,
+	},
+	{
+		Name: "async-poison",
+		Summary: "Mode async, 500 buyers for 500 units. The first 3 purchases are poisoned (the lab's fault poison: their " +
+			"queued orders carry an idempotency key longer than its column, a row the database refuses). The consumer " +
+			"writes its batch, the database refuses it, it writes the orders one by one and sends the 3 refused ones " +
+			"to the dead letters with the database's reason, their units back on their shards, acknowledged: never " +
+			"retried. The rest are written. The audit counts the dead letters: 500 answered 202 = 497 orders + 3 dead " +
+			"letters, 3 units back in the store. SAFE with exactly 3 dead letters. Needs MYSQL_DSN: SQLite keeps no " +
+			"column sizes, and the service refuses the fault there (SKIPPED).",
+		OwnRedis: true,
+		Steps: []Step{{
+			Spec:   Spec{Lock: "none", Mode: "async", Stock: 500, Buyers: 500, Concurrency: 20, Poison: true, FaultRequests: 3},
+			Expect: always(Safe),
+			Verify: func(r Row) error {
+				if r.DeadLettered != 3 || r.Sold != r.OK-3 {
+					return fmt.Errorf("%d dead letters and %d orders for %d answered 202: want 3 and %d", r.DeadLettered, r.Sold, r.OK, r.OK-3)
+				}
+				return nil
+			},
+		}},
+	},
 }
 
 // payRaceSpec is a run of the pay-vs-timeout scenario under a lifecycle.
@@ -470,7 +556,7 @@ func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Pr
 	switch {
 	case r.Faults == nil:
 		why = errors.New("only a run that starts the service's processes can strike them, not one aimed at -target instances")
-	case f.Instance >= len(s.Targets) && f.Action != PauseRedis:
+	case f.Instance >= len(s.Targets) && f.Action != PauseRedis && f.Action != KillRedis && f.Action != PersistRedis:
 		why = fmt.Errorf("there are %d instances", len(s.Targets))
 	default:
 		why = r.Faults.Check(*f)
@@ -480,6 +566,18 @@ func (r ScenarioRun) run(ctx context.Context, s Spec, f *Fault, progress func(Pr
 		row.Verdict, row.AuditVerdict = Skipped, Skipped
 		row.Note = fmt.Sprintf("needs %s: %v", f, why)
 		return row, nil
+	}
+	if f.Persistence != "" {
+		if err := r.Faults.Inject(ctx, Fault{Action: PersistRedis, Persistence: f.Persistence}); err != nil {
+			return newRow(s), err
+		}
+	}
+	if f.Action == PersistRedis { // a setting, not a fault in the middle
+		row, err := Run(ctx, s, progress)
+		if row.Note == "" {
+			row.Note = f.String()
+		}
+		return row, err
 	}
 	s.MidwayAfter = f.After
 	s.Midway = func(ctx context.Context) error { return r.Faults.Inject(ctx, *f) }
@@ -530,6 +628,7 @@ type planned struct {
 	expect    []string
 	fault     *Fault
 	reconcile bool
+	verify    func(Row) error
 }
 
 // expand returns the scenario's runs: its steps with AllLocks expanded
@@ -544,7 +643,7 @@ func (sc Scenario) expand(locks []string) []planned {
 		for _, l := range names {
 			s := st.Spec
 			s.Lock = l
-			runs = append(runs, planned{spec: s, expect: st.Expect(l), fault: st.Fault, reconcile: st.Reconcile})
+			runs = append(runs, planned{spec: s, expect: st.Expect(l), fault: st.Fault, reconcile: st.Reconcile, verify: st.Verify})
 		}
 	}
 	return runs
@@ -599,6 +698,12 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 		if !row.Check(runs[k].expect...) && row.Verdict != Skipped {
 			allHeld = false
 		}
+		if v := runs[k].verify; v != nil && row.Verdict != Skipped {
+			if err := v(row); err != nil {
+				row.Expect.Held, allHeld = false, false
+				row.Note = strings.TrimPrefix(row.Note+"; "+err.Error(), "; ")
+			}
+		}
 		rows = append(rows, row)
 		if r.Done != nil {
 			r.Done(row)
@@ -612,4 +717,85 @@ func RunScenario(ctx context.Context, sc Scenario, r ScenarioRun) ([]Row, []stri
 		summary = append(summary, VerdictCounts(rows)...)
 	}
 	return rows, summary, allHeld, nil
+}
+
+// Fault actions of the async mode's scenarios.
+const (
+	// KillConsumer kills an instance (SIGKILL) while its consumer holds
+	// queued orders delivered and not acknowledged, and is over once the
+	// living consumers have claimed them all.
+	KillConsumer = "kill-consumer"
+	// CutDatabase makes the database unreachable for Fault.For: the
+	// runner's proxy in front of it is cut.
+	CutDatabase = "cut-database"
+	// KillRedis kills the runner's Redis (SIGKILL) and starts it again on
+	// its address and directory: what it kept is what its persistence kept.
+	KillRedis = "kill-redis"
+	// PersistRedis switches the runner's Redis to Fault.Persistence.
+	PersistRedis = "persist-redis"
+)
+
+// durabilityVariants are the async-durability scenario's persistences.
+var durabilityVariants = []string{"none", "everysec", "always"}
+
+// durabilitySteps are, per persistence, a run killed mid-way that counts
+// the 202s lost, then one without a kill that measures the throughput.
+func durabilitySteps() []Step {
+	spec := Spec{Lock: "none", Mode: "async", Stock: 20000, Buyers: 20000, Concurrency: 50}
+	expect := map[string][]string{"none": {Lost}, "everysec": anyVerdictOrLost, "always": {Safe, Errors}}
+	var steps []Step
+	for _, p := range durabilityVariants {
+		s := spec
+		s.CheckAccepted = true
+		steps = append(steps, Step{Spec: s, Fault: &Fault{Action: KillRedis, Persistence: p, After: 4000}, Expect: always(expect[p]...)})
+	}
+	for _, p := range durabilityVariants {
+		steps = append(steps, Step{Spec: spec, Fault: &Fault{Action: PersistRedis, Persistence: p}, Expect: always(Safe)})
+	}
+	return steps
+}
+
+// anyVerdictOrLost: everysec may lose about a second's writes, or none.
+var anyVerdictOrLost = []string{Safe, Errors, Lost, Oversold, Undersold}
+
+// durabilityTable sums the async-durability rows up per persistence: the
+// 202s lost when Redis was killed, and the req/s without a kill.
+func durabilityTable(rows []Row) []string {
+	n := len(durabilityVariants)
+	var lines []string
+	for i, p := range durabilityVariants {
+		var lost, accepted, runs int
+		var verdicts []string
+		var rps []float64
+		for k, r := range rows {
+			if r.Verdict == Skipped {
+				continue
+			}
+			switch k % (2 * n) {
+			case i:
+				lost += r.Missing202
+				accepted += r.OK
+				runs++
+				verdicts = append(verdicts, r.Verdict)
+			case n + i:
+				rps = append(rps, r.RPS)
+			}
+		}
+		if runs == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("persistence %s: %d of %d orders answered 202 never reached the table over %d kill(s) (%s); %.0f req/s without a kill (median of %d)",
+			p, lost, accepted, runs, strings.Join(verdicts, " "), Median(rps), len(rps)))
+	}
+	return lines
+}
+
+// Strikes reports whether a step of sc strikes the fault action.
+func (sc Scenario) Strikes(action string) bool {
+	for _, st := range sc.Steps {
+		if st.Fault != nil && st.Fault.Action == action {
+			return true
+		}
+	}
+	return false
 }

@@ -112,6 +112,9 @@ type Spec struct {
 	// CrashAfterTake stops the faulty purchases between the take and the
 	// order (the mq mode: the publish), as a process that died there would.
 	CrashAfterTake bool `json:"crash_after_take,omitempty"`
+	// Poison queues the faulty purchases' async orders with rows the
+	// database refuses: they go to the dead letters.
+	Poison bool `json:"poison,omitempty"`
 
 	// PayTimeout, when set, gives the product a payment window and makes
 	// the run the pay-vs-timeout race: after the purchases, each order is
@@ -132,6 +135,11 @@ type Spec struct {
 	// middle of the run (see Fault). The run waits for it before the audit.
 	Midway      func(context.Context) error `json:"-"`
 	MidwayAfter int                         `json:"-"`
+	// CheckAccepted keeps the ids of the orders answered 202 and, once the
+	// queue has drained, asks the service which reached the table (POST
+	// /api/orders/lookup): a 202 whose order is not there is lost (LOST),
+	// whatever the audit of what Redis still holds says.
+	CheckAccepted bool `json:"-"`
 	// Reconcile runs the reconciler on the first target after the load,
 	// until no take is left pending, before the audit: the units of
 	// purchases that died between their take and their order go back.
@@ -223,7 +231,7 @@ func (s Spec) faulty(i int) bool {
 
 // hasFaults reports whether any fault option is set.
 func (s Spec) hasFaults() bool {
-	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0 || s.ReleaseBeforeCommit || s.CrashAfterTake
+	return s.Abandon || s.CrashBeforeExpire || s.ClockSkew != 0 || s.ReleaseBeforeCommit || s.CrashAfterTake || s.Poison
 }
 
 // fault names the run's fault, "" for none.
@@ -239,6 +247,8 @@ func (s Spec) fault() string {
 		return api.FaultReleaseBeforeCommit
 	case s.CrashAfterTake:
 		return api.FaultCrashAfterTake
+	case s.Poison:
+		return api.FaultPoison
 	}
 	return ""
 }

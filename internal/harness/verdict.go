@@ -46,6 +46,10 @@ type Tally struct {
 	// Unknown counts the errors whose outcome the client cannot know (no
 	// answer, or 503 outcome_unknown): each may be an order all the same.
 	Unknown int
+	// Checked: the run looked its 202s up once the queue drained, and
+	// Missing of them were not in the table (dead letters among them).
+	Checked bool
+	Missing int
 }
 
 // unknownCodes are the error codes of requests whose outcome is unknown.
@@ -100,6 +104,14 @@ func (t Tally) orders() (least, most int) { return t.OK, t.OK + t.Unknown }
 // the initial stock is the one the harness set, and the verdicts match.
 func Judge(t Tally, a api.Audit) Judgement {
 	least, most := t.orders()
+	// A 202 whose order the database refused since is a dead letter, its
+	// unit back on sale: the audit counts those.
+	least = max(0, least-a.DeadLettered)
+	if t.Checked {
+		// Checked one by one: the harness knows which 202s came to
+		// nothing, dead letters included.
+		least, most = max(0, t.OK-t.Missing), max(0, most-t.Missing)
+	}
 	harness := classify(max(0, least-t.Stock), 0, undersold(t, t.Stock, most), t.Errors)
 	audit := classify(a.Oversold, a.LostUpdates, undersold(t, a.Initial, a.Orders), t.Errors)
 	j := Judgement{
@@ -110,14 +122,24 @@ func Judge(t Tally, a api.Audit) Judgement {
 		Audit:       audit,
 		Verdict:     worst(harness, audit),
 	}
+	// 202s that came to nothing beyond the dead letters: lost promises,
+	// which an audit of what Redis holds now cannot see (it lost them).
+	lostPromises := t.Missing - a.DeadLettered
+	if lostPromises > 0 {
+		j.Harness, j.Verdict = worst(harness, Lost), worst(j.Verdict, Lost)
+		harness = j.Harness
+	}
 	if a.Initial != t.Stock {
 		j.Disagreements = append(j.Disagreements,
 			fmt.Sprintf("the audit's initial stock is %d, the harness set %d", a.Initial, t.Stock))
 	}
 	switch {
 	case a.Orders < least || a.Orders > most && t.Unknown == 0:
-		j.Disagreements = append(j.Disagreements,
-			fmt.Sprintf("the harness counted %d orders created (201), the audit found %d", t.OK, a.Orders))
+		msg := fmt.Sprintf("the harness counted %d orders created (201), the audit found %d", t.OK, a.Orders)
+		if a.DeadLettered > 0 {
+			msg += fmt.Sprintf(" and %d dead letters", a.DeadLettered)
+		}
+		j.Disagreements = append(j.Disagreements, msg)
 	case a.Orders > most:
 		j.Disagreements = append(j.Disagreements,
 			fmt.Sprintf("the harness counted %d orders created (201) and %d answers that never came, the audit found %d orders", t.OK, t.Unknown, a.Orders))
@@ -128,7 +150,8 @@ func Judge(t Tally, a api.Audit) Judgement {
 	}
 	// Units lost with the purchases that failed: the harness saw them fail
 	// and cannot see whether they had taken a unit. The audit can.
-	explained := audit == Lost && -a.LostUpdates <= t.Errors && severity[harness] < severity[Lost]
+	explained := audit == Lost && -a.LostUpdates <= t.Errors && severity[harness] < severity[Lost] ||
+		lostPromises > 0 && harness == Lost && severity[audit] < severity[Lost]
 	if harness != audit && !explained {
 		j.Disagreements = append(j.Disagreements,
 			fmt.Sprintf("verdict from the harness's counts is %s, from the audit %s", harness, audit))

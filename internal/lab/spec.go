@@ -72,6 +72,8 @@ func toHarness(s api.RunSpec, target string, product, users int64, timeout time.
 		h.ReleaseBeforeCommit = true
 	case api.FaultCrashAfterTake:
 		h.CrashAfterTake = true
+	case api.FaultPoison:
+		h.Poison = true
 	}
 	return h
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -39,6 +41,10 @@ type Consumer struct {
 	mu      sync.Mutex
 	streams []string
 	listed  time.Time
+
+	// retries counts the batch writes the database did not answer, and
+	// that were tried again after a backoff.
+	retries atomic.Int64
 }
 
 // ConsumerOptions configure a Consumer. Every field has a working default.
@@ -49,14 +55,18 @@ type ConsumerOptions struct {
 	// Close waits for the reading to stop. Default: 500ms.
 	Block time.Duration
 	// ClaimIdle is how long an order may stay delivered and unacknowledged
-	// before another consumer takes it over. It must outlast a live
-	// consumer's write of a batch, retries included, or two consumers would
-	// write the same batch (harmless: the insert skips ids already there,
-	// but wasted). Default: 30s, well above a batch write's bound of a
-	// few seconds on a database that answers.
+	// before another consumer takes it over (the service's -claim-idle).
+	// It is how long the orders of a consumer that died wait, so it should
+	// be short; it must outlast a live consumer's write of a batch, or two
+	// consumers write the same batch (harmless: the insert skips ids
+	// already there, but wasted). Default: 30s: a batch's write is bounded
+	// by writeTimeout (10s) and the retry's backoff by maxBackoff (5s), so
+	// a live consumer touches its batch again well within it, while a dead
+	// one's orders wait half a minute, a fraction of a sale's minutes.
 	ClaimIdle time.Duration
 	// ClaimEvery is how often the consumer looks for such orders, and drops
-	// the streams that hold none. Default: 5s.
+	// the streams that hold none. Default: 5s, or ClaimIdle/2 when that is
+	// shorter, so that a short ClaimIdle is not outwaited by the look.
 	ClaimEvery time.Duration
 	// Log receives what went wrong. Default: slog.Default().
 	Log *slog.Logger
@@ -82,7 +92,7 @@ func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
 		opt.ClaimIdle = DefaultClaimIdle
 	}
 	if opt.ClaimEvery <= 0 {
-		opt.ClaimEvery = DefaultClaimEvery
+		opt.ClaimEvery = min(DefaultClaimEvery, opt.ClaimIdle/2)
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
@@ -94,6 +104,11 @@ func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
+
+// Retries is how many times a batch's write failed without an answer
+// from the database and was tried again after a backoff: a bounded rate
+// while the database is down, not a spin.
+func (c *Consumer) Retries() int64 { return c.retries.Load() }
 
 // Name is the consumer's name in the group.
 func (c *Consumer) Name() string { return c.name }
@@ -211,7 +226,7 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 	if len(good) == 0 {
 		return
 	}
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		w, err := writeQueued(ctx, c.db, good)
 		if err == nil {
 			for _, r := range w.refused {
@@ -229,10 +244,21 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 			c.opt.Log.Warn("stopping with a batch unwritten; another consumer will claim it", "orders", len(good), "error", err)
 			return
 		}
+		c.retries.Add(1)
 		c.opt.Log.Warn("the database did not take a batch; retrying", "orders", len(good), "in", backoff, "error", err)
 		c.sleep(backoff)
 	}
 }
+
+// The backoff between two tries of a batch the database did not answer:
+// doubled from minBackoff up to maxBackoff, so that a database down for
+// minutes gets a try every few seconds from each consumer, not a spin.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+	// writeTimeout bounds one try of a batch's write.
+	writeTimeout = 10 * time.Second
+)
 
 type refusal struct {
 	q      stock.QueuedOrder
@@ -261,36 +287,51 @@ func (w batchOutcome) rows() []Order {
 // writeQueued inserts the batch's orders whose ids are not there yet, in
 // one transaction. If the database refuses the batch, it writes the orders
 // one by one and reports those it refuses. An error means the database did
-// not answer (or failed in a way that says nothing about the orders): retry.
+// not answer, or refused for a reason of the moment (a deadlock, too many
+// connections), or failed in a way that says nothing about the orders: retry.
 func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batchOutcome, error) {
 	var w batchOutcome
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	rows := make([]Order, len(qs))
-	for i, q := range qs {
-		rows[i] = queuedOrder(q)
-	}
+	var stale []stock.QueuedOrder
 	err := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
+		var err error
+		stale, err = insertFresh(tx, qs)
+		return err
 	})
-	if err != nil && !definite(db, err) {
+	if err != nil && (!definite(db, err) || transient(err)) {
 		return w, err
 	}
 	if err != nil {
 		// The database refused the batch: find which order, one by one.
 		var ok []stock.QueuedOrder
-		for i, q := range qs {
-			row := rows[i]
-			if e := db.WithContext(wctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; e != nil {
-				if !definite(db, e) {
+		stale = nil
+		for _, q := range qs {
+			var st []stock.QueuedOrder
+			e := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
+				var err error
+				st, err = insertFresh(tx, []stock.QueuedOrder{q})
+				return err
+			})
+			if e != nil {
+				if !definite(db, e) || transient(e) {
 					return w, e
 				}
 				w.refused = append(w.refused, refusal{q, e.Error()})
 				continue
 			}
+			stale = append(stale, st...)
 			ok = append(ok, q)
 		}
 		qs = ok
+	}
+	if len(stale) > 0 {
+		gone := make(map[string]bool, len(stale))
+		for _, q := range stale {
+			gone[q.MsgID+q.Stream] = true
+			w.refused = append(w.refused, refusal{q, fmt.Sprintf("the stock of product %d was laid out anew (a reset, or a rebuild after Redis lost it) since this order was taken from layout %d", q.Layout.ID, q.Layout.Epoch)})
+		}
+		qs = slices.DeleteFunc(qs, func(q stock.QueuedOrder) bool { return gone[q.MsgID+q.Stream] })
 	}
 	// "Insert if absent" skips an order whose id is there (a redelivery, or
 	// a void row) and one whose buyer has another order in the sale: read
@@ -342,4 +383,43 @@ func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason s
 	}
 	// Its unit is back: the other processes' sold-out flags must go too.
 	c.svc.announce(ctx, returnChannel, q.Layout.ID)
+}
+
+// insertFresh inserts, in tx, those of qs taken from their product's
+// current layout, and returns the others. It reads the layouts under a
+// shared lock on the products' rows, which a reset or a rebuild changes
+// under an exclusive one (as insertSQL does for one order): an order taken
+// from a layout that was replaced is either in before the change, and
+// counted by a rebuild, or refused after it, and never sold twice.
+func insertFresh(tx *gorm.DB, qs []stock.QueuedOrder) (stale []stock.QueuedOrder, err error) {
+	var products []int64
+	for _, q := range qs {
+		if !slices.Contains(products, q.Layout.ID) {
+			products = append(products, q.Layout.ID)
+		}
+	}
+	lock := " LOCK IN SHARE MODE"
+	if tx.Dialector.Name() == "sqlite" {
+		lock = "" // one writer at a time: the transaction is the lock
+	}
+	var layouts []struct{ ID, Epoch int64 }
+	if err := tx.Raw("SELECT id, epoch FROM products WHERE id IN ?"+lock, products).Scan(&layouts).Error; err != nil {
+		return nil, err
+	}
+	epoch := make(map[int64]int64, len(layouts))
+	for _, l := range layouts {
+		epoch[l.ID] = l.Epoch
+	}
+	var rows []Order
+	for _, q := range qs {
+		if e, ok := epoch[q.Layout.ID]; !ok || e != q.Layout.Epoch {
+			stale = append(stale, q)
+			continue
+		}
+		rows = append(rows, queuedOrder(q))
+	}
+	if len(rows) == 0 {
+		return stale, nil
+	}
+	return stale, tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100).Error
 }

@@ -128,8 +128,8 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 	}
 	f.consumer(order.ConsumerOptions{})
 	a := f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 })
-	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.Verdict != api.VerdictOK {
-		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), OK", a)
+	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.DeadLettered != 1 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), 1 dead letter, OK", a)
 	}
 	o, err := f.svc.Order(t.Context(), poison.ID)
 	if err != nil || o.Status != order.Failed || o.Reason == "" {

@@ -52,6 +52,10 @@ type Fault struct {
 	// ReleaseBeforeCommit releases the sqlrmw mode's lock before its
 	// transaction commits (MySQL only: see plan).
 	ReleaseBeforeCommit bool
+	// Poison queues the async mode's order with a row the database
+	// refuses (see stock.Request.Poison): it goes to the dead letters.
+	// MySQL only: SQLite keeps no column sizes and would store it.
+	Poison bool
 }
 
 // LabOptions are a purchase's teaching knobs. They are honoured on lab
@@ -135,6 +139,10 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	if in.Lab.Fault.CrashAfterTake && (mode == stock.Async || mode.Store() == stock.InSQL) {
 		return plan{}, fmt.Errorf("%w: crash_after_take: the %s mode takes the unit and records the order in one atomic step, with no moment in between",
 			ErrInvalid, mode)
+	}
+	if in.Lab.Fault.Poison && (mode != stock.Async || s.db.Dialector.Name() == "sqlite") {
+		return plan{}, fmt.Errorf("%w: poison: a queued order whose row the database refuses needs the async mode and a database that keeps column sizes (MySQL; SQLite would store it)",
+			ErrInvalid)
 	}
 	if mode == stock.MQ && s.opt.Broker == nil {
 		return plan{}, fmt.Errorf("%w: the mq mode needs RabbitMQ, and this service has none (RABBITMQ_URL)", ErrInvalid)
@@ -243,7 +251,7 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 		Product: p.stock(), Ticket: t, Mode: pl.mode, Locker: pl.locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
 		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
-		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace,
+		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace, Poison: lab.Fault.Poison,
 	}
 	switch pl.mode {
 	case stock.DB, stock.SQLRMW:

@@ -45,8 +45,28 @@ func ProductKeys(id int64) []string {
 var ErrBusy = errors.New("order: another process holds the lease")
 
 // Reconcile runs one pass over a product's current sale and returns it. It
-// returns ErrBusy when another process is reconciling the product.
+// returns ErrBusy when another process is reconciling the product. It reads
+// every order of the sale: it is the complete pass, whatever this process
+// remembers from its scheduled ones.
 func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, error) {
+	return s.pass(ctx, id, true)
+}
+
+// passState is what a pass leaves for the next scheduled pass of the same
+// process over the same layout: the takes whose order it found live. Rows
+// are never deleted, and an order that stops being live becomes cancelled
+// or void, so a take settled once is still settled unless its order is
+// among the sale's rows that are not live, which are few: the next pass
+// reads those, and the orders of the other takes by id, instead of every
+// order of the sale. It is replaced whole, never changed.
+type passState struct {
+	sale, epoch int64
+	settled     map[int64]idgen.ID // buyer → the order id of a take whose order was live
+}
+
+// pass runs a pass; full reads every order of the sale, otherwise the
+// pass starts from what this process's last pass over the layout settled.
+func (s *Service) pass(ctx context.Context, id int64, full bool) (api.Reconciliation, error) {
 	if err := s.enter(); err != nil {
 		return api.Reconciliation{}, err
 	}
@@ -63,7 +83,16 @@ func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, 
 	if err != nil {
 		return api.Reconciliation{}, err
 	}
-	r, err := s.reconcile(ctx, p)
+	var prev *passState
+	if v, ok := s.passes.Load(id); ok && !full {
+		prev = v.(*passState)
+	}
+	r, next, err := s.reconcile(ctx, p, prev)
+	if next != nil {
+		s.passes.Store(id, next)
+	} else {
+		s.passes.Delete(id)
+	}
 	r.At = time.Now().UTC()
 	if err != nil {
 		r.Error = err.Error()
@@ -79,41 +108,52 @@ func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, 
 	return r, err
 }
 
-func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation, error) {
+// idChunk bounds the ids of one "id IN ?" query.
+const idChunk = 1000
+
+// reconcile passes over p's current sale, from prev if it describes the
+// same layout, and returns what the next pass may start from (nil: from
+// nothing).
+func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (api.Reconciliation, *passState, error) {
 	var r api.Reconciliation
 	if p.Store != string(stock.InRedis) {
 		// The db mode takes and writes in one transaction: only the
 		// payment deadlines that never reached the delay queue are left.
 		n, err := s.expireOverdue(ctx, p)
 		r.Expired = n
-		return r, err
+		return r, nil, err
+	}
+	if prev != nil && (prev.sale != p.Sale || prev.epoch != p.Epoch) {
+		prev = nil
 	}
 	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
-	var rows []Order
-	err = s.db.WithContext(ctx).Select("id", "user_id", "buyer", "status").
-		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
+	byID, liveCount, err := s.ordersOf(ctx, p, ledger, prev)
 	if err != nil {
-		return r, fmt.Errorf("reading the orders of product %d: %w", p.ID, err)
+		return r, nil, err
 	}
-	byID := make(map[idgen.ID]Order, len(rows))
-	for _, o := range rows {
-		byID[o.ID] = o
-	}
+	next := &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(ledger))}
+	matched := 0 // takes with a live order
 	r.Takes = len(ledger)
 	grace := time.Now().Add(-s.opt.ReconcileGrace)
 	var locker lock.Locker
 	if p.Mode == string(stock.RMW) {
 		if locker, err = s.locker(p.Lock); err != nil {
-			return r, err
+			return r, nil, err
 		}
 	}
 	depth := -1 // the broker's queue, read once, when an mq take asks
+	var candidates []stock.Entry
 	for _, e := range ledger {
-		if o, ok := byID[e.Order]; ok && o.Live() {
+		o, ok := byID[e.Order]
+		if ok && o.Live() || !ok && prev != nil && prev.settled[e.User] == e.Order {
+			// Found live now, or live at the last pass and not among
+			// the rows that are not live (ordersOf read them all).
 			delete(byID, e.Order)
+			next.settled[e.User] = e.Order
+			matched++
 			continue
 		}
 		if e.At.After(grace) {
@@ -125,7 +165,7 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 		if e.MQ {
 			if depth < 0 {
 				if depth, err = s.queueDepth(ctx); err != nil {
-					return r, err
+					return r, nil, err
 				}
 				r.Queue = depth
 			}
@@ -135,11 +175,21 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 				continue
 			}
 		}
-		// Queued (the async mode): the unit is in the queue, and the
-		// consumer writes its order.
-		if _, queued, err := s.queued(ctx, e.Order); err != nil {
-			return r, err
-		} else if queued {
+		candidates = append(candidates, e)
+	}
+	// Queued (the async mode): the unit is in the queue, and the consumer
+	// writes its order. Asked in pipelines: a backlog of queued takes
+	// older than the grace is thousands of them.
+	ids := make([]idgen.ID, len(candidates))
+	for i, e := range candidates {
+		ids[i] = e.Order
+	}
+	queued, err := s.queuedAmong(ctx, ids)
+	if err != nil {
+		return r, nil, err
+	}
+	for _, e := range candidates {
+		if queued[e.Order] {
 			r.Pending++
 			continue
 		}
@@ -148,10 +198,12 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 			Lock: p.Lock, Mode: p.Mode, Key: e.Key, AcceptedAt: &now, CreatedAt: now}
 		_, live, err := s.settle(ctx, o)
 		if err != nil {
-			return r, err
+			return r, nil, err
 		}
 		if live {
 			delete(byID, e.Order)
+			next.settled[e.User] = e.Order
+			matched++
 			continue
 		}
 		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
@@ -159,21 +211,85 @@ func (s *Service) reconcile(ctx context.Context, p Product) (api.Reconciliation,
 			GiveBackWait: s.Budget().GiveBackWait()}
 		back, err := s.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
-			return r, err
+			return r, nil, err
 		}
 		if back {
 			r.Returned++
 			s.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		}
 	}
-	for _, o := range byID {
-		if o.Live() {
-			r.Orphans++
+	if liveCount < 0 {
+		for _, o := range byID {
+			if o.Live() {
+				r.Orphans++
+			}
 		}
+	} else {
+		// Every live order is named by at most one take (ids are unique):
+		// those no take names are the orphans. The count was read before
+		// the rows, so an order written meanwhile is not one.
+		r.Orphans = max(liveCount-matched, 0)
 	}
 	n, err := s.expireOverdue(ctx, p)
 	r.Expired = n
-	return r, err
+	return r, next, err
+}
+
+// ordersOf returns the orders that a pass over ledger must look at, by id.
+// Without prev, every order of p's sale, and a live count of -1. From prev:
+// the sale's rows that are not live (few: cancelled and void), the rows of
+// the takes prev did not settle, by id, and the number of live orders of
+// the sale.
+func (s *Service) ordersOf(ctx context.Context, p Product, ledger map[int64]stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
+	cols := []string{"id", "user_id", "buyer", "status"}
+	if prev == nil {
+		var rows []Order
+		err := s.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the orders of product %d: %w", p.ID, err)
+		}
+		byID := make(map[idgen.ID]Order, len(rows))
+		for _, o := range rows {
+			byID[o.ID] = o
+		}
+		return byID, -1, nil
+	}
+	var liveCount int64
+	err := s.db.WithContext(ctx).Model(&Order{}).Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).
+		Count(&liveCount).Error
+	if err != nil {
+		return nil, 0, fmt.Errorf("counting the live orders of product %d: %w", p.ID, err)
+	}
+	var rows []Order
+	err = s.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ? AND status NOT IN ?", p.ID, p.Sale, live).
+		Find(&rows).Error
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the orders of product %d that are not live: %w", p.ID, err)
+	}
+	byID := make(map[idgen.ID]Order, len(rows))
+	for _, o := range rows {
+		byID[o.ID] = o
+	}
+	var ask []int64
+	for _, e := range ledger {
+		if _, ok := byID[e.Order]; !ok && prev.settled[e.User] != e.Order {
+			ask = append(ask, int64(e.Order))
+		}
+	}
+	for len(ask) > 0 {
+		chunk := ask[:min(idChunk, len(ask))]
+		ask = ask[len(chunk):]
+		rows = rows[:0]
+		err := s.db.WithContext(ctx).Select(cols).Where("id IN ? AND product_id = ? AND sale = ?", chunk, p.ID, p.Sale).
+			Find(&rows).Error
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading orders of product %d by id: %w", p.ID, err)
+		}
+		for _, o := range rows {
+			byID[o.ID] = o
+		}
+	}
+	return byID, int(liveCount), nil
 }
 
 // queueDepth is the mq mode's broker queue depth; without a broker, mq
@@ -217,11 +333,12 @@ func (s *Service) reconcileOnSchedule() {
 			id := k.(int64)
 			if time.Since(v.(time.Time)) > time.Hour {
 				s.touched.Delete(id)
+				s.passes.Delete(id)
 				return true
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
 			defer cancel()
-			_, err := s.Reconcile(ctx, id)
+			_, err := s.pass(ctx, id, false)
 			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosing) && !errors.Is(err, ErrNotFound) {
 				s.log.Warn("a reconciliation pass failed", "product", id, "error", err)
 			}

@@ -150,6 +150,24 @@ func definite(db *gorm.DB, err error) bool {
 	return errors.As(err, &me)
 }
 
+// transient reports a server error that refused a statement for a reason of
+// the moment, not of the row: tried again, it may pass. A consumer that took
+// one for the row's refusal would dead-letter a good order.
+func transient(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && transientCodes[me.Number]
+}
+
+var transientCodes = map[uint16]bool{
+	1040: true, // too many connections
+	1053: true, // server shutdown in progress
+	1205: true, // lock wait timeout
+	1213: true, // deadlock
+	1317: true, // query interrupted
+	1927: true, // connection killed
+	3024: true, // max_execution_time exceeded
+}
+
 func (s *Service) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool, error) {
 	var o Order
 	err := db.WithContext(ctx).Where("id = ?", int64(id)).Take(&o).Error

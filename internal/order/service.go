@@ -140,6 +140,11 @@ type Service struct {
 
 	products sync.Map // int64 → Product: the catalogue's cache
 
+	// restartMu guards runID, the Redis run id whose restart this process
+	// has met (see RedisConnected).
+	restartMu sync.Mutex
+	runID     string
+
 	sub  *redis.PubSub
 	done chan struct{} // closed when followNotices returns
 
@@ -153,6 +158,7 @@ type Service struct {
 
 	touched    sync.Map // int64 → time.Time: products sold here, for the reconciler
 	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
+	passes     sync.Map // int64 → *passState: the last scheduled pass's, for the next
 }
 
 // NewService returns a service on db and rdb, locking with locks, and
@@ -305,6 +311,32 @@ func (s *Service) queued(ctx context.Context, id idgen.ID) (Order, bool, error) 
 		Status: Pending, CreatedAt: id.Time()}, true, nil
 }
 
+// queuedAmong reports which of ids are in the async mode's pending index
+// (queued, or failed and not yet settled), as queued does, in pipelines.
+func (s *Service) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
+	out := make(map[idgen.ID]bool)
+	for len(ids) > 0 {
+		chunk := ids[:min(idChunk, len(ids))]
+		ids = ids[len(chunk):]
+		cmds := make([]*redis.BoolCmd, len(chunk))
+		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = pipe.HExists(ctx, stock.PendingKey(id.Time()), id.String())
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("looking %d orders up among the queued: %w", len(chunk), err)
+		}
+		for i, c := range cmds {
+			if c.Val() {
+				out[chunk[i]] = true
+			}
+		}
+	}
+	return out, nil
+}
+
 // Backlog is the async mode's queue, over every product.
 func (s *Service) Backlog(ctx context.Context) (api.Backlog, error) {
 	b, err := s.stock.Backlog(ctx)
@@ -312,4 +344,38 @@ func (s *Service) Backlog(ctx context.Context) (api.Backlog, error) {
 		return api.Backlog{}, err
 	}
 	return api.Backlog{Streams: b.Streams, Queued: b.Queued, Delivered: b.Delivered, OldestMS: b.Oldest.Milliseconds()}, nil
+}
+
+// DeliveredTo counts, per consumer name, the queued orders delivered to it
+// and not acknowledged yet (see stock.Store.DeliveredTo).
+func (s *Service) DeliveredTo(ctx context.Context) (map[string]int64, error) {
+	return s.stock.DeliveredTo(ctx)
+}
+
+// Streams lists the order streams of the service's deployment.
+func (s *Service) Streams(ctx context.Context) ([]string, error) { return s.stock.Streams(ctx) }
+
+// MaxLookup bounds the ids of one Written call.
+const MaxLookup = 1000
+
+// Written returns those of ids that are rows of product's orders (void rows
+// aside): how a client that was told 202 checks that its orders reached the
+// table.
+func (s *Service) Written(ctx context.Context, product int64, ids []idgen.ID) ([]idgen.ID, error) {
+	if len(ids) > MaxLookup {
+		return nil, fmt.Errorf("%w: at most %d ids at once, not %d", ErrInvalid, MaxLookup, len(ids))
+	}
+	raw := make([]int64, len(ids))
+	for i, id := range ids {
+		raw[i] = int64(id)
+	}
+	var found []idgen.ID
+	if len(raw) == 0 {
+		return found, nil
+	}
+	err := s.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND product_id = ? AND status <> ?", raw, product, Void).Pluck("id", &found).Error
+	if err != nil {
+		return nil, fmt.Errorf("looking up %d orders: %w", len(ids), err)
+	}
+	return found, nil
 }

@@ -365,3 +365,96 @@ func TestCreateIfAbsentLeavesAForeignLayout(t *testing.T) {
 		t.Errorf("keys %v became %v", before, after)
 	}
 }
+
+// The scheduled pass starts from the takes its last pass found settled and
+// reads only the orders of the others and the rows that are not live: it
+// still returns a take stranded after a pass that found nothing to do, and
+// a settled take whose order was cancelled without its unit going back;
+// async takes still queued stay pending; its orphan count is the complete
+// pass's.
+func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
+	t.Run("lua", func(t *testing.T) {
+		f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
+		p := f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "lua"})
+		var orders []order.Order
+		for u := int64(1); u <= 3; u++ {
+			o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			orders = append(orders, o)
+		}
+		pass := func(what string, want api.Reconciliation, remembered int) {
+			t.Helper()
+			r, err := f.svc.ReconcileScheduled(t.Context(), 1)
+			if err != nil || r.Returned != want.Returned || r.Takes != want.Takes || r.Pending != want.Pending || r.Orphans != want.Orphans {
+				t.Fatalf("%s: %+v, %v; want %+v", what, r, err, want)
+			}
+			if got := f.svc.Remembered(1); got != remembered {
+				t.Fatalf("%s: %d takes left settled for the next pass, want %d", what, got, remembered)
+			}
+		}
+		pass("the first pass (every order)", api.Reconciliation{Takes: 3}, 3)
+		pass("a pass with nothing new", api.Reconciliation{Takes: 3}, 3)
+
+		// A process took a unit for buyer 4 and died before its INSERT.
+		store := stock.NewStore(f.rdb, f.db)
+		sp := stock.Product{Layout: stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}, Where: stock.InRedis, Fallback: true}
+		if _, err := store.Take(t.Context(), stock.Request{Product: sp, Mode: stock.Lua,
+			Ticket: stock.Ticket{User: 4, Order: 123456789, Key: "died"}}); err != nil {
+			t.Fatal(err)
+		}
+		pass("a pass after a take was stranded", api.Reconciliation{Takes: 4, Returned: 1}, 3)
+		if a := f.audit(1); a.Orders != 3 || a.Remaining != 7 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
+			t.Fatalf("audit after the stranded take's return %+v: want 3 orders, 7 left, OK", a)
+		}
+
+		// Buyer 1's order was settled; it is cancelled and Redis fails
+		// before the give-back: the take stays in the ledger.
+		err := f.db.Model(&order.Order{}).Where("id = ?", int64(orders[0].ID)).
+			Updates(map[string]any{"status": order.Cancelled, "buyer": nil, "cancelled_by": order.ByBuyer}).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+		pass("a pass after a settled order was cancelled", api.Reconciliation{Takes: 3, Returned: 1}, 2)
+		if a := f.audit(1); a.Orders != 2 || a.Remaining != 8 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
+			t.Fatalf("audit after the cancelled order's return %+v: want 2 orders, 8 left, OK", a)
+		}
+
+		// An order that no take names is an orphan, for both passes.
+		buyer := int64(9)
+		now := time.Now()
+		orphan := order.Order{ID: 987654321, ProductID: 1, Sale: p.Sale, Buyer: &buyer, UserID: buyer, Lock: p.Lock,
+			Mode: p.Mode, Status: order.Unpaid, CreatedAt: now, AcceptedAt: &now}
+		if err := f.db.Create(&orphan).Error; err != nil {
+			t.Fatal(err)
+		}
+		pass("a pass with an orphan", api.Reconciliation{Takes: 2, Orphans: 1}, 2)
+		if r, err := f.svc.Reconcile(t.Context(), 1); err != nil || r.Orphans != 1 || r.Takes != 2 || r.Returned != 0 {
+			t.Fatalf("the complete pass with an orphan: %+v, %v", r, err)
+		}
+	})
+
+	t.Run("async", func(t *testing.T) {
+		f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
+		f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "async"})
+		for u := int64(1); u <= 3; u++ {
+			if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, what := range []string{"the first pass", "the next"} {
+			if r, err := f.svc.ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 3 {
+				t.Fatalf("%s with 3 queued orders older than the grace: %+v, %v; want them pending", what, r, err)
+			}
+		}
+		f.consumer(order.ConsumerOptions{})
+		f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 3 })
+		if r, err := f.svc.ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 0 || f.svc.Remembered(1) != 3 {
+			t.Fatalf("the pass after the drain: %+v, %v, %d settled; want 3 settled", r, err, f.svc.Remembered(1))
+		}
+		if a := f.audit(1); a.Orders != 3 || a.Remaining != 7 || a.Verdict != api.VerdictOK {
+			t.Fatalf("audit %+v: want 3 orders, 7 left, OK", a)
+		}
+	})
+}

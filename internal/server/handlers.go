@@ -193,7 +193,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 			Fault: order.Fault{Abandon: req.Abandon, CrashAfterTake: req.CrashAfterTake, Lock: lock.Fault{
 				CrashBeforeExpire: req.CrashBeforeExpire,
 				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
-			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit},
+			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit, Poison: req.Poison},
 			Trace: trace,
 		},
 	})
@@ -333,4 +333,45 @@ func (s *Server) handleRunTimeline(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, tl)
+}
+
+// handleLookup tells which of a batch of order ids are rows in the table:
+// the harness checks its 202s with it after a Redis crash.
+func (s *Server) handleLookup(c *gin.Context) {
+	var req api.LookupRequest
+	if err := s.decode(c, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if len(req.IDs) > order.MaxLookup {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids: at most %d at once", order.MaxLookup))
+		return
+	}
+	ids := make([]idgen.ID, len(req.IDs))
+	for i, raw := range req.IDs {
+		id, err := idgen.ParseID(raw)
+		if err != nil {
+			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids[%d]: %q is not an order id", i, raw))
+			return
+		}
+		ids[i] = id
+	}
+	found, err := s.deps.Orders.Written(c.Request.Context(), req.ProductID, ids)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	there := make(map[idgen.ID]bool, len(found))
+	for _, id := range found {
+		there[id] = true
+	}
+	out := api.Lookup{Found: []string{}, Missing: []string{}}
+	for _, id := range ids {
+		if there[id] {
+			out.Found = append(out.Found, id.String())
+		} else {
+			out.Missing = append(out.Missing, id.String())
+		}
+	}
+	c.JSON(http.StatusOK, out)
 }

@@ -144,3 +144,29 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(b.streams, prometheus.GaugeValue, float64(q.Streams))
 	ch <- prometheus.MustNewConstMetric(b.oldest, prometheus.GaugeValue, float64(q.OldestMS)/1000)
 }
+
+// GateNotices are the counts of the notices a gate notifier sent.
+type GateNotices interface {
+	Sent() int64
+	Failed() int64
+}
+
+// gateCounts reports the notifier's own counters at each scrape, under one
+// name with a closed label set: outcome is sent or failed.
+type gateCounts struct {
+	gate    GateNotices
+	notices *prometheus.Desc
+}
+
+func newGateCounts(g GateNotices) *gateCounts {
+	return &gateCounts{gate: g, notices: prometheus.NewDesc("seckill_gate_notices_total",
+		"Notices (one batch of products to one gate) that products have stock again: sent, or failed after every try.",
+		[]string{"outcome"}, nil)}
+}
+
+func (g *gateCounts) Describe(ch chan<- *prometheus.Desc) { ch <- g.notices }
+
+func (g *gateCounts) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(g.notices, prometheus.CounterValue, float64(g.gate.Sent()), "sent")
+	ch <- prometheus.MustNewConstMetric(g.notices, prometheus.CounterValue, float64(g.gate.Failed()), "failed")
+}

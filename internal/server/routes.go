@@ -22,6 +22,7 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/products/:id/drain", s.handleDrain)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
 	g.POST("/orders", s.handleBuy)
+	g.POST("/orders/lookup", s.handleLookup)
 	g.GET("/orders/:id", s.handleOrder)
 	g.POST("/orders/:id/pay", s.handlePay)
 	g.POST("/orders/:id/cancel", s.handleCancel)

@@ -62,6 +62,9 @@ type Deps struct {
 	Web fs.FS
 	// Runs serves /api/runs. Default: none, the routes are absent.
 	Runs Runs
+	// Gate counts the notices sent to the sold-out gates in front
+	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
+	Gate GateNotices
 	Log  *slog.Logger // default slog.Default()
 }
 
@@ -96,6 +99,9 @@ func New(deps Deps) *Server {
 	s := &Server{deps: deps, metrics: newMetrics(deps.Registry), origins: make(map[string]bool)}
 	if deps.Orders != nil {
 		deps.Registry.MustRegister(newBacklog(deps.Orders))
+	}
+	if deps.Gate != nil {
+		deps.Registry.MustRegister(newGateCounts(deps.Gate))
 	}
 	for _, o := range deps.AllowedOrigins {
 		s.origins[normalizeOrigin(o)] = true

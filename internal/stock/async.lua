@@ -9,7 +9,9 @@
 -- ARGV[1] user id; ARGV[2] idempotency key; ARGV[3] shard; ARGV[4] millis;
 -- ARGV[5] seconds since the id epoch; ARGV[6] the day key's TTL (ms);
 -- ARGV[7] product id; ARGV[8] sale; ARGV[9] the consumers' group; ARGV[10]
--- when the payment window ends (ms), 0 for none.
+-- when the payment window ends (ms), 0 for none; ARGV[11] the key the
+-- queued message carries: ARGV[2], or the lab's poison (one its row's
+-- column refuses).
 -- Returns {1, order id}, or the lua mode's {0}, {-1, record}, {-2}.
 local prior = redis.call("GET", KEYS[3])
 if prior then
@@ -48,7 +50,7 @@ if redis.call("EXISTS", KEYS[4]) == 0 then
 	redis.call("XGROUP", "CREATE", KEYS[4], ARGV[9], "0", "MKSTREAM")
 end
 redis.call("XADD", KEYS[4], "*", "id", id, "product", ARGV[7], "sale", ARGV[8], "user", ARGV[1],
-	"shard", ARGV[3], "key", ARGV[2], "at", ARGV[4], "due", ARGV[10])
+	"shard", ARGV[3], "key", ARGV[11], "at", ARGV[4], "due", ARGV[10])
 redis.call("HSET", KEYS[6], id, ARGV[7] .. " " .. ARGV[3] .. " " .. ARGV[1] .. " " .. ARGV[8])
 if redis.call("PTTL", KEYS[6]) < 0 then
 	redis.call("PEXPIRE", KEYS[6], ARGV[6])

@@ -4,10 +4,11 @@
 -- buyer reads why, and acknowledge it, in one step: it is neither retried
 -- for ever nor lost.
 -- KEYS[1] the stream; KEYS[2] the dead letters; KEYS[3] shard stock;
--- KEYS[4] shard ledger; KEYS[5] buyer; KEYS[6] the day's pending index.
+-- KEYS[4] shard ledger; KEYS[5] buyer; KEYS[6] the day's pending index;
+-- KEYS[7] the dead letters' count per sale.
 -- ARGV[1] group; ARGV[2] message id; ARGV[3] order id; ARGV[4] user id;
 -- ARGV[5] reason; ARGV[6] the message's fields as "name value" pairs, tab
--- separated.
+-- separated; ARGV[7] the count's field, "product:sale".
 local fields = {}
 for f in string.gmatch(ARGV[6], "[^\t]+") do
 	table.insert(fields, f)
@@ -27,6 +28,7 @@ if rec and string.match(rec, "^%S+") == ARGV[3] then
 	end
 end
 redis.call("HSET", KEYS[6], ARGV[3], "failed " .. ARGV[5])
+redis.call("HINCRBY", KEYS[7], ARGV[7], 1)
 redis.call("XACK", KEYS[1], ARGV[1], ARGV[2])
 redis.call("XDEL", KEYS[1], ARGV[2])
 return 1

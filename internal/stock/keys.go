@@ -65,6 +65,10 @@ const (
 	// DeadLetterKey is the stream of orders the database refused, with the
 	// reason; their units went back to the store.
 	DeadLetterKey = "seckill:orders:dead"
+	// DeadCountKey counts the dead letters per sale, field "product:sale",
+	// so that the audit can account for the units of orders answered 202
+	// and refused since: each went back to its shard.
+	DeadCountKey = "seckill:orders:dead:count"
 )
 
 // PendingKey is the hash of the queued orders of the day t falls in (UTC),

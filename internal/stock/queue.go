@@ -202,9 +202,9 @@ func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) er
 	}
 	l := q.Layout
 	keys := []string{q.Stream, DeadLetterKey, l.StockKey(q.Shard), l.LedgerKey(q.Shard), l.BuyerKey(q.User),
-		PendingKey(q.Order.Time())}
+		PendingKey(q.Order.Time()), DeadCountKey}
 	err := deadLetterScript.Run(ctx, s.rdb, keys, Group, q.MsgID, q.Order.String(), q.User,
-		strings.ReplaceAll(reason, "\t", " "), fields.String()).Err()
+		strings.ReplaceAll(reason, "\t", " "), fields.String(), deadField(l.ID, q.Sale)).Err()
 	if err != nil {
 		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 	}
@@ -277,4 +277,44 @@ func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 		}
 	}
 	return b, nil
+}
+
+// DeliveredTo counts, per consumer name, the orders delivered to it and
+// not acknowledged yet, over every registered stream: one XPENDING each.
+func (s *Store) DeliveredTo(ctx context.Context) (map[string]int64, error) {
+	streams, err := s.Streams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]int64)
+	for _, st := range streams {
+		p, err := s.rdb.XPending(ctx, st, Group).Result()
+		if errNoGroup(err) || errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the orders delivered from %s: %w", st, err)
+		}
+		for name, n := range p.Consumers {
+			held[name] += n
+		}
+	}
+	return held, nil
+}
+
+func deadField(product, sale int64) string {
+	return strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(sale, 10)
+}
+
+// DeadLettered counts the orders of a product's sale that went to the dead
+// letters: answered 202, refused by the database, their units back on sale.
+func (s *Store) DeadLettered(ctx context.Context, product, sale int64) (int, error) {
+	n, err := s.rdb.HGet(ctx, DeadCountKey, deadField(product, sale)).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the dead letters of product %d: %w", product, err)
+	}
+	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,6 +76,11 @@ type Request struct {
 	// IDSlot is where the async mode's script draws the order id; the
 	// Ticket's order id is then the script's.
 	IDSlot idgen.Slot
+	// Poison is the lab's fault of the async mode: the queued message
+	// carries PoisonKey for its idempotency key, which the order's column
+	// (64 characters) cannot hold, so a database that keeps column sizes
+	// refuses its row. The ledger and the buyer keep the real key.
+	Poison bool
 	// ReleaseBeforeCommit is the sqlrmw mode's fault: its caller releases
 	// the lock before the COMMIT (see Taken.Held).
 	ReleaseBeforeCommit bool
@@ -190,8 +196,12 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if p.PayTimeout > 0 {
 		due = t.At.Add(p.PayTimeout).UnixMilli()
 	}
+	queuedKey := r.Ticket.Key
+	if r.Poison {
+		queuedKey = PoisonKey
+	}
 	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due).Slice()
+		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, queuedKey).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
@@ -340,13 +350,26 @@ func (s *Store) read(ctx context.Context, p Product, shard int, token uint64) (i
 
 // unanswered marks the failure of a write as ErrOutcomeUnknown, unless
 // Redis answered it with an error (then the script did not run to its end,
-// and a script writes nothing before its last checks).
+// and a script writes nothing before its last checks). The errors the
+// client retries on (LOADING from a Redis restarting, READONLY, TRYAGAIN,
+// CLUSTERDOWN, MASTERDOWN) are the answer to the retry: the first run's
+// reply was lost, and it may have taken a unit (a Redis killed after
+// writing it to its append-only file), so those stay unknown.
 func unanswered(err error) error {
 	var reply redis.Error
-	if errors.As(err, &reply) {
+	if errors.As(err, &reply) && !retriedReply(reply.Error()) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
+func retriedReply(msg string) bool {
+	for _, p := range []string{"LOADING ", "READONLY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func pause(ctx context.Context, d time.Duration) error {
@@ -411,3 +434,7 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 	}
 	return n == 1, nil
 }
+
+// PoisonKey is the idempotency key of a poisoned queued order (see
+// Request.Poison): 80 characters, more than the orders' column holds.
+var PoisonKey = "poison-" + strings.Repeat("x", 73)
