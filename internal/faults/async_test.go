@@ -44,8 +44,14 @@ func TestAsyncConsumerKilledMidDrain(t *testing.T) {
 	in := startChild(t, cfg) // a consumer only: every purchase goes to srv
 	s := newSale(t, srv)
 	s.reset(1500, "none", "async")
-	b := s.startBurst(1200, 40)
-	b.waitAnswered(t, 100)
+	// Paced, so that orders keep arriving while the kill looks for a
+	// moment when the child's consumer holds some.
+	var outs []outcome
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		outs = s.buyFor(6*time.Second, 8, burstUsers)
+	}()
 
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
@@ -59,7 +65,7 @@ func TestAsyncConsumerKilledMidDrain(t *testing.T) {
 		t.Fatal("the killed consumer held no order")
 	}
 
-	outs := b.wait(t)
+	<-sent
 	s.waitDrained()
 	if n := pendingOrders(t, s.rdb, srv.Orders, dead); len(n) != 0 {
 		t.Errorf("the dead consumer still holds %d orders", len(n))

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -28,32 +29,32 @@ const EtcdStep = 2 * time.Second
 // EtcdPrefix is where the etcd strategy keeps its lock keys.
 const EtcdPrefix = "seckill/lock/"
 
-// Etcd is etcd's lock (go.etcd.io/etcd/client/v3/concurrency): the lease of
-// a session is the TTL, its keep-alive is the watchdog, and the lock is the
-// oldest key under the lock's prefix. A write in etcd returns once a
-// majority of the cluster has it, so a leader that dies takes no grant with
-// it: the lock is CP where every Redis lock is AP.
+// Etcd is etcd's lock recipe (go.etcd.io/etcd/client/v3/concurrency): the
+// lease of a session is the TTL, its keep-alive is the watchdog, and the
+// lock is the oldest key under the lock's prefix (see etcdQueue, Mutex's
+// lock with a faster wait). A write in etcd returns once a majority of the
+// cluster has it, so a leader that dies takes no grant with it: the lock is
+// CP where every Redis lock is AP.
 //
-// The fencing token is the revision at which the grant was seen: the lock
-// key's create revision when the lock was free, and in any case above the
-// revision at which every earlier holder's key was deleted. So every grant
-// of a key carries a token above all earlier ones, and the stock's fence
-// (the same path the fenced strategy writes through) refuses a holder whose
-// session expired once a newer holder has touched the shard.
+// The fencing token is the lock key's create revision: holders are granted
+// the lock in that order, so every grant of a key carries a token above all
+// earlier ones, and the stock's fence (the same path the fenced strategy
+// writes through) refuses a holder whose session expired once a newer
+// holder has touched the shard.
 //
 // What it does not fix: a holder whose process is paused stops renewing
 // with it, its lease expires, another holder is granted the lock, and the
 // paused one, when it wakes, still believes it holds it until its
 // keep-alive tells it otherwise. Only the fence saves the data.
 //
-// Each acquisition is a session of its own: concurrency.Mutex keys the lock
-// by the session's lease, so two holders sharing a session would both be
-// granted it.
+// Each acquisition is a session of its own: the key is named by the
+// session's lease, so two holders sharing a session would both be granted
+// the lock.
 //
 // Round trips: LeaseGrant, the keep-alive stream's first renewal, one Txn
-// (put if absent, read the oldest); a Watch and a Get while waiting, a
-// Delete when a fail-fast attempt finds the lock held; one LeaseRevoke to
-// release, which deletes the key with the lease. Renewals every TTL/3.
+// (put if absent, read the oldest); while waiting, a Get and a Watch per
+// holder ahead, and a Get of its own key; one LeaseRevoke to release (or to
+// give up), which deletes the key with the lease. Renewals every TTL/3.
 type Etcd struct {
 	connect EtcdConnect
 }
@@ -104,8 +105,8 @@ func (e *Etcd) Acquire(ctx context.Context, key string, opt Options) (Lease, err
 		revoke(cli, grant.ID)
 		return nil, fmt.Errorf("lock %s: starting the session's keep-alive: %w", key, err)
 	}
-	m := concurrency.NewMutex(sess, EtcdPrefix+key)
-	if err := lockMutex(ctx, m, opt.Wait); err != nil {
+	rev, err := etcdQueue(ctx, cli, sess, EtcdPrefix+key+"/", opt.Wait)
+	if err != nil {
 		// Revoking the lease deletes a waiter's key with it. Not
 		// sess.Close: its revoke may wait a whole TTL for an etcd that
 		// does not answer.
@@ -116,34 +117,95 @@ func (e *Etcd) Acquire(ctx context.Context, key string, opt Options) (Lease, err
 		}
 		return nil, fmt.Errorf("lock %s: %w: %w", key, ErrEtcdUnavailable, err)
 	}
-	return &etcdLease{cli: cli, sess: sess, key: key, token: uint64(m.Header().Revision)}, nil
+	return &etcdLease{cli: cli, sess: sess, key: key, token: uint64(rev)}, nil
 }
 
-// lockMutex takes m: one attempt when wait is zero, else waiting for the
-// holders before it for up to wait.
-func lockMutex(ctx context.Context, m *concurrency.Mutex, wait time.Duration) error {
+// etcdQueue is concurrency.Mutex's lock with one change. The session puts its
+// key under pfx; the key's create revision is its place in the queue and the
+// grant's fencing token; the oldest key holds the lock. A waiter watches the
+// key just before its own until it is deleted, then looks again. Mutex
+// watches from the revision its read saw, which the server files among its
+// "unsynced" watchers and serves only every 100ms, so each contended handoff
+// could lag up to 100ms (docs/BENCHMARKS.md); etcdQueue watches from the next
+// revision, which the server serves at once. It returns the create revision.
+func etcdQueue(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session, pfx string, wait time.Duration) (int64, error) {
+	myKey := fmt.Sprintf("%s%x", pfx, sess.Lease())
+	tctx, cancel := context.WithTimeout(ctx, EtcdStep)
+	// The lease is fresh, so the key is absent: put it, and read the
+	// oldest key in the same transaction (one round trip when free).
+	resp, err := cli.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).
+		Then(clientv3.OpPut(myKey, "", clientv3.WithLease(sess.Lease())), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Commit()
+	cancel()
+	if err != nil {
+		return 0, unanswered(ctx, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("the session's key %s exists already", myKey)
+	}
+	myRev := resp.Header.Revision
+	if owner := resp.Responses[1].GetResponseRange().Kvs; len(owner) == 0 || owner[0].CreateRevision == myRev {
+		return myRev, nil
+	}
 	if wait <= 0 {
-		tctx, cancel := context.WithTimeout(ctx, EtcdStep)
-		defer cancel()
-		err := m.TryLock(tctx)
-		if errors.Is(err, concurrency.ErrLocked) {
-			return ErrNotObtained
-		}
-		return unanswered(ctx, err)
+		return 0, ErrNotObtained // the caller's revoke deletes the key
 	}
 	wctx, cancel := context.WithTimeoutCause(ctx, wait, ErrNotObtained)
 	defer cancel()
-	err := m.Lock(wctx)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrNotObtained) {
-		return ErrNotObtained
+	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(myRev-1))
+	for {
+		g, err := cli.Get(wctx, pfx, before...)
+		if err != nil {
+			return 0, waitErr(ctx, wctx, err)
+		}
+		if len(g.Kvs) == 0 {
+			break
+		}
+		if err := waitDeleted(wctx, cli, string(g.Kvs[0].Key), g.Header.Revision+1); err != nil {
+			return 0, waitErr(ctx, wctx, err)
+		}
 	}
-	if errors.Is(err, concurrency.ErrSessionExpired) {
+	// Everyone before us is gone; so may we be, if our lease lapsed.
+	own, err := cli.Get(wctx, myKey)
+	if err != nil {
+		return 0, waitErr(ctx, wctx, err)
+	}
+	if len(own.Kvs) == 0 {
 		// The waiter's own lease lapsed while it waited (its process was
 		// paused): it did not get the lock, etcd is not at fault.
-		return fmt.Errorf("%w: the waiter's session expired while it waited", ErrNotObtained)
+		return 0, fmt.Errorf("%w: the waiter's session expired while it waited", ErrNotObtained)
 	}
-	if err != nil && ctx.Err() != nil {
+	return myRev, nil
+}
+
+// waitDeleted returns once key is deleted at revision rev or later.
+func waitDeleted(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the watch
+	for wr := range cli.Watch(ctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut()) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return errors.New("the watch ended")
+}
+
+// waitErr says why a wait ended: the caller's context, the wait running
+// out (ErrNotObtained), or etcd.
+func waitErr(ctx, wctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
 		return context.Cause(ctx)
+	case errors.Is(context.Cause(wctx), ErrNotObtained):
+		return ErrNotObtained
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -155,7 +156,11 @@ func definite(db *gorm.DB, err error) bool {
 // one for the row's refusal would dead-letter a good order.
 func transient(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && transientCodes[me.Number]
+	if errors.As(err, &me) {
+		return transientCodes[me.Number]
+	}
+	// SQLite with two processes on one file: the other one writes.
+	return err != nil && (strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"))
 }
 
 var transientCodes = map[uint16]bool{
