@@ -23,7 +23,7 @@ func BenchmarkNextString(b *testing.B) {
 			rdb := newClient(b, realRedis(b))
 			prefix := "idgen-bench-" + rand.Text()
 			deleteDayKeys(b, rdb, prefix, time.Now())
-			return idgen.NewRedis(rdb, prefix)
+			return idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks))
 		}},
 		{"snowflake", func(b *testing.B) idgen.Generator {
 			g, err := idgen.NewSnowflake(1)

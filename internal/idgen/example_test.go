@@ -24,7 +24,9 @@ func Example() {
 
 	// A fixed clock keeps the output stable; the service leaves the default.
 	now := time.Date(2026, 11, 22, 10, 30, 15, 0, time.UTC)
-	orders := idgen.NewRedis(rdb, "order", idgen.WithClock(func() time.Time { return now }))
+	// Blocks of sequence numbers are reserved in SQL in the service
+	// (SQLBlocks); memory will do for one process.
+	orders := idgen.NewRedis(rdb, "order", new(idgen.MemoryBlocks), idgen.WithClock(func() time.Time { return now }))
 
 	id, err := orders.Next(context.Background())
 	if err != nil {
@@ -40,6 +42,6 @@ func Example() {
 	}
 	fmt.Println(string(b))
 	// Output:
-	// 662920535620976641 2026-11-22 10:30:15 +0000 UTC 1 [icr:order:2026:11:22]
+	// 662920535620976641 2026-11-22 10:30:15 +0000 UTC 1 [ids:order:2026:11:22]
 	// {"id":"662920535620976641"}
 }

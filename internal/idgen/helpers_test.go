@@ -6,12 +6,14 @@ import (
 	"crypto/rand"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/idgen"
 	"seckill/internal/redistest"
 )
 
@@ -62,7 +64,37 @@ func newClient(t testing.TB, addr string) *redis.Client {
 
 // dayKey is the day key the package documents.
 func dayKey(prefix string, t time.Time) string {
-	return "icr:" + prefix + ":" + t.UTC().Format("2006:01:02")
+	return "ids:" + prefix + ":" + t.UTC().Format("2006:01:02")
+}
+
+// setSeq writes the day key as a Redis that issued seq and holds no block
+// would hold it.
+func setSeq(t testing.TB, rdb *redis.Client, key string, seq uint64) {
+	t.Helper()
+	if err := rdb.HSet(t.Context(), key, "seq", seq).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drawn reads the day key's last sequence number issued.
+func drawn(t testing.TB, rdb *redis.Client, key string) uint64 {
+	t.Helper()
+	n, err := rdb.HGet(t.Context(), key, "seq").Uint64()
+	if err != nil {
+		t.Fatalf("reading %s's seq: %v", key, err)
+	}
+	return n
+}
+
+// countingBlocks counts the reservations it passes on.
+type countingBlocks struct {
+	idgen.Blocks
+	n atomic.Int64
+}
+
+func (c *countingBlocks) Reserve(ctx context.Context, key string, floor uint64, size uint32) (uint64, uint64, error) {
+	c.n.Add(1)
+	return c.Blocks.Reserve(ctx, key, floor, size)
 }
 
 // deleteDayKeys deletes, when the test ends, the day keys of prefix for the

@@ -10,12 +10,24 @@
 //	  0       seconds since EpochUnix   sequence of the day
 //	 sign           (31 bits)                (32 bits)
 //
-// The sequence is INCR on the day key "icr:{prefix}:{yyyy:MM:dd}" (the UTC
-// day), so any second falls in exactly one key and no two IDs of the same
-// second share a sequence number, whichever process asked. 31 bits of seconds
-// last until 2090-01-19; 32 bits of sequence allow 4,294,967,295 IDs a day.
-// IDs sort by second, and within a second by the order Redis saw the INCRs.
-// ID.Time and ID.Seq take the two parts apart again.
+// The sequence is HINCRBY on the day key "ids:{prefix}:{yyyy:MM:dd}" (the
+// UTC day), so any second falls in exactly one key and no two IDs of the
+// same second share a sequence number, whichever process asked. 31 bits of
+// seconds last until 2090-01-19; 32 bits of sequence allow 4,294,967,295 IDs
+// a day. IDs sort by second, and within a second by the order Redis drew
+// them. ID.Time and ID.Seq take the two parts apart again.
+//
+// # Blocks: why a lost Redis issues no ID twice
+//
+// The seed's RedisIdWorker INCRs a string; a Redis that restarts empty
+// starts the day again at 1 and issues, within the same second, IDs it has
+// issued already. Here Redis draws only within a block of numbers reserved
+// in a durable store first (Blocks, in SQL beside the orders): the day key
+// is a hash of "seq" and "ceil", the end of its block. A key lost with Redis
+// has no block; the next draw reserves one past the store's ceiling, which
+// is past every number any Redis was allowed to issue, the ones lost with
+// it included. A Redis restored from an older snapshot still holds a block
+// it had used part of: DropBlocks removes it.
 //
 // # Why IDs travel as strings
 //
@@ -81,18 +93,22 @@ var (
 type Option func(*options)
 
 type options struct {
-	now    func() time.Time
-	keyTTL time.Duration
+	now       func() time.Time
+	keyTTL    time.Duration
+	blockSize uint32
 }
 
 func newOptions(opts []Option) options {
-	o := options{now: time.Now, keyTTL: DefaultKeyTTL}
+	o := options{now: time.Now, keyTTL: DefaultKeyTTL, blockSize: DefaultBlockSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.keyTTL < time.Millisecond {
 		// PEXPIRE with zero or less would delete the key it just created.
 		o.keyTTL = DefaultKeyTTL
+	}
+	if o.blockSize == 0 {
+		o.blockSize = DefaultBlockSize
 	}
 	return o
 }
@@ -103,12 +119,26 @@ func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }
 }
 
-// DefaultKeyTTL is how long a Redis day key lives after its first INCR
+// DefaultBlockSize is how many sequence numbers Redis reserves at a time
+// unless WithBlockSize says otherwise. A reservation is one short SQL
+// transaction; at 10,000 IDs a second a block lasts 100 seconds, which is
+// how long a database outage can go unnoticed by the draws (see Blocks). A
+// day holds 4,096 blocks; a Redis restart, or two processes reserving at
+// once, skips the rest of one.
+const DefaultBlockSize = 1 << 20
+
+// WithBlockSize sets how many sequence numbers Redis reserves at a time; 0
+// keeps the default. Snowflake ignores it. Default: DefaultBlockSize.
+func WithBlockSize(n uint32) Option {
+	return func(o *options) { o.blockSize = n }
+}
+
+// DefaultKeyTTL is how long a Redis day key lives after its first block
 // unless WithKeyTTL says otherwise: it outlives its day by at least one more,
 // so a process whose clock lags by less than that still finds the key.
 const DefaultKeyTTL = 48 * time.Hour
 
-// WithKeyTTL sets how long a Redis day key lives after its first INCR; less
+// WithKeyTTL sets how long a Redis day key lives after its first block; less
 // than a millisecond keeps the default. Snowflake ignores it. Default:
 // DefaultKeyTTL.
 func WithKeyTTL(d time.Duration) Option {

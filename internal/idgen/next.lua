@@ -1,10 +1,16 @@
--- The next sequence number of a day key. The key gets its expiry in the same
--- atomic step that creates it, so no crash between two commands can leave a
--- day key that lives forever (the pattern of the Redis INCR documentation).
--- KEYS[1] the day key; ARGV[1] its time to live in milliseconds.
--- Returns the new sequence number: 1 for the day's first ID.
-local seq = redis.call("INCR", KEYS[1])
-if seq == 1 then
-	redis.call("PEXPIRE", KEYS[1], ARGV[1])
+-- The next sequence number of a day, drawn only within the block reserved
+-- for it in the durable store (blocks.go): a Redis that lost its keys, or
+-- came back from a snapshot older than its last draws, cannot issue again a
+-- number it issued before, because no number past the reserved ceiling is
+-- issued until a new block, past every one reserved, is set (refill.lua).
+-- KEYS[1] the day key, a hash: "seq" the last number issued, "ceil" the
+-- last number of the block reserved.
+-- Returns {1, seq} for the new number, or {0, seq} when the day has no block
+-- left (none set, or used up): the caller reserves one past seq.
+local v = redis.call("HMGET", KEYS[1], "seq", "ceil")
+local seq = tonumber(v[1]) or 0
+local ceil = tonumber(v[2])
+if not ceil or seq >= ceil then
+	return {0, seq}
 end
-return seq
+return {1, redis.call("HINCRBY", KEYS[1], "seq", 1)}

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,66 +17,77 @@ var nextLua string
 
 var nextScript = redis.NewScript(nextLua)
 
-//go:embed restore.lua
-var restoreLua string
+//go:embed refill.lua
+var refillLua string
 
-var restoreScript = redis.NewScript(restoreLua)
+var refillScript = redis.NewScript(refillLua)
 
-// RedisClient is what Redis needs of a client: it only runs a script.
+//go:embed drop.lua
+var dropLua string
+
+var dropScript = redis.NewScript(dropLua)
+
+// RedisClient is what Redis needs of a client: it only runs scripts.
 type RedisClient interface {
 	redis.Scripter
 }
 
 var _ RedisClient = (*redis.Client)(nil)
 
-// Redis issues IDs from a per-day counter in Redis. It is safe for
-// concurrent use, and IDs stay unique across every process that shares the
-// Redis server and the prefix.
+// Redis issues IDs from a per-day counter in Redis, within blocks of
+// sequence numbers reserved in Blocks. It is safe for concurrent use, and
+// IDs stay unique across every process that shares the Redis server, the
+// prefix and the Blocks, and across Redis losing its keys: a day key gone
+// (a restart without persistence, an expiry) has no block, and the next
+// draw reserves one past every number reserved before.
 //
 // Round trips: one per ID (EVALSHA; the first call on a server that has not
-// seen the script adds an EVAL).
+// seen the script adds an EVAL); once a block, a reservation in Blocks and
+// one more to Redis to set it.
 //
-// What it cannot promise: a day key that expired and came back (a clock that
-// lags by more than the key TTL) restarts its sequence at 1, and so does one
-// lost in a failover to a replica that had not received the last INCRs; both
-// reissue IDs.
+// What it cannot promise alone: a Redis back from an AOF or RDB that lost
+// its last draws holds a block it already used part of. Whoever sees the
+// restart (the service, by the server's run id) calls DropBlocks before
+// anything else reaches that server. A replica promoted without the
+// master's last draws is such a server, and on a cluster nobody calls it.
 type Redis struct {
 	rdb    RedisClient
+	blocks Blocks
 	prefix string
 	now    func() time.Time
 	ttl    string // key TTL in milliseconds, as the script's argument
+	size   uint32 // numbers per block
+
+	// refilling lets one reservation at a time run: draws refused together
+	// need one block, not one each. refills counts those done, so that a
+	// caller refused before the last one ended draws again without another.
+	refilling sync.Mutex
+	refills   atomic.Uint64
 }
 
-// NewRedis returns a generator whose day keys are "icr:{prefix}:{yyyy:MM:dd}".
-// The prefix names the kind of ID ("order"); IDs are unique only among
-// those of one prefix.
-func NewRedis(rdb RedisClient, prefix string, opts ...Option) *Redis {
+// NewRedis returns a generator whose day keys are "ids:{prefix}:{yyyy:MM:dd}"
+// and whose blocks blocks reserves. The prefix names the kind of ID
+// ("order"); IDs are unique only among those of one prefix.
+func NewRedis(rdb RedisClient, prefix string, blocks Blocks, opts ...Option) *Redis {
 	o := newOptions(opts)
 	return &Redis{
 		rdb:    rdb,
+		blocks: blocks,
 		prefix: prefix,
 		now:    o.now,
 		ttl:    fmt.Sprint(o.keyTTL.Milliseconds()),
+		size:   o.blockSize,
 	}
 }
 
 // Next returns a new ID.
 func (g *Redis) Next(ctx context.Context) (ID, error) {
-	now := g.now()
 	// Refuse an unencodable time before taking a sequence number for it.
-	secs, err := ticks(now.Sub(epoch), time.Second, timeBits)
+	s, err := g.Slot()
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", err, now)
+		return 0, err
 	}
-	key := g.key(now)
-	seq, err := nextScript.Run(ctx, g.rdb, []string{key}, g.ttl).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("incrementing %s: %w", key, err)
-	}
-	if seq > math.MaxUint32 {
-		return 0, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, key, seq)
-	}
-	return ID(secs<<seqBits | seq), nil
+	return g.Draw(ctx, s)
 }
 
 // NextString returns Next in its string form.
@@ -89,31 +102,20 @@ func (g *Redis) NextString(ctx context.Context) (string, error) {
 // key names the day t falls in. The day is UTC's, so that processes in
 // different time zones map one second to the same key.
 func (g *Redis) key(t time.Time) string {
-	return "icr:" + g.prefix + ":" + t.UTC().Format("2006:01:02")
-}
-
-// Restore moves the sequence of last's day forward to last's, if it is
-// behind: called with the highest ID known to be issued (the largest order
-// id in the database) after Redis lost its keys, it keeps the day's next IDs
-// from repeating earlier ones of the same second. It never moves a sequence
-// back.
-func (g *Redis) Restore(ctx context.Context, last ID) error {
-	key := g.key(last.Time())
-	if err := restoreScript.Run(ctx, g.rdb, []string{key}, last.Seq(), g.ttl).Err(); err != nil {
-		return fmt.Errorf("restoring %s: %w", key, err)
-	}
-	return nil
+	return "ids:" + g.prefix + ":" + t.UTC().Format("2006:01:02")
 }
 
 // Slot is what a script that draws an ID itself needs (see the async
-// mode's take, internal/stock): the day key to INCR, its time to live in
-// milliseconds (set with PEXPIRE when the INCR creates it), and the seconds
-// since the epoch that make the ID's upper bits. The ID is then
-// Compose(Secs, the INCR's value).
+// mode's take, internal/stock): the day key whose "seq" to increment within
+// its "ceil" (as next.lua), its time to live in milliseconds, and the
+// seconds since the epoch that make the ID's upper bits. The ID is then
+// Compose(Secs, the new seq). A script that finds no block left says so
+// with the day's seq, and its caller calls Refill.
 type Slot struct {
 	DayKey    string
 	TTLMillis string
 	Secs      int64
+	refills   uint64 // the generator's refills when the slot was made
 }
 
 // Slot returns the slot of the generator's clock now.
@@ -123,22 +125,70 @@ func (g *Redis) Slot() (Slot, error) {
 	if err != nil {
 		return Slot{}, fmt.Errorf("%w: %v", err, now)
 	}
-	return Slot{DayKey: g.key(now), TTLMillis: g.ttl, Secs: secs}, nil
+	return Slot{DayKey: g.key(now), TTLMillis: g.ttl, Secs: secs, refills: g.refills.Load()}, nil
 }
 
 // Compose packs the seconds since the epoch and the day's sequence number.
 func Compose(secs int64, seq uint32) ID { return ID(secs<<seqBits | int64(seq)) }
 
-// Draw draws an ID in slot, as a script holding the slot's day key would:
-// for a take whose own script cannot (on a Redis Cluster the day key is in
-// a slot of its own).
-func Draw(ctx context.Context, rdb RedisClient, s Slot) (ID, error) {
-	seq, err := nextScript.Run(ctx, rdb, []string{s.DayKey}, s.TTLMillis).Int64()
+// maxRefills bounds the blocks one draw reserves: a block is set before the
+// draw that asked for it runs again, so a second refusal means blocks being
+// dropped as fast as they are set.
+const maxRefills = 3
+
+// Draw draws an ID in slot s, reserving a block when the day has none left.
+func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
+	for try := 0; ; try++ {
+		res, err := nextScript.Run(ctx, g.rdb, []string{s.DayKey}).Int64Slice()
+		if err != nil {
+			return 0, fmt.Errorf("drawing from %s: %w", s.DayKey, err)
+		}
+		if res[0] == 1 {
+			return Compose(s.Secs, uint32(res[1])), nil
+		}
+		if try == maxRefills {
+			return 0, fmt.Errorf("drawing from %s: no block of sequence numbers after %d reservations", s.DayKey, try)
+		}
+		if s, err = g.Refill(ctx, s, uint64(res[1])); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Refill reserves a block for s's day past floor (the seq Redis reported)
+// and sets it in Redis, unless another caller did so since s was made. It
+// returns s as of now, for the next draw.
+func (g *Redis) Refill(ctx context.Context, s Slot, floor uint64) (Slot, error) {
+	g.refilling.Lock()
+	defer g.refilling.Unlock()
+	if n := g.refills.Load(); n != s.refills {
+		s.refills = n
+		return s, nil
+	}
+	from, to, err := g.blocks.Reserve(ctx, s.DayKey, floor, g.size)
 	if err != nil {
-		return 0, fmt.Errorf("incrementing %s: %w", s.DayKey, err)
+		return s, err
 	}
-	if seq > math.MaxUint32 {
-		return 0, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, s.DayKey, seq)
+	if from >= math.MaxUint32 {
+		return s, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, s.DayKey, from)
 	}
-	return Compose(s.Secs, uint32(seq)), nil
+	if err := refillScript.Run(ctx, g.rdb, []string{s.DayKey}, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
+		return s, fmt.Errorf("setting the block (%d, %d] of %s: %w", from, to, s.DayKey, err)
+	}
+	s.refills = g.refills.Add(1)
+	return s, nil
+}
+
+// DropBlocks drops, on rdb, the blocks of the day keys around now (the day
+// before, today, the day after): the next draw of each reserves a new block
+// past every number reserved. Call it before anything else reaches a Redis
+// that restarted from persistence (see Redis); rdb may be the connection
+// being set up, since only the scripts are needed.
+func (g *Redis) DropBlocks(ctx context.Context, rdb RedisClient) error {
+	now := g.now()
+	keys := []string{g.key(now.AddDate(0, 0, -1)), g.key(now), g.key(now.AddDate(0, 0, 1))}
+	if err := dropScript.Run(ctx, rdb, keys).Err(); err != nil {
+		return fmt.Errorf("dropping the blocks of %v: %w", keys, err)
+	}
+	return nil
 }

@@ -12,15 +12,17 @@ import (
 )
 
 // TestRedisUnique has 8 goroutines, released at once, take 100,000 IDs
-// (10,000 from miniredis) through two generators on two clients, as two
-// service processes would.
+// (10,000 from miniredis) through two generators on two clients sharing
+// one Blocks, as two service processes would, in blocks of 500: each block
+// used up is a reservation raced for by both.
 func TestRedisUnique(t *testing.T) {
 	const workers = 8
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
 			a, b, prefix := be.open(t)
 			deleteDayKeys(t, a, prefix)
-			gens := []*idgen.Redis{idgen.NewRedis(a, prefix), idgen.NewRedis(b, prefix)}
+			blocks, size := new(idgen.MemoryBlocks), idgen.WithBlockSize(500)
+			gens := []*idgen.Redis{idgen.NewRedis(a, prefix, blocks, size), idgen.NewRedis(b, prefix, blocks, size)}
 			ctx := t.Context()
 			got := releaseAtOnce(t, workers, be.ids/workers, func(w int) (idgen.ID, error) {
 				return gens[w%len(gens)].Next(ctx)
@@ -39,17 +41,17 @@ func TestRedisDayRollover(t *testing.T) {
 			afterMidnight := mustParse(t, "2026-11-23T00:00:00Z")
 			deleteDayKeys(t, rdb, prefix, beforeMidnight, afterMidnight)
 			clk := newClock(beforeMidnight)
-			g := idgen.NewRedis(rdb, prefix, idgen.WithClock(clk.Now))
+			g := idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks), idgen.WithClock(clk.Now))
 
 			steps := []struct {
 				now     time.Time
 				wantKey string
 				wantSeq uint32
 			}{
-				{beforeMidnight, "icr:" + prefix + ":2026:11:22", 1},
-				{beforeMidnight, "icr:" + prefix + ":2026:11:22", 2},
-				{afterMidnight, "icr:" + prefix + ":2026:11:23", 1},
-				{afterMidnight, "icr:" + prefix + ":2026:11:23", 2},
+				{beforeMidnight, "ids:" + prefix + ":2026:11:22", 1},
+				{beforeMidnight, "ids:" + prefix + ":2026:11:22", 2},
+				{afterMidnight, "ids:" + prefix + ":2026:11:23", 1},
+				{afterMidnight, "ids:" + prefix + ":2026:11:23", 2},
 			}
 			var last idgen.ID
 			for i, s := range steps {
@@ -68,8 +70,8 @@ func TestRedisDayRollover(t *testing.T) {
 					t.Errorf("step %d: id %v not above the previous %v", i, id, last)
 				}
 				last = id
-				if n, err := rdb.Get(ctx, s.wantKey).Uint64(); err != nil || n != uint64(s.wantSeq) {
-					t.Errorf("step %d: %s = %d (%v), want %d", i, s.wantKey, n, err, s.wantSeq)
+				if n := drawn(t, rdb, s.wantKey); n != uint64(s.wantSeq) {
+					t.Errorf("step %d: %s's seq = %d, want %d", i, s.wantKey, n, s.wantSeq)
 				}
 				// The key must not live forever.
 				if ttl, err := rdb.PTTL(ctx, s.wantKey).Result(); err != nil || ttl <= 0 || ttl > idgen.DefaultKeyTTL {
@@ -98,7 +100,7 @@ func TestRedisKeyTTL(t *testing.T) {
 			for _, tt := range tests {
 				prefix := prefix + ":" + tt.name
 				deleteDayKeys(t, rdb, prefix, now)
-				g := idgen.NewRedis(rdb, prefix, append(tt.opts, clock)...)
+				g := idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks), append(tt.opts, clock)...)
 				if _, err := g.Next(t.Context()); err != nil {
 					t.Fatalf("%s: %v", tt.name, err)
 				}
@@ -116,7 +118,7 @@ func TestRedisKeyTTL(t *testing.T) {
 func TestRedisDecode(t *testing.T) {
 	tests := []struct {
 		now    string
-		preset uint64 // the day key's value before Next
+		preset uint64 // the day key's seq before Next, with no block
 		wantID idgen.ID
 	}{
 		{"2022-01-01T00:00:00Z", 0, 1},
@@ -132,11 +134,9 @@ func TestRedisDecode(t *testing.T) {
 					rdb, _, prefix := be.open(t)
 					deleteDayKeys(t, rdb, prefix, now)
 					if tt.preset > 0 {
-						if err := rdb.Set(t.Context(), dayKey(prefix, now), tt.preset, 0).Err(); err != nil {
-							t.Fatal(err)
-						}
+						setSeq(t, rdb, dayKey(prefix, now), tt.preset)
 					}
-					g := idgen.NewRedis(rdb, prefix, idgen.WithClock(func() time.Time { return now }))
+					g := idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks), idgen.WithClock(func() time.Time { return now }))
 					id, err := g.Next(t.Context())
 					if err != nil {
 						t.Fatal(err)
@@ -178,11 +178,9 @@ func TestRedisErrors(t *testing.T) {
 					deleteDayKeys(t, rdb, prefix, now)
 					key := dayKey(prefix, now)
 					if tt.preset > 0 {
-						if err := rdb.Set(t.Context(), key, tt.preset, 0).Err(); err != nil {
-							t.Fatal(err)
-						}
+						setSeq(t, rdb, key, tt.preset)
 					}
-					g := idgen.NewRedis(rdb, prefix, idgen.WithClock(func() time.Time { return now }))
+					g := idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks), idgen.WithClock(func() time.Time { return now }))
 					id, err := g.Next(t.Context())
 					if !errors.Is(err, tt.want) {
 						t.Fatalf("Next() = %v, %v; want %v", id, err, tt.want)
@@ -205,7 +203,7 @@ func TestRedisErrors(t *testing.T) {
 func TestRedisFailure(t *testing.T) {
 	rdb, _, prefix := backends()[0].open(t)
 	now := mustParse(t, "2026-11-22T10:00:00Z")
-	g := idgen.NewRedis(rdb, prefix, idgen.WithClock(func() time.Time { return now }))
+	g := idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks), idgen.WithClock(func() time.Time { return now }))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := g.Next(ctx)

@@ -257,11 +257,7 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	case stock.DB, stock.SQLRMW:
 		return s.sellInSQL(ctx, p, req, rc)
 	case stock.Async:
-		slot, err := s.ids.Slot()
-		if err != nil {
-			return Order{}, fmt.Errorf("drawing an order id: %w", err)
-		}
-		req.IDSlot = slot
+		req.IDs = s.ids
 	}
 	taken, err := s.take(ctx, req)
 	rc.LockWait += taken.LockWait

@@ -5,14 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"seckill/internal/idgen"
 	"seckill/internal/stock"
 )
 
@@ -92,10 +90,7 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 		if err := s.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
 			return err
 		}
-		if err := s.stock.Record(ctx, p.stock().Layout, entries); err != nil {
-			return err
-		}
-		return s.restoreIDs(ctx, tx)
+		return s.stock.Record(ctx, p.stock().Layout, entries)
 	})
 	if errors.Is(err, errAlreadyRebuilt) {
 		return false, nil
@@ -111,40 +106,26 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 
 var errAlreadyRebuilt = errors.New("order: rebuilt already")
 
-// restoreIDs moves the order id counter past the largest order id in the
-// database: Redis lost it with the stock, and a counter that starts again
-// within the second it was last used would issue those ids again.
-func (s *Service) restoreIDs(ctx context.Context, tx *gorm.DB) error {
-	var last *int64
-	if err := tx.WithContext(ctx).Model(&Order{}).Select("MAX(id)").Scan(&last).Error; err != nil {
-		return fmt.Errorf("reading the largest order id: %w", err)
-	}
-	if last == nil {
-		return nil
-	}
-	return s.ids.Restore(ctx, idgen.ID(*last))
-}
-
-// restartMargin is how far past the largest order id in the database the
-// counter moves after a Redis restart: the ids a consumer read before the
-// crash and writes after it, and those of the backlog the crash lost, are
-// above that id, and must not be drawn again. It bounds the backlog a
-// restart can have lost without an id drawn twice.
-const restartMargin = 1 << 16
-
 // RedisConnected is the Redis client's OnConnect hook (app wires it): a
-// new connection to a Redis whose run id this process has not seen yet, a
-// server that restarted (or this process's first), moves the order id
-// counter past every id the database holds, with restartMargin, before the
-// connection serves any command. A Redis restarted from its AOF or RDB
-// keeps its stock but may have lost its last INCRs, and a counter that went
-// back would draw again, within the same second, ids already written: the
-// consumer would then refuse the new order as another's. An embedded Redis
-// tells no run id, and is skipped.
+// new connection to a Redis whose run id this process has not met yet, a
+// server that restarted (or this process's first), drops the order ids'
+// blocks on that server before the connection serves anything. A Redis
+// back from an AOF or RDB that lost its last writes may hold a block it
+// had issued more of than it remembers; without it, the next draw reserves
+// a new one past every id ever reserved (idgen.Redis). One that came back
+// empty has no block to drop, and needs none of this.
+//
+// A server that does not tell its run id (the embedded one answers INFO
+// with an error) is passed: it is in this process, and cannot restart
+// without it. A failure to ask is the connection's: it is not used.
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server").Result()
-	if err != nil {
-		return nil // miniredis: no server section
+	var reply redis.Error
+	switch {
+	case errors.As(err, &reply):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the run id of a new Redis connection: %w", err)
 	}
 	var runID string
 	for line := range strings.Lines(info) {
@@ -160,32 +141,9 @@ func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
 	if runID == s.runID {
 		return nil
 	}
-	if err := s.restoreIDsAfterRestart(ctx, cn); err != nil {
-		return fmt.Errorf("moving the order id counter past the database's after a Redis restart: %w", err)
+	if err := s.ids.DropBlocks(ctx, cn); err != nil {
+		return fmt.Errorf("a Redis that restarted (run id %s): %w", runID, err)
 	}
 	s.runID = runID
 	return nil
-}
-
-// restoreIDsAfterRestart moves today's order id counter, on rdb, past the
-// database's largest id of today plus restartMargin.
-func (s *Service) restoreIDsAfterRestart(ctx context.Context, rdb idgen.RedisClient) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var last *int64
-	if err := s.db.WithContext(ctx).Model(&Order{}).Select("MAX(id)").Scan(&last).Error; err != nil {
-		return fmt.Errorf("reading the largest order id: %w", err)
-	}
-	g := idgen.NewRedis(rdb, "order")
-	slot, err := g.Slot()
-	if err != nil {
-		return err
-	}
-	seq := uint64(restartMargin)
-	if last != nil {
-		if l := idgen.ID(*last); l.Time().UTC().Truncate(24 * time.Hour).Equal(time.Now().UTC().Truncate(24 * time.Hour)) {
-			seq += uint64(l.Seq())
-		}
-	}
-	return g.Restore(ctx, idgen.Compose(slot.Secs, uint32(min(seq, math.MaxUint32))))
 }

@@ -98,8 +98,8 @@ func (s *Service) duplicate(ctx context.Context, p Product, req stock.Request, e
 		s.giveBack(ctx, req, e, "the order was voided")
 		return Order{}, fmt.Errorf("order %s was voided while it was being written; nothing was sold", o.ID)
 	case found:
-		// Another purchase's row: the id counter went back (Redis lost it
-		// within the second it was last used).
+		// Another purchase's row: the id counter went back (a Redis back
+		// from an old snapshot whose blocks nobody dropped; see idgen.Redis).
 		s.giveBack(ctx, req, e, "order id collision")
 		return Order{}, fmt.Errorf("order id %s was issued twice; nothing was sold, try again", o.ID)
 	}

@@ -184,7 +184,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	s := &Service{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
 		stock: stock.NewStore(rdb, db).ForDeployment(opt.Deployment),
-		ids:   idgen.NewRedis(rdb, "order"),
+		ids:   idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db}),
 		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
 		done:  make(chan struct{}),
 		stop:  make(chan struct{}),
@@ -258,6 +258,9 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 	}
 	if err := db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
 		return fmt.Errorf("migrating products and orders: %w", err)
+	}
+	if err := idgen.MigrateBlocks(ctx, db); err != nil {
+		return err
 	}
 	// Rows from before buyers were recorded are live orders of sale 1.
 	err := db.WithContext(ctx).Model(&Order{}).Where("buyer IS NULL AND status = ?", Unpaid).

@@ -4,18 +4,20 @@
 -- recorded somewhere durable (as durable as Redis is: see the
 -- async-durability scenario).
 -- KEYS[1] shard stock; KEYS[2] shard ledger; KEYS[3] shard stream; KEYS[4]
--- buyer; KEYS[5] the order id's day key; KEYS[6] the day's pending index;
+-- buyer; KEYS[5] the order id's day key (idgen's hash of "seq" and
+-- "ceil"); KEYS[6] the day's pending index;
 -- KEYS[7] the registry of streams the consumers read. On a Redis Cluster
 -- only the shard's KEYS[1..3] are given: the id is drawn before (ARGV[12]),
 -- the stream registered before and the pending index written after, each a
 -- step of its own (see take.go), and the buyer's claim stands for KEYS[4].
 -- ARGV[1] user id; ARGV[2] idempotency key; ARGV[3] shard; ARGV[4] millis;
--- ARGV[5] seconds since the id epoch; ARGV[6] the day key's TTL (ms);
+-- ARGV[5] seconds since the id epoch; ARGV[6] the pending index's TTL (ms);
 -- ARGV[7] product id; ARGV[8] sale; ARGV[9] the consumers' group; ARGV[10]
 -- when the payment window ends (ms), 0 for none; ARGV[11] the key the
 -- queued message carries: ARGV[2], or the lab's poison (one its row's
 -- column refuses); ARGV[12] the order id, on a cluster.
--- Returns {1, order id}, or the lua mode's {0}, {-1, record}, {-2}.
+-- Returns {1, order id}, or the lua mode's {0}, {-1, record}, {-2}, or
+-- {-4, seq} when the order id's day has no block of numbers left.
 local prior
 if KEYS[4] then
 	prior = redis.call("GET", KEYS[4])
@@ -34,10 +36,16 @@ if tonumber(n) <= 0 then
 end
 local id = ARGV[12]
 if KEYS[5] then
-	local seq = redis.call("INCR", KEYS[5])
-	if seq == 1 then
-		redis.call("PEXPIRE", KEYS[5], ARGV[6])
+	-- The id's sequence number, as idgen's next.lua draws it: only within
+	-- the block reserved for the day, else {-4, seq} and the caller
+	-- reserves one (idgen.Redis.Refill) before it runs this again.
+	local v = redis.call("HMGET", KEYS[5], "seq", "ceil")
+	local seq = tonumber(v[1]) or 0
+	local ceil = tonumber(v[2])
+	if not ceil or seq >= ceil then
+		return {-4, seq}
 	end
+	seq = redis.call("HINCRBY", KEYS[5], "seq", 1)
 	-- The id is seconds << 32 | seq, written out exactly: a Lua number
 	-- holds integers only up to 2^53. With 2^32 = 4294 * 10^6 + 967296,
 	-- both parts below stay under 2^53.

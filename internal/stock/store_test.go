@@ -26,12 +26,14 @@ type fixture struct {
 	rdb *redis.Client
 	db  *gorm.DB
 	mr  *miniredis.Miniredis
+	ids *idgen.Redis // the async mode's order ids
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	rdb, db, mr := testenv.Local(t)
-	return &fixture{t: t, s: stock.NewStore(rdb, db), rdb: rdb, db: db, mr: mr}
+	return &fixture{t: t, s: stock.NewStore(rdb, db), rdb: rdb, db: db, mr: mr,
+		ids: idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db})}
 }
 
 // layOut lays out levels for p, in Redis or in SQL as p says.
@@ -53,11 +55,7 @@ func (f *fixture) layOut(p stock.Product, levels ...int) {
 func (f *fixture) take(r stock.Request, user int64) (stock.Taken, error) {
 	r.Ticket = ticket(user)
 	if r.Mode == stock.Async {
-		slot, err := idgen.NewRedis(f.rdb, "order").Slot()
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		r.IDSlot = slot
+		r.IDs = f.ids
 	}
 	if r.Mode.Store() != stock.InSQL {
 		return f.s.Take(f.t.Context(), r)

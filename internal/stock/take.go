@@ -50,6 +50,7 @@ const (
 	replyTakenBefore = -1
 	replyNotLaidOut  = -2
 	replyStale       = -3
+	replyNoIDBlock   = -4 // async.lua: the order id's day has no block left
 )
 
 // Request is one attempt to take a unit.
@@ -74,9 +75,9 @@ type Request struct {
 	// written in it too, so the take and the order commit or roll back
 	// together.
 	Tx *gorm.DB
-	// IDSlot is where the async mode's script draws the order id; the
-	// Ticket's order id is then the script's.
-	IDSlot idgen.Slot
+	// IDs draws the async mode's order ids, which its script draws in the
+	// same step as the take; the Ticket's order id is then the script's.
+	IDs IDs
 	// Poison is the lab's fault of the async mode: the queued message
 	// carries PoisonKey for its idempotency key, which the order's column
 	// (64 characters) cannot hold, so a database that keeps column sizes
@@ -88,6 +89,17 @@ type Request struct {
 	// Trace, when not nil, records the take's critical sections.
 	Trace *Trace
 }
+
+// IDs is what the async take needs of the order id generator (an
+// *idgen.Redis): the slot its script draws in, a new block of numbers when
+// the script finds none left, and, on a cluster, the id drawn beforehand.
+type IDs interface {
+	Slot() (idgen.Slot, error)
+	Refill(ctx context.Context, s idgen.Slot, floor uint64) (idgen.Slot, error)
+	Draw(ctx context.Context, s idgen.Slot) (idgen.ID, error)
+}
+
+var _ IDs = (*idgen.Redis)(nil)
 
 // DefaultGiveBackWait is Request.GiveBackWait's default.
 const DefaultGiveBackWait = 15 * time.Second
@@ -213,11 +225,16 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 }
 
 // takeAsync runs async.lua on the shard t names; on a take, t's order id
-// becomes the one the script drew.
+// becomes the one the script drew. A script that finds no block of order
+// ids left has written nothing: it runs again once a block is set.
 func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error) {
-	p, slot := r.Product, r.IDSlot
-	if slot.DayKey == "" {
-		return false, errors.New("stock: an async take needs the order id's slot")
+	p := r.Product
+	if r.IDs == nil {
+		return false, errors.New("stock: an async take needs the order id generator")
+	}
+	slot, err := r.IDs.Slot()
+	if err != nil {
+		return false, fmt.Errorf("drawing an order id: %w", err)
 	}
 	pending := PendingKey(idgen.Compose(slot.Secs, 0).Time())
 	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.StreamKey(t.Shard)}
@@ -225,7 +242,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if s.split() {
 		// On a cluster: the id drawn and the stream registered before the
 		// take, so that a take never sits in a stream no consumer reads.
-		id, err := idgen.Draw(ctx, s.rdb, slot)
+		id, err := r.IDs.Draw(ctx, slot)
 		if err != nil {
 			return false, fmt.Errorf("drawing the order id of an async take: %w", err)
 		}
@@ -244,10 +261,23 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if r.Poison {
 		queuedKey = PoisonKey
 	}
-	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, queuedKey, drawn).Slice()
-	if err != nil {
-		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
+	var res []any
+	for refills := 0; ; refills++ {
+		res, err = asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
+			slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, queuedKey, drawn).Slice()
+		if err != nil {
+			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
+		}
+		if code, _ := res[0].(int64); code != replyNoIDBlock {
+			break
+		}
+		if refills == maxIDRefills {
+			return false, fmt.Errorf("taking from shard %d of product %d: no block of order ids after %d reservations", t.Shard, p.ID, refills)
+		}
+		floor, _ := res[1].(int64)
+		if slot, err = r.IDs.Refill(ctx, slot, uint64(floor)); err != nil {
+			return false, fmt.Errorf("reserving order ids for an async take: %w", err)
+		}
 	}
 	if code, _ := res[0].(int64); code != replyTaken {
 		return s.reply(p, t.Shard, r.Ticket.User, res)
@@ -265,6 +295,10 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	}
 	return true, nil
 }
+
+// maxIDRefills bounds the blocks of order ids one async take reserves, as
+// idgen's Draw does its own.
+const maxIDRefills = 3
 
 // reply turns a script's reply into a take's outcome.
 func (s *Store) reply(p Product, shard int, user int64, res []any) (bool, error) {
