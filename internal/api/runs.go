@@ -168,7 +168,11 @@ type RunResult struct {
 	DeadLettered int `json:"dead_lettered,omitempty"`
 	// Missing202 is the orders answered 202 that never reached the table,
 	// when the run checked them (the async-durability scenario).
-	Missing202  int `json:"missing_202,omitempty"`
+	Missing202 int `json:"missing_202,omitempty"`
+	// Twice202 is how many of those were an order id answered 202 to one
+	// buyer after another already had it: a lost promise that is also
+	// another's order (each extra copy counts in Missing202 too).
+	Twice202    int `json:"twice_202,omitempty"`
 	Oversold    int `json:"oversold"`
 	LostUpdates int `json:"lost_updates"`
 	// Undersold is the units left unsold while buyers were told "sold out".

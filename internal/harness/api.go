@@ -207,20 +207,21 @@ func drain(ctx context.Context, c *http.Client, s Spec, row *Row) error {
 const lookupBatch = 1000
 
 // lookup asks the service which of ids reached the table, in batches, and
-// returns how many did not (an id answered twice counts once more).
-func lookup(ctx context.Context, c *http.Client, target string, product int64, ids []string) (int, error) {
+// returns how many did not, and how many were answered again after the
+// first (each buyer answers once, so a repeat is another buyer's).
+func lookup(ctx context.Context, c *http.Client, target string, product int64, ids []string) (missing, twice int, err error) {
 	// An id answered twice can be one order's row only: the second 202
 	// came to nothing, and counts as missing.
-	missing := len(ids)
-	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
-	missing -= len(ids)
-	for start := 0; start < len(ids); start += lookupBatch {
+	unique := slices.Compact(slices.Sorted(slices.Values(ids)))
+	twice = len(ids) - len(unique)
+	missing = twice
+	for start := 0; start < len(unique); start += lookupBatch {
 		var out api.Lookup
-		batch := ids[start:min(start+lookupBatch, len(ids))]
+		batch := unique[start:min(start+lookupBatch, len(unique))]
 		if err := call(ctx, c, http.MethodPost, target+"/api/orders/lookup", "", api.LookupRequest{ProductID: product, IDs: batch}, &out); err != nil {
-			return 0, fmt.Errorf("looking up the orders answered 202: %w", err)
+			return 0, 0, fmt.Errorf("looking up the orders answered 202: %w", err)
 		}
 		missing += len(out.Missing)
 	}
-	return missing, nil
+	return missing, twice, nil
 }

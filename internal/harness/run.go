@@ -96,7 +96,7 @@ func Run(ctx context.Context, spec Spec, progress func(Progress)) (Row, error) {
 	// between counts in the audit, not as missing.
 	checked := 0
 	if spec.CheckAccepted {
-		if checked, err = lookup(actx, c, spec.Targets[0], spec.ProductID, row.AcceptedIDs); err != nil {
+		if checked, row.Twice202, err = lookup(actx, c, spec.Targets[0], spec.ProductID, row.AcceptedIDs); err != nil {
 			row.Verdict, row.Note = Errors, err.Error()
 			return row, err
 		}

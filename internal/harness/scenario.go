@@ -789,7 +789,7 @@ func durabilityTable(rows []Row) []string {
 	n := len(durabilityVariants)
 	var lines []string
 	for i, p := range durabilityVariants {
-		var lost, accepted, runs int
+		var lost, twice, accepted, runs int
 		var verdicts []string
 		var rps []float64
 		for k, r := range rows {
@@ -799,6 +799,7 @@ func durabilityTable(rows []Row) []string {
 			switch k % (2 * n) {
 			case i:
 				lost += r.Missing202
+				twice += r.Twice202
 				accepted += r.OK
 				runs++
 				verdicts = append(verdicts, r.Verdict)
@@ -809,8 +810,8 @@ func durabilityTable(rows []Row) []string {
 		if runs == 0 {
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("persistence %s: %d of %d orders answered 202 never reached the table over %d kill(s) (%s); %.0f req/s without a kill (median of %d)",
-			p, lost, accepted, runs, strings.Join(verdicts, " "), Median(rps), len(rps)))
+		lines = append(lines, fmt.Sprintf("persistence %s: %d of %d orders answered 202 never reached the table over %d kill(s) (%s), %d of them an id told to a second buyer; %.0f req/s without a kill (median of %d)",
+			p, lost, accepted, runs, strings.Join(verdicts, " "), twice, Median(rps), len(rps)))
 	}
 	return lines
 }
