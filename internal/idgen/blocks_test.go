@@ -3,9 +3,11 @@ package idgen_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,8 +160,10 @@ func sqlBlocks(t *testing.T, dialect gorm.Dialector) idgen.Blocks {
 }
 
 // Draws refused together, a block used up, make one reservation between
-// them, not one each: 16 goroutines released at once draw 2,000 IDs in
-// blocks of 100 through one generator, and exactly 20 blocks are reserved.
+// them, not one each, and a reservation ahead of need and one on demand
+// never both reserve the next block: 16 goroutines released at once draw
+// 2,000 IDs in blocks of 100 through one generator, and exactly 21 blocks
+// are reserved (the 20 used, and the one reserved ahead past the last).
 func TestRefillsCoalesce(t *testing.T) {
 	const workers, ids, size = 16, 2000, 100
 	for _, be := range backends() {
@@ -170,10 +174,68 @@ func TestRefillsCoalesce(t *testing.T) {
 			blocks := &countingBlocks{Blocks: new(idgen.MemoryBlocks)}
 			g := idgen.NewRedis(rdb, prefix, blocks, idgen.WithBlockSize(size), idgen.WithClock(func() time.Time { return now }))
 			got := releaseAtOnce(t, workers, ids/workers, func(int) (idgen.ID, error) { return g.Next(t.Context()) })
+			g.Close() // the last reservation ahead has run
 			checkUniqueAndIncreasing(t, got)
-			if n := blocks.n.Load(); n != ids/size {
-				t.Errorf("%d reservations for %d IDs in blocks of %d; want %d", n, ids, size, ids/size)
+			if n := blocks.n.Load(); n != ids/size+1 {
+				t.Errorf("%d reservations for %d IDs in blocks of %d; want %d", n, ids, size, ids/size+1)
 			}
 		})
 	}
+}
+
+// The next block is reserved once half of one is used, in the background,
+// and joined to it: with the store down from then on, the draws go on to
+// the end of the next block without a number skipped, and only then fail,
+// saying why; once the store is back they go on where they stopped.
+func TestDrawsCarryThroughAnOutage(t *testing.T) {
+	now := mustParse(t, "2026-11-25T10:00:00Z")
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			rdb, _, prefix := be.open(t)
+			deleteDayKeys(t, rdb, prefix, now)
+			blocks := &outageBlocks{countingBlocks: countingBlocks{Blocks: new(idgen.MemoryBlocks)}}
+			g := idgen.NewRedis(rdb, prefix, blocks, idgen.WithBlockSize(100), idgen.WithClock(func() time.Time { return now }))
+			t.Cleanup(g.Close)
+			seq := uint32(0)
+			draw := func(n int) {
+				t.Helper()
+				for range n {
+					seq++
+					if id := next(t, g); id.Seq() != seq {
+						t.Fatalf("drew seq %d, want %d: none skipped", id.Seq(), seq)
+					}
+				}
+			}
+			draw(60)
+			deadline := time.Now().Add(10 * time.Second)
+			for blocks.n.Load() < 2 {
+				if time.Now().After(deadline) {
+					t.Fatal("the second block was not reserved ahead within 10s of half the first used")
+				}
+				time.Sleep(time.Millisecond) // the poll interval
+			}
+			blocks.down.Store(true)
+			draw(140) // to the end of the second block
+			if _, err := g.Next(t.Context()); !errors.Is(err, errStoreDown) {
+				t.Fatalf("a draw past the blocks reserved, the store down: %v; want %v", err, errStoreDown)
+			}
+			blocks.down.Store(false)
+			draw(1)
+		})
+	}
+}
+
+var errStoreDown = errors.New("the store is down")
+
+// outageBlocks fails every reservation while down.
+type outageBlocks struct {
+	countingBlocks
+	down atomic.Bool
+}
+
+func (o *outageBlocks) Reserve(ctx context.Context, key string, floor uint64, size uint32) (uint64, uint64, error) {
+	if o.down.Load() {
+		return 0, 0, errStoreDown
+	}
+	return o.countingBlocks.Reserve(ctx, key, floor, size)
 }

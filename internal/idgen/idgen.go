@@ -27,7 +27,9 @@
 // has no block; the next draw reserves one past the store's ceiling, which
 // is past every number any Redis was allowed to issue, the ones lost with
 // it included. A Redis restored from an older snapshot still holds a block
-// it had used part of: DropBlocks removes it.
+// it had used part of: DropBlocks removes it. The next block is reserved in
+// the background once half of one is used, and joined to it, so the draws
+// wait for the store neither at a block's end nor through a short outage.
 //
 // # Why IDs travel as strings
 //
@@ -121,10 +123,10 @@ func WithClock(now func() time.Time) Option {
 
 // DefaultBlockSize is how many sequence numbers Redis reserves at a time
 // unless WithBlockSize says otherwise. A reservation is one short SQL
-// transaction; at 10,000 IDs a second a block lasts 100 seconds, which is
-// how long a database outage can go unnoticed by the draws (see Blocks). A
-// day holds 4,096 blocks; a Redis restart, or two processes reserving at
-// once, skips the rest of one.
+// transaction, made when half the block before is used: at 10,000 IDs a
+// second that leaves 50 seconds in which a database outage goes unnoticed
+// by the draws. A day holds 4,096 blocks; a Redis restart, or two
+// processes reserving on demand at once, skips the rest of one.
 const DefaultBlockSize = 1 << 20
 
 // WithBlockSize sets how many sequence numbers Redis reserves at a time; 0

@@ -63,13 +63,32 @@ type Redis struct {
 	// caller refused before the last one ended draws again without another.
 	refilling sync.Mutex
 	refills   atomic.Uint64
+
+	// The reservation ahead of need (see ahead): its state, and the
+	// goroutine that makes it, which Close cancels and waits for.
+	aheadMu sync.Mutex
+	next    aheadState
+	closed  bool
+	bg      sync.WaitGroup
+	bgCtx   context.Context
+	stop    context.CancelFunc
+}
+
+// aheadState says for which block the next one is reserved ahead: none
+// is tried again for key's block ending at ceil before until.
+type aheadState struct {
+	key   string
+	ceil  uint64
+	until time.Time
 }
 
 // NewRedis returns a generator whose day keys are "ids:{prefix}:{yyyy:MM:dd}"
 // and whose blocks blocks reserves. The prefix names the kind of ID
-// ("order"); IDs are unique only among those of one prefix.
+// ("order"); IDs are unique only among those of one prefix, one Redis and
+// one Blocks. Close stops its reservations ahead of need.
 func NewRedis(rdb RedisClient, prefix string, blocks Blocks, opts ...Option) *Redis {
 	o := newOptions(opts)
+	ctx, stop := context.WithCancel(context.Background())
 	return &Redis{
 		rdb:    rdb,
 		blocks: blocks,
@@ -77,7 +96,18 @@ func NewRedis(rdb RedisClient, prefix string, blocks Blocks, opts ...Option) *Re
 		now:    o.now,
 		ttl:    fmt.Sprint(o.keyTTL.Milliseconds()),
 		size:   o.blockSize,
+		bgCtx:  ctx,
+		stop:   stop,
 	}
+}
+
+// Close cancels a reservation running ahead of need and waits for it.
+func (g *Redis) Close() {
+	g.aheadMu.Lock()
+	g.closed = true
+	g.aheadMu.Unlock()
+	g.stop()
+	g.bg.Wait()
 }
 
 // Next returns a new ID.
@@ -109,8 +139,9 @@ func (g *Redis) key(t time.Time) string {
 // mode's take, internal/stock): the day key whose "seq" to increment within
 // its "ceil" (as next.lua), its time to live in milliseconds, and the
 // seconds since the epoch that make the ID's upper bits. The ID is then
-// Compose(Secs, the new seq). A script that finds no block left says so
-// with the day's seq, and its caller calls Refill.
+// Compose(Secs, the new seq), and the script reports it with Drawn. A
+// script that finds no block left says so with the day's seq, and its
+// caller calls Refill.
 type Slot struct {
 	DayKey    string
 	TTLMillis string
@@ -144,6 +175,7 @@ func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
 			return 0, fmt.Errorf("drawing from %s: %w", s.DayKey, err)
 		}
 		if res[0] == 1 {
+			g.Drawn(s, uint64(res[1]), uint64(res[2]))
 			return Compose(s.Secs, uint32(res[1])), nil
 		}
 		if try == maxRefills {
@@ -159,24 +191,74 @@ func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
 // and sets it in Redis, unless another caller did so since s was made. It
 // returns s as of now, for the next draw.
 func (g *Redis) Refill(ctx context.Context, s Slot, floor uint64) (Slot, error) {
+	n, err := g.refill(ctx, s.DayKey, floor, s.refills)
+	s.refills = n
+	return s, err
+}
+
+// refill reserves a block for key past floor and sets it, unless a block
+// was set since refills read seen; it returns refills as it leaves them.
+func (g *Redis) refill(ctx context.Context, key string, floor, seen uint64) (uint64, error) {
 	g.refilling.Lock()
 	defer g.refilling.Unlock()
-	if n := g.refills.Load(); n != s.refills {
-		s.refills = n
-		return s, nil
+	if n := g.refills.Load(); n != seen {
+		return n, nil
 	}
-	from, to, err := g.blocks.Reserve(ctx, s.DayKey, floor, g.size)
+	from, to, err := g.blocks.Reserve(ctx, key, floor, g.size)
 	if err != nil {
-		return s, err
+		return seen, err
 	}
 	if from >= math.MaxUint32 {
-		return s, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, s.DayKey, from)
+		return seen, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, key, from)
 	}
-	if err := refillScript.Run(ctx, g.rdb, []string{s.DayKey}, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
-		return s, fmt.Errorf("setting the block (%d, %d] of %s: %w", from, to, s.DayKey, err)
+	if err := refillScript.Run(ctx, g.rdb, []string{key}, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
+		return seen, fmt.Errorf("setting the block (%d, %d] of %s: %w", from, to, key, err)
 	}
-	s.refills = g.refills.Add(1)
-	return s, nil
+	return g.refills.Add(1), nil
+}
+
+// aheadTimeout bounds a reservation ahead of need; aheadRetry is how long
+// one that failed (the database unreachable) waits before the next try,
+// so that a draw past half a block does not try once per ID.
+const (
+	aheadTimeout = 5 * time.Second
+	aheadRetry   = time.Second
+)
+
+// Drawn tells the generator that a draw in s's day issued seq of the block
+// ending at ceil. Once half a block is used, the next block is reserved in
+// the background and joined to it (refill.lua): the draws never wait for
+// the database at a block's end, and go on through a database outage
+// shorter than half a block's worth of IDs. A script that draws itself
+// (the async take) calls it; Draw does.
+func (g *Redis) Drawn(s Slot, seq, ceil uint64) {
+	if ceil-seq > uint64(g.size/2) || ceil >= math.MaxUint32 {
+		return
+	}
+	now := time.Now()
+	g.aheadMu.Lock()
+	defer g.aheadMu.Unlock()
+	if g.closed || g.next.key == s.DayKey && g.next.ceil == ceil && now.Before(g.next.until) {
+		return
+	}
+	g.next = aheadState{key: s.DayKey, ceil: ceil, until: now.Add(aheadTimeout + aheadRetry)}
+	seen := g.refills.Load()
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		ctx, cancel := context.WithTimeout(g.bgCtx, aheadTimeout)
+		defer cancel()
+		_, err := g.refill(ctx, s.DayKey, ceil, seen)
+		g.aheadMu.Lock()
+		defer g.aheadMu.Unlock()
+		if g.next.key == s.DayKey && g.next.ceil == ceil {
+			if err != nil {
+				g.next.until = time.Now().Add(aheadRetry)
+			} else {
+				g.next.until = time.Now().Add(24 * time.Hour) // done: its block has a new end
+			}
+		}
+	}()
 }
 
 // DropBlocks drops, on rdb, the blocks of the day keys around now (the day

@@ -241,6 +241,7 @@ func (s *Service) Close() error {
 	close(s.stop)
 	s.flight.Unlock()
 	s.working.Wait()
+	s.ids.Close()
 	err := s.sub.Close()
 	<-s.done
 	return err

@@ -16,8 +16,9 @@
 -- when the payment window ends (ms), 0 for none; ARGV[11] the key the
 -- queued message carries: ARGV[2], or the lab's poison (one its row's
 -- column refuses); ARGV[12] the order id, on a cluster.
--- Returns {1, order id}, or the lua mode's {0}, {-1, record}, {-2}, or
--- {-4, seq} when the order id's day has no block of numbers left.
+-- Returns {1, order id, seq, ceil} (seq and ceil of the id's block, 0 on a
+-- cluster), or the lua mode's {0}, {-1, record}, {-2}, or {-4, seq} when
+-- the order id's day has no block of numbers left.
 local prior
 if KEYS[4] then
 	prior = redis.call("GET", KEYS[4])
@@ -35,6 +36,7 @@ if tonumber(n) <= 0 then
 	return {0}
 end
 local id = ARGV[12]
+local drawn = {0, 0}
 if KEYS[5] then
 	-- The id's sequence number, as idgen's next.lua draws it: only within
 	-- the block reserved for the day, else {-4, seq} and the caller
@@ -46,6 +48,7 @@ if KEYS[5] then
 		return {-4, seq}
 	end
 	seq = redis.call("HINCRBY", KEYS[5], "seq", 1)
+	drawn = {seq, ceil}
 	-- The id is seconds << 32 | seq, written out exactly: a Lua number
 	-- holds integers only up to 2^53. With 2^32 = 4294 * 10^6 + 967296,
 	-- both parts below stay under 2^53.
@@ -78,4 +81,4 @@ if KEYS[6] then
 	end
 	redis.call("SADD", KEYS[7], KEYS[3])
 end
-return {1, id}
+return {1, id, drawn[1], drawn[2]}

@@ -92,10 +92,12 @@ type Request struct {
 
 // IDs is what the async take needs of the order id generator (an
 // *idgen.Redis): the slot its script draws in, a new block of numbers when
-// the script finds none left, and, on a cluster, the id drawn beforehand.
+// the script finds none left (and the next one ahead of need, told what it
+// drew), and, on a cluster, the id drawn beforehand.
 type IDs interface {
 	Slot() (idgen.Slot, error)
 	Refill(ctx context.Context, s idgen.Slot, floor uint64) (idgen.Slot, error)
+	Drawn(s idgen.Slot, seq, ceil uint64)
 	Draw(ctx context.Context, s idgen.Slot) (idgen.ID, error)
 }
 
@@ -288,6 +290,10 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 		return false, fmt.Errorf("the order id drawn for shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
 	t.Order = id
+	if seq, _ := res[2].(int64); seq > 0 {
+		ceil, _ := res[3].(int64)
+		r.IDs.Drawn(slot, uint64(seq), uint64(ceil))
+	}
 	if s.split() {
 		// A failure leaves GET /api/orders/:id answering 404 until the
 		// consumer writes the order; the order itself is queued.
