@@ -329,7 +329,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 		fmt.Fprintln(stdout, line)
 	}
 	fmt.Fprintf(stdout, "note: the service's lua purchase also reads the product (cached in the process), draws an order id "+
-		"(one EVALSHA of a script around INCR) and inserts the order into SQL (%s), behind its recovery, metrics and "+
+		"(one EVALSHA of a script around HINCRBY, within a block of ids reserved in SQL) and inserts the order into SQL (%s), behind its recovery, metrics and "+
 		"body-limit middleware; bare EVALSHA does none of that, +INCR adds the id's round trip, +INSERT the order row.\n",
 		rep.Machine.SQL)
 	fmt.Fprintln(stdout, "note: the async side's 202s are sent with no consumer running (the orders pile up in the streams); "+

@@ -23,6 +23,7 @@ func BenchmarkBuy(b *testing.B) {
 		{"rmw-token", "token", "rmw"},
 		{"lua", "none", "lua"},
 		{"db", "none", "db"},
+		{"async", "none", "async"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := testenv.Config(b)
