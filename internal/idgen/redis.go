@@ -64,7 +64,7 @@ type Redis struct {
 	refilling sync.Mutex
 	refills   atomic.Uint64
 
-	// The reservation ahead of need (see ahead): its state, and the
+	// The reservation ahead of need (see Drawn): its state, and the
 	// goroutine that makes it, which Close cancels and waits for.
 	aheadMu sync.Mutex
 	next    aheadState
