@@ -49,30 +49,36 @@ func MigrateBlocks(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// Reserve moves key's ceiling past floor and on by size, in one
-// transaction: the UPDATE's row lock orders concurrent reservations, and
-// the SELECT after it reads this transaction's own ceiling.
+// maxCAS bounds the compare-and-set rounds of one reservation: each lost
+// round is another process's reservation that succeeded.
+const maxCAS = 100
+
+// Reserve moves key's ceiling past floor and on by size: a read, then an
+// UPDATE that holds only if the ceiling is still the one read (read again
+// when another reservation got there first). It holds no transaction open
+// between the statements: the UPDATE's own check-and-set is the atomic
+// step, as on MySQL, MariaDB and SQLite.
 func (b *SQLBlocks) Reserve(ctx context.Context, key string, floor uint64, size uint32) (from, to uint64, err error) {
-	err = b.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&idBlock{DayKey: key}).Error; err != nil {
-			return err
-		}
-		res := tx.Model(&idBlock{}).Where("day_key = ?", key).
-			Update("ceiling", gorm.Expr("CASE WHEN ceiling < ? THEN ? ELSE ceiling END + ?", floor, floor, size))
-		if res.Error != nil {
-			return res.Error
-		}
-		var row idBlock
-		if err := tx.Take(&row, "day_key = ?", key).Error; err != nil {
-			return err
-		}
-		to = row.Ceiling
-		return nil
-	})
-	if err != nil {
+	db := b.DB.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&idBlock{DayKey: key}).Error; err != nil {
 		return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, err)
 	}
-	return to - uint64(size), to, nil
+	for range maxCAS {
+		var row idBlock
+		if err := db.Take(&row, "day_key = ?", key).Error; err != nil {
+			return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, err)
+		}
+		from = max(row.Ceiling, floor)
+		to = from + uint64(size)
+		res := db.Model(&idBlock{}).Where("day_key = ? AND ceiling = ?", key, row.Ceiling).Update("ceiling", to)
+		if res.Error != nil {
+			return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, res.Error)
+		}
+		if res.RowsAffected == 1 {
+			return from, to, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %d other reservations got there first", key, maxCAS)
 }
 
 // MemoryBlocks keeps the ceilings in the process's memory: no more durable
