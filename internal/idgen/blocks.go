@@ -28,7 +28,8 @@ var (
 
 // SQLBlocks keeps the ceilings in the table id_blocks, one row per day key
 // (see MigrateBlocks): the database the orders are written to, whose
-// durability the IDs then share. One reservation is one short transaction.
+// durability the IDs then share. One reservation is an insert-if-absent, a
+// read and a conditional UPDATE, once every half million IDs or so.
 type SQLBlocks struct {
 	DB *gorm.DB
 }

@@ -137,8 +137,9 @@ func (g *Redis) key(t time.Time) string {
 
 // Slot is what a script that draws an ID itself needs (see the async
 // mode's take, internal/stock): the day key whose "seq" to increment within
-// its "ceil" (as next.lua), its time to live in milliseconds, and the
-// seconds since the epoch that make the ID's upper bits. The ID is then
+// its "ceil" (as next.lua), the day keys' time to live in milliseconds (for
+// what else the script keeps per day: refill.lua sets the day key's own),
+// and the seconds since the epoch that make the ID's upper bits. The ID is then
 // Compose(Secs, the new seq), and the script reports it with Drawn. A
 // script that finds no block left says so with the day's seq, and its
 // caller calls Refill.
