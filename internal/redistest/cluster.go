@@ -319,13 +319,27 @@ func streaming(info string) bool {
 	return false
 }
 
-// WaitFailover polls the cluster from the node at via until no master it
-// knows is at lost and its cluster is ok: a replica has taken over.
-func WaitFailover(ctx context.Context, via, lost string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: via, DialerRetries: 1, MaxRetries: -1})
-	defer rdb.Close()
+// WaitFailover polls every node of addrs but lost until each reports its
+// cluster ok and no master at lost: a replica has taken over, and a client
+// loading the slots from any living node is told so (gossip reaches the
+// nodes one by one, so one node's view is not enough).
+func WaitFailover(ctx context.Context, addrs []string, lost string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	for _, addr := range addrs {
+		if addr == lost {
+			continue
+		}
+		if err := waitFailoverSeen(ctx, addr, lost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitFailoverSeen(ctx context.Context, via, lost string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: via, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
