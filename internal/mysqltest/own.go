@@ -81,6 +81,9 @@ func (s *Server) DSN(db string) string {
 func (s *Server) Database(tb testing.TB, options string) string {
 	tb.Helper()
 	admin := Open(tb, s.DSN(""))
+	// Its connection is closed at once, not at the test's end: a test that
+	// counts the server's connections counts the ones it makes.
+	defer admin.Close()
 	name := "seckill_" + strings.ToLower(rand.Text())
 	if _, err := admin.ExecContext(tb.Context(), "CREATE DATABASE `"+name+"` "+options); err != nil {
 		tb.Fatalf("creating database %s: %v", name, err)
