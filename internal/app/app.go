@@ -135,13 +135,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 }
 
 // openRedis connects to the cluster or the Redis cfg names, or starts an
-// embedded one.
-// On a cluster the connection hook is not set: it reads a run id per
-// connection, and a cluster's nodes each have their own (see README, Redis
-// Cluster).
+// embedded one; connected is the hook on each new connection (to every
+// node, on a cluster).
 func (a *App) openRedis(ctx context.Context, connected *onConnect) (redis.UniversalClient, error) {
 	if len(a.Config.RedisCluster) > 0 {
-		cc, err := openCluster(ctx, a.Config.RedisCluster)
+		cc, err := openCluster(ctx, a.Config.RedisCluster, connected)
 		if err != nil {
 			return nil, err // not a typed nil in the interface, which Close would call
 		}

@@ -27,9 +27,10 @@ const redisStep = 2 * (redisTimeout + 100*time.Millisecond)
 
 const redisTimeout = 2 * time.Second
 
-// onConnect is the Redis client's hook on each new connection: once the
-// order service exists, its RedisConnected (which moves the order id
-// counter forward after a Redis restart, before the connection serves).
+// onConnect is the Redis client's hook on each new connection (to any node
+// of a cluster): once the order service exists, its RedisConnected (which
+// drops the order ids' blocks of a Redis that restarted, before the
+// connection serves).
 type onConnect struct{ svc atomic.Pointer[order.Service] }
 
 func (h *onConnect) hook(ctx context.Context, cn *redis.Conn) error {
@@ -75,14 +76,15 @@ func pingRedis(ctx context.Context, rdb *redis.Client) (*redis.Client, error) {
 // node named must answer and be a cluster node whose cluster is ok: a
 // typo, or a plain Redis named by mistake, would otherwise surface later as
 // requests failing for some slots only.
-func openCluster(ctx context.Context, addrs []string) (*redis.ClusterClient, error) {
+func openCluster(ctx context.Context, addrs []string, h *onConnect) (*redis.ClusterClient, error) {
 	for _, addr := range addrs {
 		if err := checkClusterNode(ctx, addr); err != nil {
 			return nil, err
 		}
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: addrs,
+		Addrs:     addrs,
+		OnConnect: h.hook,
 		// As openRedis, per node.
 		PoolSize:      256,
 		MinIdleConns:  8,

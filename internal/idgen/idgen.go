@@ -26,8 +26,12 @@
 // is a hash of "seq" and "ceil", the end of its block. A key lost with Redis
 // has no block; the next draw reserves one past the store's ceiling, which
 // is past every number any Redis was allowed to issue, the ones lost with
-// it included. A Redis restored from an older snapshot still holds a block
-// it had used part of: DropBlocks removes it. The next block is reserved in
+// it included. A Redis restored from an older snapshot, or a replica
+// promoted before it had its master's last draws, still holds a block it
+// had used part of: it is dropped before the first draw there, by
+// Connected (the client's connection hook: a server whose run id is new)
+// and by a process's first draw of a day key on a server (on a cluster,
+// on each master newly serving the key). The next block is reserved in
 // the background once half of one is used, and joined to it, so the draws
 // wait for the store neither at a block's end nor through a short outage.
 //

@@ -1,10 +1,13 @@
 package idgen
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,17 +49,21 @@ var _ RedisClient = (*redis.Client)(nil)
 // one more to Redis to set it.
 //
 // What it cannot promise alone: a Redis back from an AOF or RDB that lost
-// its last draws holds a block it already used part of. Whoever sees the
-// restart (the service, by the server's run id) calls DropBlocks before
-// anything else reaches that server. A replica promoted without the
-// master's last draws is such a server, and on a cluster nobody calls it.
+// its last draws holds a block it already used part of, and so does a
+// replica promoted without its master's last draws. Connected, the
+// client's connection hook, drops the blocks of a server whose run id is
+// new before the connection serves anything (a restart); on a Redis
+// Cluster (rdb a *redis.ClusterClient) a day key's draws also run on the
+// master of its slot itself, and a master the generator has not drawn that
+// key on before has the key's block dropped first (a failover).
 type Redis struct {
-	rdb    RedisClient
-	blocks Blocks
-	prefix string
-	now    func() time.Time
-	ttl    string // key TTL in milliseconds, as the script's argument
-	size   uint32 // numbers per block
+	rdb     RedisClient
+	cluster *redis.ClusterClient // rdb, on a Redis Cluster
+	blocks  Blocks
+	prefix  string
+	now     func() time.Time
+	ttl     string // key TTL in milliseconds, as the script's argument
+	size    uint32 // numbers per block
 
 	// refilling lets one reservation at a time run: draws refused together
 	// need one block, not one each. refills counts those done, so that a
@@ -72,6 +79,18 @@ type Redis struct {
 	bg      sync.WaitGroup
 	bgCtx   context.Context
 	stop    context.CancelFunc
+
+	// runIDs are the run ids of the servers Connected has met (and dropped
+	// the blocks of); runMu is held across a drop, so that no connection
+	// to a restarted server serves before its blocks are gone.
+	runMu  sync.Mutex
+	runIDs map[string]bool
+
+	// The server each day key was last drawn on (day key → its address on
+	// a cluster, "" on one Redis), whose block was dropped before the
+	// first draw there (see on); pinMu serializes those drops.
+	pinned sync.Map
+	pinMu  sync.Mutex
 }
 
 // aheadState says for which block the next one is reserved ahead: none
@@ -89,15 +108,18 @@ type aheadState struct {
 func NewRedis(rdb RedisClient, prefix string, blocks Blocks, opts ...Option) *Redis {
 	o := newOptions(opts)
 	ctx, stop := context.WithCancel(context.Background())
+	cc, _ := rdb.(*redis.ClusterClient)
 	return &Redis{
-		rdb:    rdb,
-		blocks: blocks,
-		prefix: prefix,
-		now:    o.now,
-		ttl:    fmt.Sprint(o.keyTTL.Milliseconds()),
-		size:   o.blockSize,
-		bgCtx:  ctx,
-		stop:   stop,
+		rdb:     rdb,
+		cluster: cc,
+		runIDs:  make(map[string]bool),
+		blocks:  blocks,
+		prefix:  prefix,
+		now:     o.now,
+		ttl:     fmt.Sprint(o.keyTTL.Milliseconds()),
+		size:    o.blockSize,
+		bgCtx:   ctx,
+		stop:    stop,
 	}
 }
 
@@ -113,7 +135,7 @@ func (g *Redis) Close() {
 // Next returns a new ID.
 func (g *Redis) Next(ctx context.Context) (ID, error) {
 	// Refuse an unencodable time before taking a sequence number for it.
-	s, err := g.Slot()
+	s, err := g.Slot(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -150,14 +172,20 @@ type Slot struct {
 	refills   uint64 // the generator's refills when the slot was made
 }
 
-// Slot returns the slot of the generator's clock now.
-func (g *Redis) Slot() (Slot, error) {
+// Slot returns the slot of the generator's clock now. A script that draws
+// on its day key may run on rdb at once: the day key's block is dropped
+// first if the generator has not drawn it there before (see on).
+func (g *Redis) Slot(ctx context.Context) (Slot, error) {
 	now := g.now()
 	secs, err := ticks(now.Sub(epoch), time.Second, timeBits)
 	if err != nil {
 		return Slot{}, fmt.Errorf("%w: %v", err, now)
 	}
-	return Slot{DayKey: g.key(now), TTLMillis: g.ttl, Secs: secs, refills: g.refills.Load()}, nil
+	key := g.key(now)
+	if _, err := g.on(ctx, key); err != nil {
+		return Slot{}, err
+	}
+	return Slot{DayKey: key, TTLMillis: g.ttl, Secs: secs, refills: g.refills.Load()}, nil
 }
 
 // Compose packs the seconds since the epoch and the day's sequence number.
@@ -171,7 +199,11 @@ const maxRefills = 3
 // Draw draws an ID in slot s, reserving a block when the day has none left.
 func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
 	for try := 0; ; try++ {
-		res, err := nextScript.Run(ctx, g.rdb, []string{s.DayKey}).Int64Slice()
+		rdb, err := g.on(ctx, s.DayKey)
+		if err != nil {
+			return 0, err
+		}
+		res, err := nextScript.Run(ctx, rdb, []string{s.DayKey}).Int64Slice()
 		if err != nil {
 			return 0, fmt.Errorf("drawing from %s: %w", s.DayKey, err)
 		}
@@ -212,7 +244,11 @@ func (g *Redis) refill(ctx context.Context, key string, floor, seen uint64) (uin
 	if from >= math.MaxUint32 {
 		return seen, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, key, from)
 	}
-	if err := refillScript.Run(ctx, g.rdb, []string{key}, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
+	rdb, err := g.on(ctx, key)
+	if err != nil {
+		return seen, err
+	}
+	if err := refillScript.Run(ctx, rdb, []string{key}, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
 		return seen, fmt.Errorf("setting the block (%d, %d] of %s: %w", from, to, key, err)
 	}
 	return g.refills.Add(1), nil
@@ -268,10 +304,116 @@ func (g *Redis) Drawn(s Slot, seq, ceil uint64) {
 // that restarted from persistence (see Redis); rdb may be the connection
 // being set up, since only the scripts are needed.
 func (g *Redis) DropBlocks(ctx context.Context, rdb RedisClient) error {
-	now := g.now()
-	keys := []string{g.key(now.AddDate(0, 0, -1)), g.key(now), g.key(now.AddDate(0, 0, 1))}
+	keys := g.aroundNow()
 	if err := dropScript.Run(ctx, rdb, keys).Err(); err != nil {
 		return fmt.Errorf("dropping the blocks of %v: %w", keys, err)
 	}
 	return nil
+}
+
+// aroundNow names the day keys around now: the day before, today, the day
+// after.
+func (g *Redis) aroundNow() []string {
+	now := g.now()
+	return []string{g.key(now.AddDate(0, 0, -1)), g.key(now), g.key(now.AddDate(0, 0, 1))}
+}
+
+// Connected is the OnConnect hook of the client the generator draws on
+// (app wires it, through the order service): a new connection to a server
+// whose run id the generator has not met, one that restarted (or this
+// process's first), drops the blocks that server holds before the
+// connection serves anything (see Redis). One that came back empty has
+// none, and loses nothing by it. On a Redis Cluster each node has its run
+// id and serves some of the day keys: it drops those, and its refusal of
+// the others (MOVED: another node's slot, or it is a replica) is passed.
+//
+// A server that does not tell its run id (the embedded one answers INFO
+// with an error) is passed: it runs in this process, and cannot restart
+// without it. A failure to ask, or to drop, is the connection's: it is not
+// used, and the next connection asks again.
+func (g *Redis) Connected(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server").Result()
+	var reply redis.Error
+	switch {
+	case errors.As(err, &reply):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the run id of a new Redis connection: %w", err)
+	}
+	var runID string
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			runID = v
+		}
+	}
+	if runID == "" {
+		return nil
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.runIDs[runID] {
+		return nil
+	}
+	if g.cluster == nil {
+		err = g.DropBlocks(ctx, cn)
+	} else {
+		err = g.dropServed(ctx, cn)
+	}
+	if err != nil {
+		return fmt.Errorf("a Redis that restarted (run id %s): %w", runID, err)
+	}
+	g.runIDs[runID] = true
+	return nil
+}
+
+// dropServed drops, on a cluster node's connection, the blocks of the day
+// keys around now that the node serves: one key a script, since each is in
+// a slot of its own.
+func (g *Redis) dropServed(ctx context.Context, cn *redis.Conn) error {
+	for _, key := range g.aroundNow() {
+		err := dropScript.Run(ctx, cn, []string{key}).Err()
+		if _, moved := redis.IsMovedError(err); moved {
+			continue
+		}
+		if _, ask := redis.IsAskError(err); ask {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("dropping the block of %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// on returns the client a script on the day key key runs on, after
+// dropping key's block there unless the generator has drawn key there
+// before: rdb, or on a Redis Cluster the master of key's slot itself. So a
+// process's first draw of a day never uses a block left by a server that
+// restarted before the process met it, and on a cluster a replica promoted
+// without its master's last draws (which holds a block it, as that master,
+// already used part of) has that block dropped before the first draw on
+// it. The script runs on the master the slot map names: a redirection is
+// not followed (the draw fails, and the next one asks the slot map again).
+func (g *Redis) on(ctx context.Context, key string) (RedisClient, error) {
+	rdb, addr := g.rdb, ""
+	if g.cluster != nil {
+		node, err := g.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("finding the master of %s: %w", key, err)
+		}
+		rdb, addr = node, node.Options().Addr
+	}
+	if at, ok := g.pinned.Load(key); ok && at == addr {
+		return rdb, nil
+	}
+	g.pinMu.Lock()
+	defer g.pinMu.Unlock()
+	if at, ok := g.pinned.Load(key); ok && at == addr {
+		return rdb, nil
+	}
+	if err := dropScript.Run(ctx, rdb, []string{key}).Err(); err != nil {
+		return nil, fmt.Errorf("dropping the block of %s before the first draw on %s: %w", key, cmp.Or(addr, "this Redis"), err)
+	}
+	g.pinned.Store(key, addr)
+	return rdb, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,44 +105,10 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 
 var errAlreadyRebuilt = errors.New("order: rebuilt already")
 
-// RedisConnected is the Redis client's OnConnect hook (app wires it): a
-// new connection to a Redis whose run id this process has not met yet, a
-// server that restarted (or this process's first), drops the order ids'
-// blocks on that server before the connection serves anything. A Redis
-// back from an AOF or RDB that lost its last writes may hold a block it
-// had issued more of than it remembers; without it, the next draw reserves
-// a new one past every id ever reserved (idgen.Redis). One that came back
-// empty has no block to drop, and needs none of this.
-//
-// A server that does not tell its run id (the embedded one answers INFO
-// with an error) is passed: it is in this process, and cannot restart
-// without it. A failure to ask is the connection's: it is not used.
+// RedisConnected is the Redis client's OnConnect hook (app wires it, on
+// one Redis and on a cluster's every node): the order id generator's
+// Connected, which drops the id blocks of a server that restarted before
+// the connection serves anything (see idgen.Redis).
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
-	var reply redis.Error
-	switch {
-	case errors.As(err, &reply):
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading the run id of a new Redis connection: %w", err)
-	}
-	var runID string
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			runID = v
-		}
-	}
-	if runID == "" {
-		return nil
-	}
-	s.restartMu.Lock()
-	defer s.restartMu.Unlock()
-	if runID == s.runID {
-		return nil
-	}
-	if err := s.ids.DropBlocks(ctx, cn); err != nil {
-		return fmt.Errorf("a Redis that restarted (run id %s): %w", runID, err)
-	}
-	s.runID = runID
-	return nil
+	return s.ids.Connected(ctx, cn)
 }

@@ -140,11 +140,6 @@ type Service struct {
 
 	products sync.Map // int64 → Product: the catalogue's cache
 
-	// restartMu guards runID, the Redis run id whose restart this process
-	// has met (see RedisConnected).
-	restartMu sync.Mutex
-	runID     string
-
 	sub  *redis.PubSub
 	done chan struct{} // closed when followNotices returns
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ type Cluster struct {
 	procs *ClusterProcs     // Process
 	emb   []*embedded.Redis // Embedded, the masters in slot order
 	addrs []string
+	opt   redis.ClusterOptions // what reaches the nodes: Addrs, or the embedded slot map
 }
 
 // NewCluster returns the cluster REDIS_CLUSTER names, or else one of the
@@ -46,8 +48,8 @@ func NewCluster(tb testing.TB) *Cluster {
 	tb.Helper()
 	if env := os.Getenv("REDIS_CLUSTER"); env != "" {
 		addrs := strings.Split(env, ",")
-		c := &Cluster{kind: External, addrs: addrs}
-		c.Client = newClusterClient(tb, &redis.ClusterOptions{Addrs: addrs})
+		c := &Cluster{kind: External, addrs: addrs, opt: redis.ClusterOptions{Addrs: addrs}}
+		c.Client = c.NewClient(tb, nil)
 		return c
 	}
 	if HaveRedisServer() {
@@ -68,8 +70,8 @@ func ProcessCluster(tb testing.TB) *Cluster {
 		tb.Fatalf("starting a Redis Cluster: %v", err)
 	}
 	tb.Cleanup(procs.Stop)
-	c := &Cluster{kind: Process, procs: procs, addrs: procs.Addrs()}
-	c.Client = newClusterClient(tb, &redis.ClusterOptions{Addrs: c.addrs})
+	c := &Cluster{kind: Process, procs: procs, addrs: procs.Addrs(), opt: redis.ClusterOptions{Addrs: procs.Addrs()}}
+	c.Client = c.NewClient(tb, nil)
 	return c
 }
 
@@ -86,15 +88,25 @@ func embeddedCluster(tb testing.TB) *Cluster {
 		c.addrs = append(c.addrs, emb.Addr())
 	}
 	slots := EvenSlots(c.addrs)
-	c.Client = newClusterClient(tb, &redis.ClusterOptions{
-		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) { return slots, nil },
-	})
+	c.opt.ClusterSlots = func(context.Context) ([]redis.ClusterSlot, error) { return slots, nil }
+	c.Client = c.NewClient(tb, nil)
 	return c
 }
 
-func newClusterClient(tb testing.TB, opt *redis.ClusterOptions) *redis.ClusterClient {
-	opt.DialerRetries = 1
-	cc := redis.NewClusterClient(opt)
+// NewClient returns a client of the cluster, closed when the test ends,
+// made with opt (nil: the defaults) and what reaches the nodes (their
+// addresses, or the embedded cluster's slot map): for a test that needs a
+// client of its own, with a connection hook. It fails the test unless the
+// cluster answers.
+func (c *Cluster) NewClient(tb testing.TB, opt *redis.ClusterOptions) *redis.ClusterClient {
+	tb.Helper()
+	o := redis.ClusterOptions{}
+	if opt != nil {
+		o = *opt
+	}
+	o.Addrs, o.ClusterSlots = c.opt.Addrs, c.opt.ClusterSlots
+	o.DialerRetries = 1
+	cc := redis.NewClusterClient(&o)
 	tb.Cleanup(func() { cc.Close() })
 	if err := cc.Ping(tb.Context()).Err(); err != nil {
 		tb.Fatalf("the Redis Cluster does not answer: %v", err)
@@ -302,6 +314,40 @@ func (c *ClusterProcs) Kill(addr string) error {
 		}
 	}
 	return fmt.Errorf("no node of this cluster at %s", addr)
+}
+
+// Pause SIGSTOPs the node at addr, as a long GC or a VM stall would: it
+// keeps its connections and answers nothing until Resume.
+func (c *ClusterProcs) Pause(addr string) error { return c.signal(addr, syscall.SIGSTOP) }
+
+// Resume SIGCONTs the node at addr, paused by Pause.
+func (c *ClusterProcs) Resume(addr string) error { return c.signal(addr, syscall.SIGCONT) }
+
+func (c *ClusterProcs) signal(addr string, sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		if p.addr() == addr && p.cmd != nil {
+			return p.cmd.Process.Signal(sig)
+		}
+	}
+	return fmt.Errorf("no running node of this cluster at %s", addr)
+}
+
+// Restart starts again the node at addr, killed before, in its directory:
+// it rejoins the cluster as itself (its nodes.conf), with the data of the
+// dump.rdb a SAVE left there, if any — a server back from an old snapshot.
+func (c *ClusterProcs) Restart(ctx context.Context, addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		if p.addr() == addr && p.cmd == nil {
+			rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+			defer rdb.Close()
+			return p.start(ctx, rdb)
+		}
+	}
+	return fmt.Errorf("no stopped node of this cluster at %s", addr)
 }
 
 // streaming reports whether INFO replication of a master shows its replica

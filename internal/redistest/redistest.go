@@ -162,7 +162,9 @@ func (s *Server) Stop(tb testing.TB) {
 }
 
 // Restart starts a fresh, empty server on s's address, as a node that lost
-// its memory in a crash, and waits until it answers.
+// its memory in a crash, and waits until it answers. A redis-server loads
+// the dump.rdb a SAVE left in its directory: then it is a server back from
+// that snapshot.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	s.Stop(tb)

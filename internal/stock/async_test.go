@@ -31,7 +31,7 @@ func TestAsyncTakeQueuesTheOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := idgen.NewRedis(rdb, "asynctest", new(idgen.MemoryBlocks))
-	slot, err := ids.Slot()
+	slot, err := ids.Slot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestAsyncTakeAfterTheDayKeyIsLost(t *testing.T) {
 	now := time.Now()
 	ids := idgen.NewRedis(rdb, "asynctest-"+strconv.FormatInt(p.ID, 10), new(idgen.MemoryBlocks),
 		idgen.WithBlockSize(3), idgen.WithClock(func() time.Time { return now }))
-	slot, err := ids.Slot()
+	slot, err := ids.Slot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

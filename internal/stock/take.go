@@ -95,7 +95,7 @@ type Request struct {
 // the script finds none left (and the next one ahead of need, told what it
 // drew), and, on a cluster, the id drawn beforehand.
 type IDs interface {
-	Slot() (idgen.Slot, error)
+	Slot(ctx context.Context) (idgen.Slot, error)
 	Refill(ctx context.Context, s idgen.Slot, floor uint64) (idgen.Slot, error)
 	Drawn(s idgen.Slot, seq, ceil uint64)
 	Draw(ctx context.Context, s idgen.Slot) (idgen.ID, error)
@@ -234,7 +234,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if r.IDs == nil {
 		return false, errors.New("stock: an async take needs the order id generator")
 	}
-	slot, err := r.IDs.Slot()
+	slot, err := r.IDs.Slot(ctx)
 	if err != nil {
 		return false, fmt.Errorf("drawing an order id: %w", err)
 	}
