@@ -41,7 +41,9 @@ func TestRedisRestartedServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		lost := draw(t, g, 100)
+		key := dayKeyOf(t, g)
 		s.Restart(t) // SIGKILL, then a new process in the same directory: it loads the snapshot
+		checkForgot(t, s.Client, key, lost)
 		checkNoneAgain(t, before, lost, draw(t, g, 100))
 	})
 	t.Run("a cluster master back from a snapshot", func(t *testing.T) {
@@ -65,6 +67,7 @@ func TestRedisRestartedServers(t *testing.T) {
 		if err := redistest.WaitClusterOK(t.Context(), master); err != nil {
 			t.Fatal(err)
 		}
+		checkForgot(t, c.Client, key, lost)
 		checkNoneAgain(t, before, lost, drawThrough(t, g, 100))
 	})
 	t.Run("a cluster replica promoted without the last draws", func(t *testing.T) {
@@ -100,6 +103,7 @@ func TestRedisRestartedServers(t *testing.T) {
 		if err := redistest.WaitFailover(t.Context(), c.Addrs(), master); err != nil {
 			t.Fatal(err)
 		}
+		checkForgot(t, c.Client, key, lost)
 		checkNoneAgain(t, before, lost, drawThrough(t, g, 100))
 	})
 }
@@ -274,6 +278,41 @@ func drawThrough(t *testing.T, g *idgen.Redis, n int) []idgen.ID {
 	}
 	t.Logf("%d draws failed while the cluster settled", failed)
 	return out
+}
+
+func dayKeyOf(t *testing.T, g *idgen.Redis) string {
+	t.Helper()
+	s, err := g.Slot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.DayKey
+}
+
+// checkForgot stops the test unless the server behind rdb now holds a day
+// seq below the lost ids': else the loss did not happen, and the ids
+// drawn after would be new with or without the guards. It reads through
+// rdb, a client without the generator's hook.
+func checkForgot(t *testing.T, rdb redis.Cmdable, key string, lost []idgen.ID) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		seq, err := rdb.HGet(t.Context(), key, "seq").Uint64()
+		if err == nil {
+			if seq >= uint64(lost[0].Seq()) {
+				t.Fatalf("the server holds seq %d, not below the lost %d: it forgot nothing", seq, lost[0].Seq())
+			}
+			t.Logf("the server holds seq %d; the lost draws were %d–%d", seq, lost[0].Seq(), lost[len(lost)-1].Seq())
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reading the day's seq after the loss: %v", err)
+		}
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(t.Context()) // it routes to a dead master until it reloads
+		}
+		time.Sleep(50 * time.Millisecond) // the poll interval
+	}
 }
 
 // checkNoneAgain fails the test for each id of after that is among before
