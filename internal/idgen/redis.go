@@ -199,11 +199,7 @@ const maxRefills = 3
 // Draw draws an ID in slot s, reserving a block when the day has none left.
 func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
 	for try := 0; ; try++ {
-		rdb, err := g.on(ctx, s.DayKey)
-		if err != nil {
-			return 0, err
-		}
-		res, err := nextScript.Run(ctx, rdb, []string{s.DayKey}).Int64Slice()
+		res, err := g.run(ctx, nextScript, s.DayKey).Int64Slice()
 		if err != nil {
 			return 0, fmt.Errorf("drawing from %s: %w", s.DayKey, err)
 		}
@@ -244,11 +240,7 @@ func (g *Redis) refill(ctx context.Context, key string, floor, seen uint64) (uin
 	if from >= math.MaxUint32 {
 		return seen, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, key, from)
 	}
-	rdb, err := g.on(ctx, key)
-	if err != nil {
-		return seen, err
-	}
-	if err := refillScript.Run(ctx, rdb, []string{key}, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
+	if err := g.run(ctx, refillScript, key, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
 		return seen, fmt.Errorf("setting the block (%d, %d] of %s: %w", from, to, key, err)
 	}
 	return g.refills.Add(1), nil
@@ -385,6 +377,33 @@ func (g *Redis) dropServed(ctx context.Context, cn *redis.Conn) error {
 	return nil
 }
 
+// run runs script on the day key key, on the server on names. On a
+// cluster, that master's redirection is answered as the cluster client
+// would, but for the block: ASK (the slot is moving, and the key, moved
+// whole with its block by MIGRATE, is on the new master already) is
+// followed; MOVED (the slot has a new master) fails the call and reloads
+// the slot map, so that the next draw pins the key on the new master,
+// dropping its block there first.
+func (g *Redis) run(ctx context.Context, script *redis.Script, key string, args ...any) *redis.Cmd {
+	rdb, err := g.on(ctx, key)
+	if err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
+	}
+	cmd := script.Run(ctx, rdb, []string{key}, args...)
+	if g.cluster == nil {
+		return cmd
+	}
+	if _, ask := redis.IsAskError(cmd.Err()); ask {
+		return script.Run(ctx, g.cluster, []string{key}, args...)
+	}
+	if _, moved := redis.IsMovedError(cmd.Err()); moved {
+		g.cluster.ReloadState(ctx)
+	}
+	return cmd
+}
+
 // on returns the client a script on the day key key runs on, after
 // dropping key's block there unless the generator has drawn key there
 // before: rdb, or on a Redis Cluster the master of key's slot itself. So a
@@ -392,8 +411,8 @@ func (g *Redis) dropServed(ctx context.Context, cn *redis.Conn) error {
 // restarted before the process met it, and on a cluster a replica promoted
 // without its master's last draws (which holds a block it, as that master,
 // already used part of) has that block dropped before the first draw on
-// it. The script runs on the master the slot map names: a redirection is
-// not followed (the draw fails, and the next one asks the slot map again).
+// it. The script runs on the master the slot map names (see run for a
+// redirection).
 func (g *Redis) on(ctx context.Context, key string) (RedisClient, error) {
 	rdb, addr := g.rdb, ""
 	if g.cluster != nil {

@@ -106,6 +106,30 @@ func TestRedisRestartedServers(t *testing.T) {
 		checkForgot(t, c.Client, key, lost)
 		checkNoneAgain(t, before, lost, drawThrough(t, g, 100))
 	})
+	t.Run("a manual failover", testManualFailover)
+}
+
+// testManualFailover: a replica that takes over by CLUSTER FAILOVER has
+// its master's last draws (it waits for them), and the old master, alive,
+// answers MOVED: draws go on, on the new master, none drawn again.
+func testManualFailover(t *testing.T) {
+	c, _, g, key := guardedCluster(t)
+	before := draw(t, g, 10)
+	master, replica := masterAndReplica(t, c, key)
+	r := redis.NewClient(&redis.Options{Addr: replica})
+	defer r.Close()
+	if err := r.Do(t.Context(), "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := redistest.WaitFailover(t.Context(), c.Addrs(), master); err != nil {
+		t.Fatal(err)
+	}
+	after := drawThrough(t, g, 100)
+	checkNoneAgain(t, before, nil, after)
+	seq, err := r.HGet(t.Context(), key, "seq").Uint64()
+	if err != nil || seq < uint64(after[len(after)-1].Seq()) {
+		t.Errorf("the new master %s holds seq %d (%v), not the last drawn %d", replica, seq, err, after[len(after)-1].Seq())
+	}
 }
 
 // testClusterDraws: many goroutines at once draw distinct ids on a cluster
@@ -339,6 +363,6 @@ func checkNoneAgain(t *testing.T, before, lost, after []idgen.ID) {
 	if again > 0 {
 		t.Errorf("%d of %d ids drawn again", again, len(after))
 	}
-	t.Logf("seqs: before %d–%d, lost %d–%d, after %d–%d", before[0].Seq(), before[len(before)-1].Seq(),
-		lost[0].Seq(), lost[len(lost)-1].Seq(), after[0].Seq(), after[len(after)-1].Seq())
+	t.Logf("seqs: before %d–%d, lost %d, after %d–%d", before[0].Seq(), before[len(before)-1].Seq(),
+		len(lost), after[0].Seq(), after[len(after)-1].Seq())
 }
