@@ -54,7 +54,9 @@ func TestRedisRestartedServers(t *testing.T) {
 		if err := c.Procs().Kill(replica); err != nil {
 			t.Fatal(err)
 		}
-		if err := redis.NewClient(&redis.Options{Addr: master}).Save(t.Context()).Err(); err != nil {
+		m := redis.NewClient(&redis.Options{Addr: master})
+		defer m.Close()
+		if err := m.Save(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		lost := draw(t, g, 100)
