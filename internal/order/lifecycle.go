@@ -218,7 +218,7 @@ func (s *Service) returnUnit(ctx context.Context, p Product, o Order) {
 		locker, _ = s.locker(p.Lock)
 	}
 	req := stock.Request{Product: p.stock(), Mode: stock.Mode(p.Mode), Locker: locker,
-		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait()}
+		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
 	s.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }
 

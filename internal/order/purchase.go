@@ -252,6 +252,7 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
 		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
 		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace, Poison: lab.Fault.Poison,
+		Guard: !p.Lab, // a lab product shows what a lease alone allows
 	}
 	switch pl.mode {
 	case stock.DB, stock.SQLRMW:

@@ -213,7 +213,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 		}
 		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
 			Mode: stock.Mode(p.Mode), Locker: locker, Lock: lock.Options{TTL: s.opt.LockTTL},
-			GiveBackWait: s.Budget().GiveBackWait()}
+			GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
 		back, err := s.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
 			return r, nil, err

@@ -22,32 +22,32 @@ func TestFenceRefusesOlderTokens(t *testing.T) {
 	s := NewStore(rdb, nil)
 	p := Product{Layout: Layout{ID: 1, Shards: 1, Epoch: 1}, Where: InRedis}
 	ctx := t.Context()
-	if _, err := s.read(ctx, p, 0, 1); !errors.Is(err, ErrNotLaidOut) {
+	if _, _, err := s.read(ctx, p, 0, 1); !errors.Is(err, ErrNotLaidOut) {
 		t.Fatalf("reading an absent shard: %v, want ErrNotLaidOut", err)
 	}
 	if err := s.LayOut(ctx, p, []int{5}, 5); err != nil {
 		t.Fatal(err)
 	}
 	write := func(value int, token uint64, user int64) error {
-		keys := []string{p.StockKey(0), p.FenceKey(0), p.LedgerKey(0), p.BuyerKey(user)}
+		keys := []string{p.StockKey(0), p.FenceKey(0), p.LedgerKey(0), p.LockKey(0), p.BuyerKey(user)}
 		rec := newEntry(Ticket{User: user, Order: 100, Key: "k"}, 0, time.Now()).record()
-		res, err := rmwWriteScript.Run(ctx, rdb, keys, value, token, user, rec).Slice()
+		res, err := rmwWriteScript.Run(ctx, rdb, keys, value, token, user, rec, "", "").Slice()
 		if err != nil {
 			return err
 		}
 		_, err = s.reply(p, 0, user, res)
 		return err
 	}
-	if n, err := s.read(ctx, p, 0, 1); err != nil || n != 5 {
+	if n, _, err := s.read(ctx, p, 0, 1); err != nil || n != 5 {
 		t.Fatalf("A reads: %d, %v", n, err)
 	}
-	if n, err := s.read(ctx, p, 0, 2); err != nil || n != 5 {
+	if n, _, err := s.read(ctx, p, 0, 2); err != nil || n != 5 {
 		t.Fatalf("B reads: %d, %v", n, err)
 	}
 	if err := write(4, 1, 1); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("A writes after B read: %v, want ErrLeaseLost", err)
 	}
-	if _, err := s.read(ctx, p, 0, 1); !errors.Is(err, ErrLeaseLost) {
+	if _, _, err := s.read(ctx, p, 0, 1); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("A reads after B read: %v, want ErrLeaseLost", err)
 	}
 	if err := write(4, 2, 2); err != nil {

@@ -51,6 +51,7 @@ const (
 	replyNotLaidOut  = -2
 	replyStale       = -3
 	replyNoIDBlock   = -4 // async.lua: the order id's day has no block left
+	replyNotHolder   = -5 // rmw_write.lua: the lock no longer names the holder
 )
 
 // Request is one attempt to take a unit.
@@ -88,6 +89,19 @@ type Request struct {
 	ReleaseBeforeCommit bool
 	// Trace, when not nil, records the take's critical sections.
 	Trace *Trace
+	// Guard makes the rmw mode's write refuse a holder whose lock is no
+	// longer its own (ErrLeaseLost, nothing written): the write checks, in
+	// its script, that the lock key still names the lease (lock.HoldingOf),
+	// or, for a lock that names no holder in the shard's Redis, the fence
+	// with a token drawn at the read. A give-back then draws a token too.
+	// Products sold to the public set it; lab products leave it off, so
+	// that a holder paused past its lease shows what a lease alone allows.
+	// A lease with a fencing token of its own is fenced either way.
+	Guard bool
+
+	// inside, when not nil, runs between the read and the write (after
+	// Hold): the tests' way into the critical section.
+	inside func()
 }
 
 // IDs is what the async take needs of the order id generator (an
@@ -325,6 +339,8 @@ func (s *Store) reply(p Product, shard int, user int64, res []any) (bool, error)
 		return false, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, p.StockKey(shard))
 	case replyStale:
 		return false, fmt.Errorf("%w: shard %d of product %d", ErrLeaseLost, shard, p.ID)
+	case replyNotHolder:
+		return false, fmt.Errorf("%w: shard %d of product %d: the lock no longer held this purchase's lease at the write", ErrLeaseLost, shard, p.ID)
 	}
 	return false, fmt.Errorf("shard %d of product %d: unexpected script reply %v", shard, p.ID, res)
 }
@@ -360,9 +376,19 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if r.Trace != nil {
 		defer func() { r.Trace.done(taken, err) }()
 	}
-	// A fenced lease reads through the fence too (see fenced_read.lua).
+	// A fenced lease reads through the fence too (see fenced_read.lua). A
+	// guarded take checks that its lock names it at the write, or, when
+	// its lock cannot be checked there, draws a token at the read.
 	t.Token = lease.Token()
-	n, err := s.read(ctx, p, t.Shard, t.Token)
+	var held lock.Holding
+	if r.Guard && t.Token == 0 {
+		var ok bool
+		if held, ok = lock.HoldingOf(lease); !ok {
+			t.Token = draw
+		}
+	}
+	n, token, err := s.read(ctx, p, t.Shard, t.Token)
+	t.Token = token
 	if err != nil {
 		return false, err
 	}
@@ -373,6 +399,9 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if err := pause(ctx, r.Hold); err != nil {
 		return false, err
 	}
+	if r.inside != nil {
+		r.inside()
+	}
 	// A lease that knows it lapsed (etcd's session, the watchdog) writes
 	// nothing: the unit stays in stock. The fence covers the holder that
 	// does not know yet.
@@ -381,9 +410,9 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 		return false, fmt.Errorf("%w: shard %d of product %d: the lock's lease lapsed before the write", ErrLeaseLost, t.Shard, p.ID)
 	default:
 	}
-	keys := append([]string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
+	keys := append([]string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.LockKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
 	r.Trace.write(n - 1)
-	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record()).Slice()
+	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record(), held.Value, held.Field).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("writing %s: %w", p.StockKey(t.Shard), err))
 	}
@@ -406,35 +435,46 @@ func (s *Store) acquire(ctx context.Context, r Request, t *Taken) (lock.Lease, e
 	return lease, nil
 }
 
+// draw is the token a guarded holder without one reads with: the read
+// draws it (see fenced_read.lua).
+const draw = ^uint64(0)
+
 // read is the GET of a read-modify-write: a plain GET, or through the fence
-// for a holder with a token.
-func (s *Store) read(ctx context.Context, p Product, shard int, token uint64) (int, error) {
+// for a holder with a token, or one that draws it (draw). It returns the
+// value and the token it read with.
+func (s *Store) read(ctx context.Context, p Product, shard int, token uint64) (int, uint64, error) {
 	key := p.StockKey(shard)
 	var raw string
 	if token == 0 {
 		v, err := s.rdb.Get(ctx, key).Result()
 		if errors.Is(err, redis.Nil) {
-			return 0, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, key)
+			return 0, 0, fmt.Errorf("%w: %s is missing", ErrNotLaidOut, key)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("reading %s: %w", key, err)
+			return 0, 0, fmt.Errorf("reading %s: %w", key, err)
 		}
 		raw = v
 	} else {
-		res, err := fencedReadScript.Run(ctx, s.rdb, []string{key, p.FenceKey(shard)}, token).Slice()
+		arg := token
+		if token == draw {
+			arg = 0
+		}
+		res, err := fencedReadScript.Run(ctx, s.rdb, []string{key, p.FenceKey(shard)}, arg).Slice()
 		if err != nil {
-			return 0, fmt.Errorf("reading %s: %w", key, err)
+			return 0, 0, fmt.Errorf("reading %s: %w", key, err)
 		}
 		if _, err := s.reply(p, shard, 0, res[:1]); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		raw, _ = res[1].(string)
+		drawn, _ := res[2].(int64)
+		token = uint64(drawn)
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil {
-		return 0, fmt.Errorf("stock key %s holds %q: %w", key, raw, err)
+		return 0, 0, fmt.Errorf("stock key %s holds %q: %w", key, raw, err)
 	}
-	return n, nil
+	return n, token, nil
 }
 
 // unanswered marks the failure of a write as ErrOutcomeUnknown, unless
@@ -521,8 +561,14 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 			token = lease.Token()
 		}
 	}
+	// A guarded give-back without a token moves the fence on, for a holder
+	// that drew its token at its read (see Request.Guard).
+	drawn := 0
+	if r.Guard && token == 0 {
+		drawn = 1
+	}
 	keys := append([]string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
-	n, err := giveBackScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Order.String(), token).Int()
+	n, err := giveBackScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Order.String(), token, drawn).Int()
 	if err != nil {
 		return false, fmt.Errorf("giving a unit back to shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
