@@ -34,6 +34,7 @@ const (
 	CodeBusy                 = "busy"                   // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeUnknownHost          = "unknown_host"           // 421
 	CodeRateLimited          = "rate_limited"           // 429
 	CodeInternal             = "internal"               // 500
 	CodeLockTimeout          = "lock_timeout"           // 503
