@@ -121,6 +121,9 @@ func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) 
 	if err != nil {
 		return Product{}, err
 	}
+	if err := s.checkDurable(ctx, p); err != nil {
+		return Product{}, fmt.Errorf("product %d: %w", p.ID, err)
+	}
 	// A layout recorded in Redis by a process whose database did not know
 	// the product: the new epoch must not reuse its keys.
 	marker, _, err := s.stock.ReadMarker(ctx, p.ID)

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
+	"seckill/internal/durability"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/mq"
@@ -135,8 +136,10 @@ type Service struct {
 	ids   *idgen.Redis
 	locks *lock.Pool
 	limit rateLimit
-	opt   Options
-	log   *slog.Logger
+	// durable is what Redis keeps of an answered write (durability.go).
+	durable *durability.Watch
+	opt     Options
+	log     *slog.Logger
 
 	products sync.Map // int64 → Product: the catalogue's cache
 
@@ -184,6 +187,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		done:  make(chan struct{}),
 		stop:  make(chan struct{}),
 	}
+	s.durable = durability.NewWatch(rdb, 0, s.durabilityDropped)
 	if opt.StockBack != nil {
 		s.stock.OnCleared(opt.StockBack)
 	}
