@@ -55,6 +55,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("listening beyond loopback without ADMIN_TOKEN: anyone who reaches " + cfg.Addr +
 			" can reset products and start load runs")
 	}
+	if len(cfg.AllowedHosts) == 0 && !loopback(cfg.Addr) {
+		log.Warn("listening beyond loopback without ALLOWED_HOSTS: requests that reach " + cfg.Addr +
+			" on a non-loopback address are served under any Host name; set ALLOWED_HOSTS to the names clients use")
+	}
 
 	srv, err := app.Start(ctx, cfg, log, extras(cfg, log))
 	if err != nil {

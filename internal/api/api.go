@@ -32,8 +32,10 @@ const (
 	CodeOrderCancelled       = "order_cancelled"        // 409
 	CodeOrderQueued          = "order_queued"           // 409
 	CodeBusy                 = "busy"                   // 409
+	CodeNotDurable           = "not_durable"            // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeUnknownHost          = "unknown_host"           // 421
 	CodeRateLimited          = "rate_limited"           // 429
 	CodeInternal             = "internal"               // 500
 	CodeLockTimeout          = "lock_timeout"           // 503

@@ -45,7 +45,25 @@ type ProductView struct {
 	Sale         int64  `json:"sale"`
 	PayTimeoutMS int64  `json:"pay_timeout_ms"`
 	Lifecycle    string `json:"lifecycle"`
+	// Durability is what Redis keeps of a write it answered when its
+	// process dies, so what a 202 survives: DurabilityNone,
+	// DurabilityEverysec or DurabilityAlways; DurabilityReason names the
+	// setting that decided it.
+	Durability       string `json:"durability"`
+	DurabilityReason string `json:"durability_reason,omitempty"`
 }
+
+// Durabilities of a product view: the Redis persistence its stock and
+// queue rest on (docs/INVARIANT.md).
+const (
+	// DurabilityNone: no append-only file; a restart comes back empty, or
+	// with an old RDB snapshot. Unreadable settings are taken as this.
+	DurabilityNone = "none"
+	// DurabilityEverysec: an append-only file fsynced about every second.
+	DurabilityEverysec = "everysec"
+	// DurabilityAlways: an append-only file fsynced before each answer.
+	DurabilityAlways = "always"
+)
 
 // ShardView is one shard's stock and where it is kept.
 type ShardView struct {
@@ -64,6 +82,15 @@ const (
 	// VerdictLost: units left the store and are in no order: in flight,
 	// or stranded until the reconciler returns them.
 	VerdictLost = "LOST"
+	// VerdictSettling: the counts add up once the queued entries whose
+	// orders are written already are counted once (Replaying): entries a
+	// consumer wrote and could not acknowledge (Redis restarted from its
+	// append-only file), which it acknowledges when it meets them again.
+	VerdictSettling = "SETTLING"
+	// VerdictRebuilt: the counts add up, and the sale's stock was laid out
+	// anew from the orders after Redis lost it (Rebuilt): the orders
+	// answered 202 and queued in Redis then cannot be counted.
+	VerdictRebuilt = "REBUILT"
 )
 
 // Audit is GET /api/products/:id/audit: the current sale's orders against
@@ -82,7 +109,7 @@ type Audit struct {
 	Queued int `json:"queued"`
 	// Oversold is max(0, Orders − Initial).
 	Oversold int `json:"oversold"`
-	// LostUpdates is Orders + Queued − (Initial − Remaining).
+	// LostUpdates is Orders + Queued − Replaying − (Initial − Remaining).
 	LostUpdates int `json:"lost_updates"`
 	// DeadLettered is the sale's orders answered 202 that the database
 	// refused since: each is in the dead letters with the reason, and its
@@ -102,6 +129,20 @@ type Audit struct {
 	Shards []ShardAudit `json:"shards,omitempty"`
 	// Reconciled is the reconciler's last pass over the product, if any.
 	Reconciled *Reconciliation `json:"reconciled,omitempty"`
+	// Replaying is those of Queued whose order ids have a row already
+	// (an order, or a void row): counted once, in Orders, by LostUpdates
+	// and the verdict. Read only when the counts show more units than
+	// are gone.
+	Replaying int `json:"replaying,omitempty"`
+	// Rebuilt says the sale's stock was laid out anew after Redis lost it.
+	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
+}
+
+// Rebuilt is the last rebuild of a sale's stock from its orders.
+type Rebuilt struct {
+	At time.Time `json:"at"`
+	// Uncounted says what the audit cannot count since.
+	Uncounted string `json:"uncounted"`
 }
 
 // Drain is GET /api/products/:id/drain: how the current sale's queued

@@ -125,7 +125,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
 		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
-		Web: extras.Web, Runs: extras.Runs, Log: log,
+		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
 		deps.Gate = a.gate

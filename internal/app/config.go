@@ -33,6 +33,7 @@ type Config struct {
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
+	AllowedHosts    []string      // -allowed-hosts / ALLOWED_HOSTS; names beside IP addresses and localhost that requests may carry as their Host
 	RabbitMQURL     string        // -rabbitmq-url / RABBITMQ_URL; the mq mode's broker, "" for none
 	Consume         bool          // -consume / CONSUME; run a consumer of the async mode's queue (and the mq mode's) in this process
 	ClaimIdle       time.Duration // -claim-idle / CLAIM_IDLE; how long a queued order may stay with a silent consumer before another claims it
@@ -93,6 +94,7 @@ func (c *Config) settings() []setting {
 		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
+		{"allowed-hosts", "ALLOWED_HOSTS", "comma-separated names (name or name:port) beside IP addresses and localhost under which the service is reached, e.g. the name a proxy or another container uses; when empty, a request that came to a loopback address with another name is refused (DNS rebinding), one that came to another address is served", list(&c.AllowedHosts), ""},
 		{"rabbitmq-url", "RABBITMQ_URL", "RabbitMQ URL (amqp://user:pass@host:5672/) for the mq mode; empty: the mq mode is refused", str(&c.RabbitMQURL), ""},
 		{"consume", "CONSUME", "run a consumer that writes the async mode's queued orders (and the mq mode's)", func(fs *flag.FlagSet, name, def, help string) {
 			fs.BoolVar(&c.Consume, name, def == "true", help)
@@ -184,7 +186,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q",
-		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins,
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q",
+		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
 		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret))
 }

@@ -183,8 +183,12 @@ func (r *Redis) start(ctx context.Context, addr string) error {
 // without persistence, with what its append-only file kept otherwise.
 func (r *Redis) Restart(ctx context.Context) error {
 	r.Kill()
-	return r.start(ctx, r.Addr)
+	return r.Start(ctx)
 }
+
+// Start starts a killed server again on its address and directory: a
+// Restart in two steps, for a test that acts while the server is down.
+func (r *Redis) Start(ctx context.Context) error { return r.start(ctx, r.Addr) }
 
 // waitReady polls until the server at addr answers PING, or exited closes.
 func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {

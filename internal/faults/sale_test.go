@@ -121,11 +121,14 @@ func newSale(t *testing.T, srv *app.Server, urls ...string) *sale {
 	return s
 }
 
-// reset creates or resets the product.
+// reset creates or resets the product. An async or mq product is a lab
+// product: the Redis of these tests keeps nothing (no append-only file),
+// on which only a lab product may answer 202 (see TestDurabilityDecides).
 func (s *sale) reset(stockUnits int, lockName, mode string) {
 	s.t.Helper()
 	shards := 3
-	req := api.ProductRequest{ID: &s.product, Stock: &stockUnits, Shards: &shards, Lock: lockName, Mode: mode}
+	lab := mode == api.ModeAsync || mode == api.ModeMQ
+	req := api.ProductRequest{ID: &s.product, Stock: &stockUnits, Shards: &shards, Lock: lockName, Mode: mode, Lab: lab}
 	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
 		s.t.Fatalf("resetting product %d: %d %s", s.product, status, body)
 	}

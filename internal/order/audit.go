@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"seckill/internal/api"
+	"seckill/internal/durability"
 
 	"seckill/internal/stock"
 )
@@ -75,6 +76,9 @@ type View struct {
 	Levels  []int // stock per shard, in shard order
 	Sold    int   // live orders of the current sale
 	SoldOut bool  // this process's sold-out flag
+	// Durability is what Redis keeps of an answered write (a 202's order
+	// in the async mode's stream, among others).
+	Durability durability.Reading
 }
 
 // Remaining is the stock left over all shards.
@@ -90,22 +94,44 @@ func (v View) Remaining() int {
 // after the other, so while purchases are in flight the audit may see a
 // unit taken whose order is not written yet; it is exact on a quiet product.
 // A product whose stock Redis lost is being rebuilt: ErrRebuilding.
+//
+// When the counts show more units than are gone while orders are queued,
+// the queue may hold entries whose orders are written already (a consumer
+// wrote them and could not acknowledge them: Redis restarted from its
+// append-only file): it counts again, reading the queued entries' order
+// ids with the stock, then which of them have rows, so that each unit is
+// counted once (Replaying, the SETTLING verdict).
 func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) {
+	v, a, err := s.audit(ctx, id, false)
+	if err == nil && a.LostUpdates > 0 && a.Queued > 0 && v.Store == string(stock.InRedis) {
+		v, a, err = s.audit(ctx, id, true)
+	}
+	if err != nil {
+		return View{}, api.Audit{}, err
+	}
+	v.Durability = s.Durability(ctx)
+	return v, a, nil
+}
+
+func (s *Service) audit(ctx context.Context, id int64, withQueue bool) (View, api.Audit, error) {
 	p, err := s.Product(ctx, id)
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
 	v := View{Product: p, SoldOut: s.stock.SoldOut(id)}
 	var c stock.Counts
-	if p.Store == string(stock.InRedis) {
+	switch {
+	case p.Store == string(stock.InRedis) && withQueue:
+		c, err = s.stock.CountWithQueue(ctx, p.stock())
+	case p.Store == string(stock.InRedis):
 		c, err = s.stock.Count(ctx, p.stock())
-	} else {
+	default:
 		c.Levels, err = s.stock.Levels(ctx, p.stock())
 	}
 	if errors.Is(err, stock.ErrNotLaidOut) {
 		// Stale (reset elsewhere) or lost: read the product again to tell.
 		if fresh, ferr := s.refresh(ctx, id); ferr == nil && fresh.Epoch != p.Epoch {
-			return s.Audit(ctx, id)
+			return s.audit(ctx, id, withQueue)
 		}
 		s.rebuild(p)
 		return View{}, api.Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
@@ -138,7 +164,16 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 	if p.Store == string(stock.InRedis) {
 		taken = c.Takes
 	}
-	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold, totalQueued)
+	replaying := 0
+	if withQueue {
+		// Read after the stock: an entry queued then and written since is
+		// counted here, as it is in the orders.
+		if replaying, err = s.written(ctx, c.QueuedIDs); err != nil {
+			return View{}, api.Audit{}, err
+		}
+	}
+	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold, totalQueued-replaying)
+	a.Queued, a.Replaying = totalQueued, replaying
 	a.Shards = shards
 	a.Sale = p.Sale
 	a.Unpaid, a.Paid, a.Cancelled = sc.unpaid, sc.paid, sc.cancelled
@@ -148,6 +183,7 @@ func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) 
 	if a.Reconciled, err = s.LastReconciliation(ctx, id); err != nil {
 		return View{}, api.Audit{}, err
 	}
+	judge(&a, p)
 	return v, a, nil
 }
 

@@ -117,9 +117,17 @@ type ProductSpec struct {
 // wrote its order before it (in the old sale) or is refused after it and
 // tried again in the new one: the new sale's audit is exact.
 func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) {
+	return s.reset(ctx, spec, false)
+}
+
+// reset is Reset; createOnly refuses (ErrExists) a product that exists.
+func (s *Service) reset(ctx context.Context, spec ProductSpec, createOnly bool) (Product, error) {
 	p, err := s.validate(spec)
 	if err != nil {
 		return Product{}, err
+	}
+	if err := s.checkDurable(ctx, p); err != nil {
+		return Product{}, fmt.Errorf("product %d: %w", p.ID, err)
 	}
 	// A layout recorded in Redis by a process whose database did not know
 	// the product: the new epoch must not reuse its keys.
@@ -142,6 +150,8 @@ func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) 
 			p.Sale, p.Epoch = 1, marker.Epoch+1
 		case err != nil:
 			return fmt.Errorf("reading product %d: %w", p.ID, err)
+		case createOnly:
+			return fmt.Errorf("%w: product %d was created meanwhile", ErrExists, p.ID)
 		case cur.Lab != p.Lab:
 			return fmt.Errorf("%w: product %d was created with lab %v; that is fixed (use another id)", ErrInvalid, p.ID, cur.Lab)
 		default:
@@ -175,7 +185,19 @@ var ErrExists = errors.New("order: product exists")
 // CreateIfAbsent creates a product unless it exists, in the database or in
 // Redis: a process started on a fresh database beside a Redis that another
 // process sells the product from must not lay its stock out again.
+//
+// Processes started at once may create it at once: their transactions
+// deadlock or one's insert finds the other's row, and the one refused
+// reads again, once, and finds it.
 func (s *Service) CreateIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := s.createIfAbsent(ctx, spec)
+	if errors.Is(err, gorm.ErrDuplicatedKey) || transient(err) {
+		p, err = s.createIfAbsent(ctx, spec)
+	}
+	return p, err
+}
+
+func (s *Service) createIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
 	p, err := s.refresh(ctx, spec.ID)
 	if err == nil {
 		return p, ErrExists
@@ -186,7 +208,7 @@ func (s *Service) CreateIfAbsent(ctx context.Context, spec ProductSpec) (Product
 	if _, found, err := s.stock.ReadMarker(ctx, spec.ID); err != nil || found {
 		return Product{}, cmp.Or(err, fmt.Errorf("%w: product %d is laid out in Redis but not in this database", ErrExists, spec.ID))
 	}
-	return s.Reset(ctx, spec)
+	return s.reset(ctx, spec, true)
 }
 
 func (s *Service) validate(spec ProductSpec) (Product, error) {

@@ -39,7 +39,9 @@ func TestServiceOnCluster(t *testing.T) {
 			consumer.Start()
 			t.Cleanup(func() { consumer.Close() })
 			id := testenv.ProductID(t)
-			if _, err := svc.Reset(t.Context(), order.ProductSpec{ID: id, Stock: 30, Shards: 3, Lock: "token", Mode: mode}); err != nil {
+			// The test cluster keeps nothing: only a lab product may be async on it.
+			spec := order.ProductSpec{ID: id, Stock: 30, Shards: 3, Lock: "token", Mode: mode, Lab: mode == api.ModeAsync}
+			if _, err := svc.Reset(t.Context(), spec); err != nil {
 				t.Fatal(err)
 			}
 			buy := func(n int, user func(i int) int64) (ok int, errs map[string]int) {

@@ -50,6 +50,9 @@ type Product struct {
 	// Conditional (the default), or Naive, the check-then-act a lab
 	// product may choose to show the race it loses.
 	Lifecycle string `gorm:"size:12;not null;default:conditional"`
+	// RebuiltAt is when the current sale's stock was last laid out anew
+	// from its orders after Redis lost it; nil if never (a reset clears it).
+	RebuiltAt *time.Time
 	UpdatedAt time.Time
 }
 

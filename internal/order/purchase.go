@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"seckill/internal/idgen"
@@ -200,10 +201,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
 	defer cancel()
 	key := cmp.Or(in.Key, rand.Text())
-	// The purchase owns its locks: a retry of it (same key) re-enters a
-	// reentrant lock its first attempt still holds instead of waiting for
-	// itself, and the take then finds that attempt's record.
-	ctx = lock.WithOwner(ctx, "purchase:"+key)
+	// The purchase owns its locks: a retry of it (same buyer, same key)
+	// re-enters a reentrant lock its first attempt still holds instead of
+	// waiting for itself, and the take then finds that attempt's record.
+	// The owner is the server's name for the purchase, never the client's
+	// key alone: two buyers who send one key are two owners (issue 19).
+	ctx = lock.WithOwner(ctx, purchaseOwner(p.ID, in.UserID, key))
 	t := stock.Ticket{User: in.UserID, Key: key}
 	if pl.mode != stock.Async { // the async take draws its id itself
 		if t.Order, err = s.ids.Next(ctx); err != nil {
@@ -234,6 +237,14 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 			return Order{}, rc, err
 		}
 	}
+}
+
+// purchaseOwner is the lock owner of a purchase: the key is scoped to its
+// buyer and product, as the take's record is (the ledger and the buyer's key
+// hold one record per buyer, and resume compares keys within it). Ids hold no
+// ':', so two triples never give one name.
+func purchaseOwner(product, user int64, key string) string {
+	return "purchase:" + strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(user, 10) + ":" + key
 }
 
 // touch notes that this process sold the product: the reconciler passes

@@ -67,7 +67,8 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 
 	var p Product
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&Product{}).Where("id = ? AND epoch = ?", id, epoch).Update("epoch", gorm.Expr("epoch + 1"))
+		res := tx.Model(&Product{}).Where("id = ? AND epoch = ?", id, epoch).
+			Updates(map[string]any{"epoch": gorm.Expr("epoch + 1"), "rebuilt_at": time.Now()})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return cmp.Or(res.Error, errAlreadyRebuilt)
 		}
@@ -108,7 +109,10 @@ var errAlreadyRebuilt = errors.New("order: rebuilt already")
 // RedisConnected is the Redis client's OnConnect hook (app wires it, on
 // one Redis and on a cluster's every node): the order id generator's
 // Connected, which drops the id blocks of a server that restarted before
-// the connection serves anything (see idgen.Redis).
+// the connection serves anything (see idgen.Redis). A new connection may
+// also be to a server that restarted with other persistence settings: the
+// durability is read again on its next use.
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
+	s.durable.Stale()
 	return s.ids.Connected(ctx, cn)
 }

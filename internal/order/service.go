@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
+	"seckill/internal/durability"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/mq"
@@ -135,8 +136,10 @@ type Service struct {
 	ids   *idgen.Redis
 	locks *lock.Pool
 	limit rateLimit
-	opt   Options
-	log   *slog.Logger
+	// durable is what Redis keeps of an answered write (durability.go).
+	durable *durability.Watch
+	opt     Options
+	log     *slog.Logger
 
 	products sync.Map // int64 → Product: the catalogue's cache
 
@@ -184,6 +187,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		done:  make(chan struct{}),
 		stop:  make(chan struct{}),
 	}
+	s.durable = durability.NewWatch(rdb, 0, s.durabilityDropped)
 	if opt.StockBack != nil {
 		s.stock.OnCleared(opt.StockBack)
 	}
@@ -242,8 +246,37 @@ func (s *Service) Close() error {
 	return err
 }
 
-// Migrate creates or updates the tables.
-func Migrate(ctx context.Context, db *gorm.DB) error {
+// migrationWait bounds how long Migrate waits for another process's
+// migration of the same database: an index built over many orders may take
+// minutes.
+const migrationWait = 5 * time.Minute
+
+// Migrate creates or updates the tables. Processes started at once on one
+// MySQL database take turns, under a named lock of that database: GORM
+// reads the schema and then creates what it did not find, so two at once
+// both create, and one fails ("Table already exists"). SQLite is the
+// file of one process.
+func Migrate(ctx context.Context, db *gorm.DB) (err error) {
+	if db.Dialector.Name() == "mysql" {
+		sqlDB, err := db.DB()
+		if err != nil {
+			return err
+		}
+		m, err := lock.NewMySQL(sqlDB, "mysql")
+		if err != nil {
+			return err
+		}
+		key := "seckill:migrate:" + db.Migrator().CurrentDatabase()
+		lease, err := m.Acquire(ctx, key, lock.Options{Wait: migrationWait})
+		if err != nil {
+			return fmt.Errorf("waiting for another process's migration of the database: %w", err)
+		}
+		defer func() { err = errors.Join(err, lease.Release(context.WithoutCancel(ctx))) }()
+	}
+	return migrate(ctx, db)
+}
+
+func migrate(ctx context.Context, db *gorm.DB) error {
 	m := db.WithContext(ctx).Migrator()
 	// Until sales existed, one order per user per product was for ever:
 	// that index would refuse a buyer in every later sale.

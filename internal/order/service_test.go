@@ -437,7 +437,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 
 	t.Run("async", func(t *testing.T) {
 		f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
-		f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "async"})
+		f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "async", Lab: true})
 		for u := int64(1); u <= 3; u++ {
 			if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
 				t.Fatal(err)

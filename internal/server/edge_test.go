@@ -2,12 +2,16 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -136,7 +140,7 @@ func TestSlowBodyIsTimeout(t *testing.T) {
 	}
 	defer conn.Close()
 	body := `{"user_id": 1, "product_id": 1}`
-	fmt.Fprintf(conn, "POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
+	fmt.Fprintf(conn, "POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
 	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,5 +270,104 @@ func TestHealthNamesTheBackendNotTheCause(t *testing.T) {
 			strings.Contains(string(b), "10.9.8.7") || strings.Contains(string(b), "denied") {
 			t.Errorf("%v: %d %s, want 503 saying %q and nothing of the cause", tc.down, resp.StatusCode, b, tc.want)
 		}
+	}
+}
+
+// TestRebindingHostIsRefused: a page whose name was rebound to the
+// service's loopback address sends Host and Origin both its own name, which
+// the origin check takes for the service's; the Host check refuses it before
+// any handler, for a purchase as for a product's creation.
+func TestRebindingHostIsRefused(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.AllowedHosts = []string{"shop.example"}
+	e := start(t, cfg)
+	id := e.reset(product{"stock": 10})
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, host string, body any) (int, api.Error) {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", e.url+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		if e.token != "" {
+			req.Header.Set("Authorization", "Bearer "+e.token)
+		}
+		if host != "" {
+			req.Host = host
+			req.Header.Set("Origin", "http://"+host)
+		}
+		var ae api.Error
+		return e.send(req, &ae), ae
+	}
+	fresh := testenv.ProductID(t)
+	for _, host := range []string{"evil.example", "evil.example:" + port, "EVIL.example:" + port, "localhost.evil.example:" + port} {
+		if st, ae := post("/api/orders", host, map[string]any{"user_id": 1, "product_id": id}); st != http.StatusMisdirectedRequest || ae.Code != api.CodeUnknownHost {
+			t.Errorf("a purchase under Host %s: %d %+v, want 421 unknown_host", host, st, ae)
+		}
+		if st, ae := post("/api/products", host, product{"id": fresh, "stock": 5}); st != http.StatusMisdirectedRequest || ae.Code != api.CodeUnknownHost {
+			t.Errorf("a product created under Host %s: %d %+v, want 421 unknown_host", host, st, ae)
+		}
+	}
+	if a := e.audit(id); a.Orders != 0 {
+		t.Errorf("a refused Host bought: %+v", a)
+	}
+	var ae api.Error
+	if st := e.do("GET", fmt.Sprintf("/api/products/%d", fresh), nil, &ae); st != http.StatusNotFound {
+		t.Errorf("the product a refused Host created: %d %+v, want 404", st, ae)
+	}
+	for user, host := range []string{"", "127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port, "shop.example", "Shop.Example:8443"} {
+		if st, ae := post("/api/orders", host, map[string]any{"user_id": user + 1, "product_id": id}); st != http.StatusCreated {
+			t.Errorf("a purchase under Host %q: %d %+v, want 201", host, st, ae)
+		}
+	}
+}
+
+// TestHostsBeyondLoopback: a service bound to every interface with no
+// ALLOWED_HOSTS serves any name on a non-loopback address (it says so at
+// start), and still refuses a foreign name on loopback, which is where a
+// rebound name leads a browser on the same machine.
+func TestHostsBeyondLoopback(t *testing.T) {
+	var outside string
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			outside = n.IP.String()
+			break
+		}
+	}
+	if outside == "" {
+		t.Skip("this machine has no non-loopback IPv4 address to reach the service on")
+	}
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(server.New(server.Deps{ListenAddr: "0.0.0.0:0"}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	get := func(addr, host string) int {
+		req, _ := http.NewRequest("GET", "http://"+net.JoinHostPort(addr, port)+"/api/no-such-route", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := get(outside, "seckill:8080"); st != http.StatusNotFound {
+		t.Errorf("a container's name on %s: %d, want it served (404 for the route)", outside, st)
+	}
+	if st := get("127.0.0.1", "evil.example:"+port); st != http.StatusMisdirectedRequest {
+		t.Errorf("a foreign name on loopback: %d, want 421", st)
 	}
 }

@@ -72,6 +72,10 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeOrderQueued, true
 	case errors.Is(err, order.ErrBusy):
 		return http.StatusConflict, api.CodeBusy, true
+	case errors.Is(err, errUnknownHost):
+		return http.StatusMisdirectedRequest, api.CodeUnknownHost, true
+	case errors.Is(err, order.ErrNotDurable):
+		return http.StatusConflict, api.CodeNotDurable, true
 	case errors.Is(err, errMediaType):
 		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, true
 	case errors.Is(err, errBodyTimeout):

@@ -51,6 +51,7 @@ func newProductView(v order.View) api.ProductView {
 	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
 		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle,
+		Durability: string(v.Durability.Level), DurabilityReason: v.Durability.Reason,
 		Shards: make([]api.ShardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -54,6 +55,15 @@ type Deps struct {
 	// AllowedOrigins may send state-changing requests beside the service's
 	// own origin, e.g. "https://lab.example.com". Default: none.
 	AllowedOrigins []string
+	// AllowedHosts are the names beside IP addresses and localhost that
+	// requests may carry in their Host header, e.g. "seckill" (any port) or
+	// "shop.example.com:443". Default: none, and then a request that came to
+	// a loopback address must name an IP address or localhost (see
+	// checkHost).
+	AllowedHosts []string
+	// ListenAddr is the address the service listens on (host:port); when
+	// its host is a name, requests may carry that name. Default: none.
+	ListenAddr string
 	// BodyTimeout bounds the reading of a request body. Default: 5s.
 	BodyTimeout time.Duration
 	// Registry receives the server's metrics. Default: a new registry.
@@ -80,8 +90,11 @@ const MaxHeaderBytes = 64 << 10
 type Server struct {
 	deps    Deps
 	origins map[string]bool // normalized AllowedOrigins
-	metrics *metrics
-	engine  *gin.Engine
+	hosts   map[string]bool // AllowedHosts, lowercased
+	// listenHost is ListenAddr's host when it is a name, else "".
+	listenHost string
+	metrics    *metrics
+	engine     *gin.Engine
 }
 
 // New builds the handler.
@@ -103,6 +116,10 @@ func New(deps Deps) *Server {
 	if deps.Gate != nil {
 		deps.Registry.MustRegister(newGateCounts(deps.Gate))
 	}
+	s.hosts = hostSet(deps.AllowedHosts)
+	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
+		s.listenHost = h
+	}
 	for _, o := range deps.AllowedOrigins {
 		s.origins[normalizeOrigin(o)] = true
 	}
@@ -112,7 +129,7 @@ func New(deps Deps) *Server {
 	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
-	r.Use(s.recover, s.metrics.observe, s.checkOrigin, s.allowMethods, limitBody)
+	r.Use(s.recover, s.metrics.observe, s.checkHost, s.checkOrigin, s.allowMethods, limitBody)
 	s.routes(r)
 	s.engine = r
 	return s

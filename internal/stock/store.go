@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
+
+	"seckill/internal/idgen"
 )
 
 // Shard is one shard's stock in SQL, for the db mode.
@@ -410,19 +412,37 @@ type Counts struct {
 	Levels []int // stock
 	Queued []int // orders queued, not written yet (the async mode)
 	Takes  int   // takes recorded in the ledgers, over all shards
+	// QueuedIDs are the order ids of the queued entries, read by
+	// CountWithQueue only.
+	QueuedIDs []idgen.ID
 }
 
 // Count reads a Redis product's stock, queued orders and takes in one
 // round trip. A missing stock key reads as ErrNotLaidOut.
 func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
+	return s.count(ctx, p, false)
+}
+
+// CountWithQueue is Count that also reads the queued entries' order ids,
+// in the same round trip: a whole stream each, for an audit that must tell
+// entries whose orders are written already from the others.
+func (s *Store) CountWithQueue(ctx context.Context, p Product) (Counts, error) {
+	return s.count(ctx, p, true)
+}
+
+func (s *Store) count(ctx context.Context, p Product, withQueue bool) (Counts, error) {
 	type shard struct {
 		stock        *redis.StringCmd
 		queued, took *redis.IntCmd
+		entries      *redis.XMessageSliceCmd
 	}
 	cmds := make([]shard, p.Shards)
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
-			cmds[i] = shard{pipe.Get(ctx, p.StockKey(i)), pipe.XLen(ctx, p.StreamKey(i)), pipe.HLen(ctx, p.LedgerKey(i))}
+			cmds[i] = shard{stock: pipe.Get(ctx, p.StockKey(i)), queued: pipe.XLen(ctx, p.StreamKey(i)), took: pipe.HLen(ctx, p.LedgerKey(i))}
+			if withQueue {
+				cmds[i].entries = pipe.XRange(ctx, p.StreamKey(i), "-", "+")
+			}
 		}
 		return nil
 	})
@@ -440,6 +460,14 @@ func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
 		}
 		c.Levels[i], c.Queued[i] = n, int(sh.queued.Val())
 		c.Takes += int(sh.took.Val())
+		if sh.entries == nil {
+			continue
+		}
+		for _, m := range sh.entries.Val() {
+			if q, err := parseQueued(p.StreamKey(i), m); err == nil {
+				c.QueuedIDs = append(c.QueuedIDs, q.Order)
+			}
+		}
 	}
 	return c, nil
 }

@@ -160,7 +160,10 @@
     $("#product-meta").textContent = [
       "“" + p.name + "”", "lock " + p.lock, "mode " + p.mode, p.shards.length + " shards",
       "fallback " + (p.fallback ? "on" : "off"), "store " + p.store,
+      // What a 202 survives: what Redis keeps of an answered write.
+      "durability " + p.durability,
     ].join(" · ");
+    $("#product-meta").title = p.durability_reason ? "Redis durability: " + p.durability_reason : "";
   }
 
   function renderAudit(a) {
@@ -178,7 +181,9 @@
     b.className = "badge " + a.verdict;
     b.textContent = a.verdict;
     b.title = a.orders + " orders in the database and " + a.queued + " queued for " + a.initial + " units, " +
-      a.remaining + " left in the store";
+      a.remaining + " left in the store" +
+      (a.replaying ? "; " + a.replaying + " of the queued are written already and being acknowledged" : "") +
+      (a.rebuilt ? "; rebuilt from the orders after Redis lost the stock, not counted: " + a.rebuilt.uncounted : "");
   }
 
   // A note under the mode when it needs one: what a 202 promises.
