@@ -45,6 +45,8 @@ type Consumer struct {
 	// retries counts the batch writes the database did not answer, and
 	// that were tried again after a backoff.
 	retries atomic.Int64
+	// unacked counts the orders written whose acknowledgement failed.
+	unacked atomic.Int64
 }
 
 // ConsumerOptions configure a Consumer. Every field has a working default.
@@ -109,6 +111,11 @@ func NewConsumer(db *gorm.DB, s *Service, opt ConsumerOptions) *Consumer {
 // from the database and was tried again after a backoff: a bounded rate
 // while the database is down, not a spin.
 func (c *Consumer) Retries() int64 { return c.retries.Load() }
+
+// Unacknowledged is how many orders the consumer wrote and could not
+// acknowledge (Redis did not answer): they stay queued, and are skipped as
+// written when they are delivered again.
+func (c *Consumer) Unacknowledged() int64 { return c.unacked.Load() }
 
 // Name is the consumer's name in the group.
 func (c *Consumer) Name() string { return c.name }
@@ -234,6 +241,7 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 			}
 			c.svc.schedule(ctx, w.rows()...)
 			if err := c.stock.Ack(ctx, append(w.written, w.voided...)); err != nil {
+				c.unacked.Add(int64(len(w.written) + len(w.voided)))
 				// Unacknowledged, they are delivered again and skipped
 				// as written: nothing is lost.
 				c.opt.Log.Warn("written orders not acknowledged; they will be delivered again", "error", err)
