@@ -3,15 +3,21 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testenv"
 )
@@ -91,4 +97,68 @@ func TestAsyncUnknownOutcomeNamesTheOrder(t *testing.T) {
 	}
 	s.waitDrained()
 	s.checkPromise(nil)
+}
+
+// An async order is payable within a 1 s payment window however long it
+// waited in the queue: the window starts when its row is written. The
+// consumer starts only after the window has passed for every 202 (a
+// backlog), and each buyer pays from its 202 on, again while the order is
+// queued: every one is paid, none cancelled.
+func TestAsyncOrdersPayableInAOneSecondWindow(t *testing.T) {
+	cfg := config(t, "", "")
+	cfg.Consume = false // started below, late
+	srv := testenv.Start(t, cfg, app.Extras{})
+	s := newSale(t, srv)
+	const buyers = 30
+	units, shards, window := buyers, 3, time.Second
+	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "token", Mode: "async",
+		PayTimeoutMS: window.Milliseconds()}
+	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+		t.Fatalf("creating product %d: %d %s", s.product, status, body)
+	}
+	var accepted sync.WaitGroup
+	accepted.Add(buyers)
+	start := make(chan struct{})
+	paid := make([]string, buyers) // what each buyer's last pay was told
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			<-start
+			user := int64(burstUsers + i)
+			o := s.buy(user, "pay-"+strconv.FormatInt(user, 10))
+			accepted.Done()
+			if o.status != http.StatusAccepted {
+				paid[i] = o.String()
+				return
+			}
+			deadline := time.Now().Add(patience)
+			for time.Now().Before(deadline) {
+				status, body := s.post(s.urls[0]+"/api/orders/"+o.order+"/pay", "", api.BuyerRequest{UserID: &user})
+				var e api.Error
+				if status == http.StatusConflict && json.Unmarshal(body, &e) == nil && e.Code == api.CodeOrderQueued {
+					time.Sleep(5 * time.Millisecond) // the poll interval
+					continue
+				}
+				paid[i] = fmt.Sprintf("%d %s", status, body)
+				return
+			}
+			paid[i] = "still queued"
+		})
+	}
+	close(start)
+	accepted.Wait()
+	// The backlog: every 202's window, counted from the take, is over.
+	time.Sleep(window + 200*time.Millisecond)
+	c := order.NewConsumer(srv.DB(), srv.Orders, order.ConsumerOptions{Block: 20 * time.Millisecond})
+	c.Start()
+	t.Cleanup(func() { c.Close() })
+	wg.Wait()
+	for i, p := range paid {
+		if !strings.HasPrefix(p, "200 ") || !strings.Contains(p, `"status":"paid"`) {
+			t.Errorf("buyer %d: %s; want paid", burstUsers+i, p)
+		}
+	}
+	if a := s.audit(); a.Paid != buyers || a.Cancelled != 0 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want %d paid, none cancelled, OK", a, buyers)
+	}
 }

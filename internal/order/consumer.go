@@ -366,12 +366,19 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 	return w, nil
 }
 
-// queuedOrder is the row of a queued order.
+// queuedOrder is the row of a queued order. Its payment window starts now,
+// when the row is written, not at the take: until then the buyer cannot
+// pay (order_queued), and a window spent in the queue is not theirs.
 func queuedOrder(q stock.QueuedOrder) Order {
-	buyer, at := q.User, q.At
+	buyer, at, now := q.User, q.At, time.Now()
+	var due *time.Time
+	if q.Due != nil {
+		d := now.Add(q.Due.Sub(q.At))
+		due = &d
+	}
 	return Order{ID: q.Order, ProductID: q.Layout.ID, Sale: q.Sale, Buyer: &buyer, UserID: q.User, Shard: q.Shard,
-		Lock: "none", Mode: string(q.Mode), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now(),
-		DueAt: q.Due}
+		Lock: "none", Mode: string(q.Mode), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: now,
+		DueAt: due}
 }
 
 func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason string) {
