@@ -17,6 +17,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testenv"
@@ -161,4 +162,73 @@ func TestAsyncOrdersPayableInAOneSecondWindow(t *testing.T) {
 	if a := s.audit(); a.Paid != buyers || a.Cancelled != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want %d paid, none cancelled, OK", a, buyers)
 	}
+}
+
+// A reset in the middle of an async burst keeps what the buyers were told:
+// every 202 becomes its buyer's row, in the sale it was taken from, none
+// dead-lettered; the first sale holds exactly the orders told in it, and
+// the new sale's audit is exact.
+func TestResetMidAsyncBurst(t *testing.T) {
+	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	s := newSale(t, srv)
+	s.reset(100, "token", "async")
+	b := s.startBurst(300, 30)
+	b.waitAnswered(t, 40)
+	s.reset(100, "token", "async")
+	outs := b.wait(t)
+	var told []idgen.ID
+	for _, o := range outs {
+		if o.status == http.StatusAccepted {
+			id, err := idgen.ParseID(o.order)
+			if err != nil {
+				t.Fatalf("%v: %v", o, err)
+			}
+			told = append(told, id)
+		}
+	}
+	var st state
+	waitFor(t, "every 202 written or refused", func() bool {
+		st = s.read()
+		for _, id := range told {
+			if _, ok := st.rows[id]; !ok && !s.deadLettered(id) {
+				return false
+			}
+		}
+		return true
+	})
+	s.waitDrained()
+	st = s.read()
+	perSale := map[int64]int{}
+	for _, id := range told {
+		if row, ok := st.rows[id]; ok {
+			perSale[row.Sale]++
+		} else {
+			t.Errorf("order %s was told 202 and went to the dead letters", id)
+		}
+	}
+	t.Logf("202s by sale: %v", perSale)
+	if perSale[1] == 0 || perSale[1] > 100 || perSale[2] > 100 {
+		t.Errorf("202s by sale %v: want some in sale 1, at most 100 in each", perSale)
+	}
+	var first int64
+	if err := s.db.Model(&order.Order{}).Where("product_id = ? AND sale = 1 AND status IN ?", s.product,
+		[]string{order.Unpaid, order.Paid}).Count(&first).Error; err != nil {
+		t.Fatal(err)
+	}
+	if int(first) != perSale[1] {
+		t.Errorf("sale 1 holds %d orders, and %d were told 202 in it", first, perSale[1])
+	}
+	for sale := range int64(2) {
+		key := fmt.Sprintf("%d:%d", s.product, sale+1)
+		if n, _ := s.rdb.HGet(context.Background(), stock.DeadCountKey, key).Int(); n != 0 {
+			t.Errorf("sale %d: %d dead letters", sale+1, n)
+		}
+	}
+	s.checkPromise(outs)
+}
+
+// deadLettered reports whether the pending index marks the order refused.
+func (s *sale) deadLettered(id idgen.ID) bool {
+	v, _ := s.rdb.HGet(context.Background(), stock.PendingKey(id.Time()), id.String()).Result()
+	return strings.HasPrefix(v, "failed ")
 }
