@@ -71,7 +71,7 @@ type Redis struct {
 	refilling sync.Mutex
 	refills   atomic.Uint64
 
-	// The reservation ahead of need (see Drawn): its state, and the
+	// The reservation ahead of need (see drawn): its state, and the
 	// goroutine that makes it, which Close cancels and waits for.
 	aheadMu sync.Mutex
 	next    aheadState
@@ -157,24 +157,20 @@ func (g *Redis) key(t time.Time) string {
 	return "ids:" + g.prefix + ":" + t.UTC().Format("2006:01:02")
 }
 
-// Slot is what a script that draws an ID itself needs (see the async
-// mode's take, internal/stock): the day key whose "seq" to increment within
-// its "ceil" (as next.lua), the day keys' time to live in milliseconds (for
-// what else the script keeps per day: refill.lua sets the day key's own),
-// and the seconds since the epoch that make the ID's upper bits. The ID is then
-// Compose(Secs, the new seq), and the script reports it with Drawn. A
-// script that finds no block left says so with the day's seq, and its
-// caller calls Refill.
+// Slot is where a draw runs: the day key whose "seq" next.lua increments
+// within its "ceil", and the seconds since the epoch that make the ID's
+// upper bits. The ID is then Compose(Secs, the new seq). Only this package
+// draws: a caller that needs an ID in a script of its own (the async take)
+// draws it with Next first and passes it in.
 type Slot struct {
-	DayKey    string
-	TTLMillis string
-	Secs      int64
-	refills   uint64 // the generator's refills when the slot was made
+	DayKey  string
+	Secs    int64
+	refills uint64 // the generator's refills when the slot was made
 }
 
-// Slot returns the slot of the generator's clock now. A script that draws
-// on its day key may run on rdb at once: the day key's block is dropped
-// first if the generator has not drawn it there before (see on).
+// Slot returns the slot of the generator's clock now. A draw on its day key
+// may run on rdb at once: the day key's block is dropped first if the
+// generator has not drawn it there before (see on).
 func (g *Redis) Slot(ctx context.Context) (Slot, error) {
 	now := g.now()
 	secs, err := ticks(now.Sub(epoch), time.Second, timeBits)
@@ -185,7 +181,7 @@ func (g *Redis) Slot(ctx context.Context) (Slot, error) {
 	if _, err := g.on(ctx, key); err != nil {
 		return Slot{}, err
 	}
-	return Slot{DayKey: key, TTLMillis: g.ttl, Secs: secs, refills: g.refills.Load()}, nil
+	return Slot{DayKey: key, Secs: secs, refills: g.refills.Load()}, nil
 }
 
 // Compose packs the seconds since the epoch and the day's sequence number.
@@ -204,22 +200,22 @@ func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
 			return 0, fmt.Errorf("drawing from %s: %w", s.DayKey, err)
 		}
 		if res[0] == 1 {
-			g.Drawn(s, uint64(res[1]), uint64(res[2]))
+			g.drawn(s, uint64(res[1]), uint64(res[2]))
 			return Compose(s.Secs, uint32(res[1])), nil
 		}
 		if try == maxRefills {
 			return 0, fmt.Errorf("drawing from %s: no block of sequence numbers after %d reservations", s.DayKey, try)
 		}
-		if s, err = g.Refill(ctx, s, uint64(res[1])); err != nil {
+		if s, err = g.refillSlot(ctx, s, uint64(res[1])); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// Refill reserves a block for s's day past floor (the seq Redis reported)
-// and sets it in Redis, unless another caller did so since s was made. It
-// returns s as of now, for the next draw.
-func (g *Redis) Refill(ctx context.Context, s Slot, floor uint64) (Slot, error) {
+// refillSlot reserves a block for s's day past floor (the seq Redis
+// reported) and sets it in Redis, unless another caller did so since s was
+// made. It returns s as of now, for the next draw.
+func (g *Redis) refillSlot(ctx context.Context, s Slot, floor uint64) (Slot, error) {
 	n, err := g.refill(ctx, s.DayKey, floor, s.refills)
 	s.refills = n
 	return s, err
@@ -254,13 +250,12 @@ const (
 	aheadRetry   = time.Second
 )
 
-// Drawn tells the generator that a draw in s's day issued seq of the block
+// drawn tells the generator that a draw in s's day issued seq of the block
 // ending at ceil. Once half a block is used, the next block is reserved in
 // the background and joined to it (refill.lua): the draws never wait for
 // the database at a block's end, and go on through a database outage
-// shorter than half a block's worth of IDs. A script that draws itself
-// (the async take) calls it; Draw does.
-func (g *Redis) Drawn(s Slot, seq, ceil uint64) {
+// shorter than half a block's worth of IDs.
+func (g *Redis) drawn(s Slot, seq, ceil uint64) {
 	if ceil-seq > uint64(g.size/2) || ceil >= math.MaxUint32 {
 		return
 	}

@@ -374,12 +374,19 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 	return w, nil
 }
 
-// queuedOrder is the row of a queued order.
+// queuedOrder is the row of a queued order. Its payment window starts now,
+// when the row is written, not at the take: until then the buyer cannot
+// pay (order_queued), and a window spent in the queue is not theirs.
 func queuedOrder(q stock.QueuedOrder) Order {
-	buyer, at := q.User, q.At
+	buyer, at, now := q.User, q.At, time.Now()
+	var due *time.Time
+	if q.Due != nil {
+		d := now.Add(q.Due.Sub(q.At))
+		due = &d
+	}
 	return Order{ID: q.Order, ProductID: q.Layout.ID, Sale: q.Sale, Buyer: &buyer, UserID: q.User, Shard: q.Shard,
-		Lock: "none", Mode: string(q.Mode), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: time.Now(),
-		DueAt: q.Due}
+		Lock: "none", Mode: string(q.Mode), Status: Unpaid, Key: q.Key, AcceptedAt: &at, CreatedAt: now,
+		DueAt: due}
 }
 
 func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason string) {
@@ -394,11 +401,11 @@ func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason s
 }
 
 // insertFresh inserts, in tx, those of qs taken from their product's
-// current layout, and returns the others. It reads the layouts under a
-// shared lock on the products' rows, which a reset or a rebuild changes
-// under an exclusive one (as insertSQL does for one order): an order taken
-// from a layout that was replaced is either in before the change, and
-// counted by a rebuild, or refused after it, and never sold twice.
+// current layout or from a past sale's, and returns the others. It reads
+// the layouts under a shared lock on the products' rows, which a reset or a
+// rebuild changes under an exclusive one (as insertSQL does for one order):
+// an order taken from a layout that a rebuild replaced is either in before
+// the change, and counted by it, or refused after it, and never sold twice.
 func insertFresh(tx *gorm.DB, qs []stock.QueuedOrder) (stale []stock.QueuedOrder, err error) {
 	var products []int64
 	for _, q := range qs {
@@ -410,17 +417,21 @@ func insertFresh(tx *gorm.DB, qs []stock.QueuedOrder) (stale []stock.QueuedOrder
 	if tx.Dialector.Name() == "sqlite" {
 		lock = "" // one writer at a time: the transaction is the lock
 	}
-	var layouts []struct{ ID, Epoch int64 }
-	if err := tx.Raw("SELECT id, epoch FROM products WHERE id IN ?"+lock, products).Scan(&layouts).Error; err != nil {
+	var layouts []struct{ ID, Epoch, Sale int64 }
+	if err := tx.Raw("SELECT id, epoch, sale FROM products WHERE id IN ?"+lock, products).Scan(&layouts).Error; err != nil {
 		return nil, err
 	}
-	epoch := make(map[int64]int64, len(layouts))
+	current := make(map[int64]struct{ ID, Epoch, Sale int64 }, len(layouts))
 	for _, l := range layouts {
-		epoch[l.ID] = l.Epoch
+		current[l.ID] = l
 	}
 	var rows []Order
 	for _, q := range qs {
-		if e, ok := epoch[q.Layout.ID]; !ok || e != q.Layout.Epoch {
+		// An order of a past sale (a reset since its take) is written in
+		// that sale: its buyer was told 202, and the new sale does not
+		// count it. Only a layout replaced within the sale (a rebuild,
+		// which counts the rows) refuses it.
+		if l, ok := current[q.Layout.ID]; !ok || l.Sale == q.Sale && l.Epoch != q.Layout.Epoch {
 			stale = append(stale, q)
 			continue
 		}

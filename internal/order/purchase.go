@@ -208,12 +208,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	// key alone: two buyers who send one key are two owners (issue 19).
 	ctx = lock.WithOwner(ctx, purchaseOwner(p.ID, in.UserID, key))
 	t := stock.Ticket{User: in.UserID, Key: key}
-	if pl.mode != stock.Async { // the async take draws its id itself
-		if t.Order, err = s.ids.Next(ctx); err != nil {
-			return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
-		}
-		rc.Order = t.Order
+	// Drawn before the take in every mode, so that a take whose reply is
+	// lost still names the order that will settle, and its retry the same.
+	if t.Order, err = s.ids.Next(ctx); err != nil {
+		return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
 	}
+	rc.Order = t.Order
 	for attempt := 0; ; attempt++ {
 		o, err := s.sell(ctx, p, pl, in.Lab, t, &rc)
 		if !errors.Is(err, errStale) {
@@ -268,8 +268,6 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	switch pl.mode {
 	case stock.DB, stock.SQLRMW:
 		return s.sellInSQL(ctx, p, req, rc)
-	case stock.Async:
-		req.IDs = s.ids
 	}
 	taken, err := s.take(ctx, req)
 	rc.LockWait += taken.LockWait

@@ -80,15 +80,10 @@ func TestClusterTakes(t *testing.T) {
 	for _, mode := range []stock.Mode{stock.Lua, stock.RMW, stock.Async} {
 		t.Run(string(mode), func(t *testing.T) {
 			ctx := t.Context()
-			ids := idgen.NewRedis(c.Client, "stocktest", new(idgen.MemoryBlocks))
 			req := func(p stock.Product, user int64, key string) stock.Request {
-				r := stock.Request{Product: p, Mode: mode, Locker: lock.NewToken(c.Client),
+				return stock.Request{Product: p, Mode: mode, Locker: lock.NewToken(c.Client),
 					Lock:   lock.Options{TTL: 5e9, Wait: 10e9},
 					Ticket: stock.Ticket{User: user, Order: idgen.ID(rand.Int64N(1 << 50)), Key: key}}
-				if mode == stock.Async {
-					r.IDs = ids
-				}
-				return r
 			}
 			run := func(n int, r func(i int) stock.Request) (taken []stock.Taken, errs []error) {
 				var mu sync.Mutex

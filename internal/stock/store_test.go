@@ -26,14 +26,12 @@ type fixture struct {
 	rdb *redis.Client
 	db  *gorm.DB
 	mr  *miniredis.Miniredis
-	ids *idgen.Redis // the async mode's order ids
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	rdb, db, mr := testenv.Local(t)
-	return &fixture{t: t, s: stock.NewStore(rdb, db), rdb: rdb, db: db, mr: mr,
-		ids: idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db})}
+	return &fixture{t: t, s: stock.NewStore(rdb, db), rdb: rdb, db: db, mr: mr}
 }
 
 // layOut lays out levels for p, in Redis or in SQL as p says.
@@ -54,9 +52,6 @@ func (f *fixture) layOut(p stock.Product, levels ...int) {
 // take takes a unit for user, in a transaction of its own for the db mode.
 func (f *fixture) take(r stock.Request, user int64) (stock.Taken, error) {
 	r.Ticket = ticket(user)
-	if r.Mode == stock.Async {
-		r.IDs = f.ids
-	}
 	if r.Mode.Store() != stock.InSQL {
 		return f.s.Take(f.t.Context(), r)
 	}

@@ -50,7 +50,6 @@ const (
 	replyTakenBefore = -1
 	replyNotLaidOut  = -2
 	replyStale       = -3
-	replyNoIDBlock   = -4 // async.lua: the order id's day has no block left
 	replyNotHolder   = -5 // rmw_write.lua: the lock no longer names the holder
 )
 
@@ -76,9 +75,6 @@ type Request struct {
 	// written in it too, so the take and the order commit or roll back
 	// together.
 	Tx *gorm.DB
-	// IDs draws the async mode's order ids, which its script draws in the
-	// same step as the take; the Ticket's order id is then the script's.
-	IDs IDs
 	// Poison is the lab's fault of the async mode: the queued message
 	// carries PoisonKey for its idempotency key, which the order's column
 	// (64 characters) cannot hold, so a database that keeps column sizes
@@ -103,19 +99,6 @@ type Request struct {
 	// Hold): the tests' way into the critical section.
 	inside func()
 }
-
-// IDs is what the async take needs of the order id generator (an
-// *idgen.Redis): the slot its script draws in, a new block of numbers when
-// the script finds none left (and the next one ahead of need, told what it
-// drew), and, on a cluster, the id drawn beforehand.
-type IDs interface {
-	Slot(ctx context.Context) (idgen.Slot, error)
-	Refill(ctx context.Context, s idgen.Slot, floor uint64) (idgen.Slot, error)
-	Drawn(s idgen.Slot, seq, ceil uint64)
-	Draw(ctx context.Context, s idgen.Slot) (idgen.ID, error)
-}
-
-var _ IDs = (*idgen.Redis)(nil)
 
 // DefaultGiveBackWait is Request.GiveBackWait's default.
 const DefaultGiveBackWait = 15 * time.Second
@@ -240,34 +223,24 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 	return false, fmt.Errorf("%w %q", ErrUnknownMode, r.Mode)
 }
 
-// takeAsync runs async.lua on the shard t names; on a take, t's order id
-// becomes the one the script drew. A script that finds no block of order
-// ids left has written nothing: it runs again once a block is set.
+// takeAsync runs async.lua on the shard t names, queuing the order under
+// the ticket's order id, drawn before the take (see async.lua).
 func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error) {
 	p := r.Product
-	if r.IDs == nil {
-		return false, errors.New("stock: an async take needs the order id generator")
+	if r.Ticket.Order == 0 {
+		return false, errors.New("stock: an async take needs the order id drawn for it")
 	}
-	slot, err := r.IDs.Slot(ctx)
-	if err != nil {
-		return false, fmt.Errorf("drawing an order id: %w", err)
-	}
-	pending := PendingKey(idgen.Compose(slot.Secs, 0).Time())
+	raw := r.Ticket.Order.String()
+	pending := PendingKey(r.Ticket.Order.Time())
 	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.StreamKey(t.Shard)}
-	var drawn string
 	if s.split() {
-		// On a cluster: the id drawn and the stream registered before the
-		// take, so that a take never sits in a stream no consumer reads.
-		id, err := r.IDs.Draw(ctx, slot)
-		if err != nil {
-			return false, fmt.Errorf("drawing the order id of an async take: %w", err)
-		}
+		// On a cluster: the stream registered before the take, so that a
+		// take never sits in a stream no consumer reads.
 		if err := s.rdb.SAdd(ctx, s.streams, p.StreamKey(t.Shard)).Err(); err != nil {
 			return false, fmt.Errorf("registering %s: %w", p.StreamKey(t.Shard), err)
 		}
-		drawn = id.String()
 	} else {
-		keys = append(keys, p.BuyerKey(r.Ticket.User), slot.DayKey, pending, s.streams)
+		keys = append(keys, p.BuyerKey(r.Ticket.User), pending, s.streams)
 	}
 	var due int64
 	if p.PayTimeout > 0 {
@@ -277,36 +250,13 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if r.Poison {
 		queuedKey = PoisonKey
 	}
-	var res []any
-	for refills := 0; ; refills++ {
-		res, err = asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-			slot.Secs, slot.TTLMillis, p.ID, p.Sale, Group, due, queuedKey, drawn).Slice()
-		if err != nil {
-			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
-		}
-		if code, _ := res[0].(int64); code != replyNoIDBlock {
-			break
-		}
-		if refills == maxIDRefills {
-			return false, fmt.Errorf("taking from shard %d of product %d: no block of order ids after %d reservations", t.Shard, p.ID, refills)
-		}
-		floor, _ := res[1].(int64)
-		if slot, err = r.IDs.Refill(ctx, slot, uint64(floor)); err != nil {
-			return false, fmt.Errorf("reserving order ids for an async take: %w", err)
-		}
+	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
+		raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, queuedKey).Slice()
+	if err != nil {
+		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
 	if code, _ := res[0].(int64); code != replyTaken {
 		return s.reply(p, t.Shard, r.Ticket.User, res)
-	}
-	raw, _ := res[1].(string)
-	id, err := idgen.ParseID(raw)
-	if err != nil {
-		return false, fmt.Errorf("the order id drawn for shard %d of product %d: %w", t.Shard, p.ID, err)
-	}
-	t.Order = id
-	if seq, _ := res[2].(int64); seq > 0 {
-		ceil, _ := res[3].(int64)
-		r.IDs.Drawn(slot, uint64(seq), uint64(ceil))
 	}
 	if s.split() {
 		// A failure leaves GET /api/orders/:id answering 404 until the
@@ -316,9 +266,10 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	return true, nil
 }
 
-// maxIDRefills bounds the blocks of order ids one async take reserves, as
-// idgen's Draw does its own.
-const maxIDRefills = 3
+// pendingTTL is how long a day's pending index lives after its first
+// order: as long as the order ids' day keys (idgen), which outlive their
+// day by at least one more.
+const pendingTTL = idgen.DefaultKeyTTL
 
 // reply turns a script's reply into a take's outcome.
 func (s *Store) reply(p Product, shard int, user int64, res []any) (bool, error) {
