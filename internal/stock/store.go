@@ -155,7 +155,7 @@ type Marker struct {
 func (s *Store) LayOut(ctx context.Context, p Product, levels []int, initial int) error {
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range p.Shards {
-			pipe.Unlink(ctx, p.StockKey(i), p.FenceKey(i), p.LedgerKey(i))
+			pipe.Unlink(ctx, p.StockKey(i), p.FenceKey(i), p.LedgerKey(i), p.RepairKey(i))
 			if p.Where == InRedis {
 				pipe.Set(ctx, p.StockKey(i), levels[i], 0)
 			}
@@ -219,7 +219,7 @@ func (s *Store) Drop(ctx context.Context, l Layout) error {
 	}
 	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range l.Shards {
-			pipe.Unlink(ctx, l.StockKey(i), l.FenceKey(i), l.LedgerKey(i))
+			pipe.Unlink(ctx, l.StockKey(i), l.FenceKey(i), l.LedgerKey(i), l.RepairKey(i))
 		}
 		for _, e := range ledger {
 			pipe.Unlink(ctx, l.BuyerKey(e.User))
@@ -410,6 +410,9 @@ type Counts struct {
 	Levels []int // stock
 	Queued []int // orders queued, not written yet (the async mode)
 	Takes  int   // takes recorded in the ledgers, over all shards
+	// Repairs are the takes the shards had forgotten and that were
+	// recorded again (Restore).
+	Repairs Repairs
 }
 
 // Count reads a Redis product's stock, queued orders and takes in one
@@ -418,11 +421,13 @@ func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
 	type shard struct {
 		stock        *redis.StringCmd
 		queued, took *redis.IntCmd
+		repairs      *redis.SliceCmd
 	}
 	cmds := make([]shard, p.Shards)
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
-			cmds[i] = shard{pipe.Get(ctx, p.StockKey(i)), pipe.XLen(ctx, p.StreamKey(i)), pipe.HLen(ctx, p.LedgerKey(i))}
+			cmds[i] = shard{pipe.Get(ctx, p.StockKey(i)), pipe.XLen(ctx, p.StreamKey(i)), pipe.HLen(ctx, p.LedgerKey(i)),
+				pipe.HMGet(ctx, p.RepairKey(i), "restored", "short")}
 		}
 		return nil
 	})
@@ -440,6 +445,7 @@ func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
 		}
 		c.Levels[i], c.Queued[i] = n, int(sh.queued.Val())
 		c.Takes += int(sh.took.Val())
+		c.Repairs.add(sh.repairs.Val())
 	}
 	return c, nil
 }
