@@ -136,6 +136,9 @@ type Audit struct {
 	Replaying int `json:"replaying,omitempty"`
 	// Rebuilt says the sale's stock was laid out anew after Redis lost it.
 	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
+	// Repaired is the takes the store forgot and the repair recorded again
+	// in this layout, if any.
+	Repaired *Repaired `json:"repaired,omitempty"`
 }
 
 // Rebuilt is the last rebuild of a sale's stock from its orders.
@@ -143,6 +146,16 @@ type Rebuilt struct {
 	At time.Time `json:"at"`
 	// Uncounted says what the audit cannot count since.
 	Uncounted string `json:"uncounted"`
+}
+
+// Repaired is an audit's count of the takes a shard had forgotten (their
+// orders existed) that were recorded again: Takes in all, Units of them
+// with their unit taken back out of the stock, Short without, because the
+// stock had no unit left (the unit was sold twice).
+type Repaired struct {
+	Takes int `json:"takes"`
+	Units int `json:"units"`
+	Short int `json:"short"`
 }
 
 // Drain is GET /api/products/:id/drain: how the current sale's queued
@@ -179,6 +192,13 @@ type Reconciliation struct {
 	Returned int `json:"returned"`
 	// Orphans is the orders that no take names: reported, not changed.
 	Orphans int `json:"orphans"`
+	// Restored is the orders whose take the store had forgotten (a Redis
+	// back from a file that lost its last writes, a replica promoted
+	// without them), recorded again with their unit taken back out of the
+	// stock; Short those recorded again when the shard had no unit left:
+	// sold twice (the audit says OVERSOLD).
+	Restored int `json:"restored,omitempty"`
+	Short    int `json:"short,omitempty"`
 	// Expired is the unpaid orders past their payment window whose
 	// deadline the delay queue had lost, cancelled by this pass.
 	Expired int `json:"expired"`

@@ -177,6 +177,9 @@ func (s *Service) audit(ctx context.Context, id int64, withQueue bool) (View, ap
 	a.Shards = shards
 	a.Sale = p.Sale
 	a.Unpaid, a.Paid, a.Cancelled = sc.unpaid, sc.paid, sc.cancelled
+	if rp := c.Repairs; rp.Restored+rp.Short > 0 {
+		a.Repaired = &api.Repaired{Takes: rp.Restored + rp.Short, Units: rp.Restored, Short: rp.Short}
+	}
 	if a.DeadLettered, err = s.stock.DeadLettered(ctx, id, p.Sale); err != nil {
 		return View{}, api.Audit{}, err
 	}

@@ -235,6 +235,14 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 		// the rows, so an order written meanwhile is not one.
 		r.Orphans = max(liveCount-matched, 0)
 	}
+	if r.Orphans > 0 {
+		// The store forgot takes whose orders exist: take their units back.
+		fixed, err := s.restoreForgotten(ctx, p, ledger, locker)
+		r.Orphans, r.Restored, r.Short = fixed.Orphans, fixed.Restored, fixed.Short
+		if err != nil {
+			return r, nil, err
+		}
+	}
 	n, err := s.expireOverdue(ctx, p)
 	r.Expired = n
 	return r, next, err

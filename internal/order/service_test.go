@@ -421,7 +421,8 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 			t.Fatalf("audit after the cancelled order's return %+v: want 2 orders, 8 left, OK", a)
 		}
 
-		// An order that no take names is an orphan, for both passes.
+		// An order that no take names is a take the store forgot: the
+		// scheduled pass records it again and takes its unit back, once.
 		buyer := int64(9)
 		now := time.Now()
 		orphan := order.Order{ID: 987654321, ProductID: 1, Sale: p.Sale, Buyer: &buyer, UserID: buyer, Lock: p.Lock,
@@ -429,9 +430,14 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 		if err := f.db.Create(&orphan).Error; err != nil {
 			t.Fatal(err)
 		}
-		pass("a pass with an orphan", api.Reconciliation{Takes: 2, Orphans: 1}, 2)
-		if r, err := f.svc.Reconcile(t.Context(), 1); err != nil || r.Orphans != 1 || r.Takes != 2 || r.Returned != 0 {
-			t.Fatalf("the complete pass with an orphan: %+v, %v", r, err)
+		if r, err := f.svc.ReconcileScheduled(t.Context(), 1); err != nil || r.Restored != 1 || r.Orphans != 0 || r.Takes != 2 {
+			t.Fatalf("a pass with an order whose take was forgotten: %+v, %v; want it restored", r, err)
+		}
+		if r, err := f.svc.Reconcile(t.Context(), 1); err != nil || r.Orphans != 0 || r.Restored != 0 || r.Takes != 3 || r.Returned != 0 {
+			t.Fatalf("the complete pass after the restore: %+v, %v; want 3 takes, nothing to do", r, err)
+		}
+		if a := f.audit(1); a.Orders != 3 || a.Remaining != 7 || a.Verdict != api.VerdictOK || a.Repaired == nil || a.Repaired.Units != 1 {
+			t.Fatalf("audit after the restore %+v: want 3 orders, 7 left, OK, one unit taken back", a)
 		}
 	})
 

@@ -38,6 +38,12 @@ func (l Layout) FenceKey(shard int) string { return l.StockKey(shard) + ":fence"
 // traced to an order or found stranded.
 func (l Layout) LedgerKey(shard int) string { return "seckill:taken:" + l.tag(shard) + l.epoch() }
 
+// RepairKey is the hash of a shard's repairs in this layout: "restored",
+// the takes the shard had forgotten and that were recorded again with
+// their unit, and "short", those recorded again when the stock had no unit
+// left to take back (see Restore).
+func (l Layout) RepairKey(shard int) string { return "seckill:repaired:" + l.tag(shard) + l.epoch() }
+
 // LockKey is the Redis key of a shard's lock. It does not carry the epoch:
 // a lock guards the shard, whichever layout it holds.
 func (l Layout) LockKey(shard int) string { return "seckill:lock:" + l.tag(shard) }

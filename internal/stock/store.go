@@ -157,7 +157,7 @@ type Marker struct {
 func (s *Store) LayOut(ctx context.Context, p Product, levels []int, initial int) error {
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range p.Shards {
-			pipe.Unlink(ctx, p.StockKey(i), p.FenceKey(i), p.LedgerKey(i))
+			pipe.Unlink(ctx, p.StockKey(i), p.FenceKey(i), p.LedgerKey(i), p.RepairKey(i))
 			if p.Where == InRedis {
 				pipe.Set(ctx, p.StockKey(i), levels[i], 0)
 			}
@@ -221,7 +221,7 @@ func (s *Store) Drop(ctx context.Context, l Layout) error {
 	}
 	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range l.Shards {
-			pipe.Unlink(ctx, l.StockKey(i), l.FenceKey(i), l.LedgerKey(i))
+			pipe.Unlink(ctx, l.StockKey(i), l.FenceKey(i), l.LedgerKey(i), l.RepairKey(i))
 		}
 		for _, e := range ledger {
 			pipe.Unlink(ctx, l.BuyerKey(e.User))
@@ -415,6 +415,9 @@ type Counts struct {
 	// QueuedIDs are the order ids of the queued entries, read by
 	// CountWithQueue only.
 	QueuedIDs []idgen.ID
+	// Repairs are the takes the shards had forgotten and that were
+	// recorded again (Restore).
+	Repairs Repairs
 }
 
 // Count reads a Redis product's stock, queued orders and takes in one
@@ -435,11 +438,13 @@ func (s *Store) count(ctx context.Context, p Product, withQueue bool) (Counts, e
 		stock        *redis.StringCmd
 		queued, took *redis.IntCmd
 		entries      *redis.XMessageSliceCmd
+		repairs      *redis.SliceCmd
 	}
 	cmds := make([]shard, p.Shards)
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
-			cmds[i] = shard{stock: pipe.Get(ctx, p.StockKey(i)), queued: pipe.XLen(ctx, p.StreamKey(i)), took: pipe.HLen(ctx, p.LedgerKey(i))}
+			cmds[i] = shard{stock: pipe.Get(ctx, p.StockKey(i)), queued: pipe.XLen(ctx, p.StreamKey(i)), took: pipe.HLen(ctx, p.LedgerKey(i)),
+				repairs: pipe.HMGet(ctx, p.RepairKey(i), "restored", "short")}
 			if withQueue {
 				cmds[i].entries = pipe.XRange(ctx, p.StreamKey(i), "-", "+")
 			}
@@ -460,6 +465,7 @@ func (s *Store) count(ctx context.Context, p Product, withQueue bool) (Counts, e
 		}
 		c.Levels[i], c.Queued[i] = n, int(sh.queued.Val())
 		c.Takes += int(sh.took.Val())
+		c.Repairs.add(sh.repairs.Val())
 		if sh.entries == nil {
 			continue
 		}

@@ -484,34 +484,17 @@ func pause(ctx context.Context, d time.Duration) error {
 // is gone). For stock in SQL there is nothing to do: the take rolls back
 // with the order's transaction.
 //
-// With a Locker the unit goes back under the shard's lock, because a give-
-// back that lands between another holder's GET and write is overwritten;
-// under a fenced lock it goes back through the fence, so that a holder
-// paused with an older token cannot overwrite it either. Only when the lock
-// stays held past GiveBackWait, longer than any live holder holds it, does
-// the unit go back without it.
+// With a Locker the unit goes back under the shard's lock (lockToWrite).
 func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) {
 	if r.Mode.Store() == InSQL {
 		return false, nil
 	}
 	p := r.Product
-	var token uint64
-	if r.Locker != nil {
-		opt := lock.Options{TTL: r.Lock.TTL, Wait: r.GiveBackWait}
-		if opt.Wait <= 0 {
-			opt.Wait = DefaultGiveBackWait
-		}
-		lease, err := r.Locker.Acquire(ctx, p.LockKey(t.Shard), opt)
-		switch {
-		case errors.Is(err, lock.ErrNotObtained):
-			// The holder is dead: nobody is between a GET and a write.
-		case err != nil:
-			return false, fmt.Errorf("locking shard %d of product %d to give a unit back: %w", t.Shard, p.ID, err)
-		default:
-			defer lease.Release(ctx) // a lost lease changes nothing: the write below is atomic
-			token = lease.Token()
-		}
+	token, release, err := s.lockToWrite(ctx, r, t.Shard)
+	if err != nil {
+		return false, fmt.Errorf("locking shard %d of product %d to give a unit back: %w", t.Shard, p.ID, err)
 	}
+	defer release()
 	// A guarded give-back without a token moves the fence on, for a holder
 	// that drew its token at its read (see Request.Guard).
 	drawn := 0
@@ -535,6 +518,33 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 		s.ClearSoldOut(p.ID)
 	}
 	return n == 1, nil
+}
+
+// lockToWrite takes, when r has a Locker, the shard's lock for a change of
+// its stock outside a take (a give-back, a restore): one that lands between
+// another holder's GET and write is overwritten, and under a fenced lock the
+// change goes through the fence, so that a holder paused with an older token
+// cannot overwrite it either. Only when the lock stays held past
+// GiveBackWait, longer than any live holder holds it, does the change go
+// ahead without it. It returns the token (0 for none) and the release.
+func (s *Store) lockToWrite(ctx context.Context, r Request, shard int) (uint64, func(), error) {
+	if r.Locker == nil {
+		return 0, func() {}, nil
+	}
+	opt := lock.Options{TTL: r.Lock.TTL, Wait: r.GiveBackWait}
+	if opt.Wait <= 0 {
+		opt.Wait = DefaultGiveBackWait
+	}
+	lease, err := r.Locker.Acquire(ctx, r.Product.LockKey(shard), opt)
+	switch {
+	case errors.Is(err, lock.ErrNotObtained):
+		// The holder is dead: nobody is between a GET and a write.
+		return 0, func() {}, nil
+	case err != nil:
+		return 0, nil, err
+	}
+	// A lost lease changes nothing: the write is atomic.
+	return lease.Token(), func() { lease.Release(ctx) }, nil
 }
 
 // PoisonKey is the idempotency key of a poisoned queued order (see
