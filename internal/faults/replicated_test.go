@@ -2,11 +2,15 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/child"
+	"seckill/internal/idgen"
 	"seckill/internal/redistest"
 	"seckill/internal/stock"
 	"seckill/internal/testenv"
@@ -135,6 +140,114 @@ func TestReplicatedProduct(t *testing.T) {
 			if a := s.audit(); a.Verdict != api.VerdictOK || a.Orders != 8 {
 				t.Errorf("audit: %s with %d orders, want OK with 8", a.Verdict, a.Orders)
 			}
+		})
+	}
+}
+
+// BenchmarkReplicated measures what "replicated": true costs a purchase
+// over HTTP (lua mode, MYSQL_DSN's database or SQLite) on a master with one
+// replica of the benchmark's own: req/s and the p99 of the answers, for a
+// product without and one with, in one run:
+//
+//	go test -run '^$' -bench BenchmarkReplicated -benchtime 1000x ./internal/faults/
+func BenchmarkReplicated(b *testing.B) {
+	master, _, _ := replicaPair(b)
+	cfg := testenv.Config(b)
+	cfg.RedisAddr = master.Addr
+	srv := testenv.Start(b, cfg, app.Extras{})
+	c := &http.Client{Timeout: time.Minute}
+	var users atomic.Int64
+	// Rounds alternate without and with, so that a shared machine's
+	// weather falls on both alike; the first round warms the pools.
+	for round, replicated := range []bool{false, true, false, true, false, true, false, true} {
+		b.Run(fmt.Sprintf("round=%d/replicated=%v", round/2, replicated), func(b *testing.B) {
+			product, units, shards := testenv.ProductID(b), 10_000_000, 8
+			req := api.ProductRequest{ID: &product, Stock: &units, Shards: &shards, Mode: api.ModeLua, Replicated: replicated}
+			if status, body, err := post(b.Context(), c, srv.URL+"/api/products", "", req); err != nil || status != http.StatusOK {
+				b.Fatalf("creating product %d: %d %s %v", product, status, body, err)
+			}
+			var (
+				mu    sync.Mutex
+				took  []time.Duration
+				fails atomic.Int64
+			)
+			b.SetParallelism(8) // 8 buyers per core at once
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					u := users.Add(1)
+					t0 := time.Now()
+					o := buy(context.Background(), c, srv.URL, product, u, "bench-"+strconv.FormatInt(u, 10))
+					mine = append(mine, time.Since(t0))
+					if o.status != http.StatusCreated {
+						fails.Add(1)
+					}
+				}
+				mu.Lock()
+				took = append(took, mine...)
+				mu.Unlock()
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if n := fails.Load(); n > 0 {
+				b.Errorf("%d purchases not answered 201", n)
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(len(took))/elapsed.Seconds(), "req/s")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// BenchmarkReplicatedTake is BenchmarkReplicated's take alone (the lua
+// mode's script, then, replicated, the write and WAIT that follow it), with
+// no HTTP and no database: what the option adds to the Redis step.
+//
+//	go test -run '^$' -bench BenchmarkReplicatedTake -benchtime 5000x ./internal/faults/
+func BenchmarkReplicatedTake(b *testing.B) {
+	master, _, _ := replicaPair(b)
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr, PoolSize: 64})
+	b.Cleanup(func() { rdb.Close() })
+	store := stock.NewStore(rdb, nil)
+	var users atomic.Int64
+	for round, replicated := range []bool{false, true, false, true, false, true, false, true} {
+		b.Run(fmt.Sprintf("round=%d/replicated=%v", round/2, replicated), func(b *testing.B) {
+			p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(b), Shards: 8, Epoch: 1},
+				Where: stock.InRedis, Fallback: true, Replicated: replicated}
+			if err := store.LayOut(b.Context(), p, stock.Split(10_000_000, 8), 10_000_000); err != nil {
+				b.Fatal(err)
+			}
+			var (
+				mu   sync.Mutex
+				took []time.Duration
+			)
+			b.SetParallelism(8)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					u := users.Add(1)
+					t0 := time.Now()
+					_, err := store.Take(context.Background(), stock.Request{Product: p, Mode: stock.Lua,
+						Ticket: stock.Ticket{User: u, Order: idgen.ID(u), Key: "bench"}})
+					mine = append(mine, time.Since(t0))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				mu.Lock()
+				took = append(took, mine...)
+				mu.Unlock()
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			slices.Sort(took)
+			b.ReportMetric(float64(len(took))/elapsed.Seconds(), "takes/s")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 		})
 	}
 }
