@@ -24,6 +24,10 @@ type ProductRequest struct {
 	// timeout are conditional updates, and exactly one wins; or, on a lab
 	// product, "naive": read the status, then write, which loses the race.
 	Lifecycle string `json:"lifecycle,omitempty"`
+	// Replicated: a purchase is answered once its take is on a replica of
+	// Redis as well (WAIT 1); when none acknowledges it in time, 503
+	// outcome_unknown with the order id. Default: false.
+	Replicated bool `json:"replicated,omitempty"`
 }
 
 // ProductView is a product with its stock, the answer of GET
@@ -45,6 +49,7 @@ type ProductView struct {
 	Sale         int64  `json:"sale"`
 	PayTimeoutMS int64  `json:"pay_timeout_ms"`
 	Lifecycle    string `json:"lifecycle"`
+	Replicated   bool   `json:"replicated"`
 	// Durability is what Redis keeps of a write it answered when its
 	// process dies, so what a 202 survives: DurabilityNone,
 	// DurabilityEverysec or DurabilityAlways; DurabilityReason names the

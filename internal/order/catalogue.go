@@ -109,6 +109,8 @@ type ProductSpec struct {
 	PayTimeout time.Duration
 	// Lifecycle is Conditional (the default) or, on a lab product, Naive.
 	Lifecycle string
+	// Replicated answers a purchase once its take is on a replica too.
+	Replicated bool
 }
 
 // Reset creates a product, or starts a new sale of it: the stock is laid
@@ -217,7 +219,7 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	}
 	p := Product{ID: spec.ID, Name: spec.Name, Initial: spec.Stock, Shards: spec.Shards,
 		Lock: spec.Lock, Mode: spec.Mode, Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab,
-		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional)}
+		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional), Replicated: spec.Replicated}
 	if p.ID <= 0 {
 		return invalid("id must be a positive integer")
 	}

@@ -160,12 +160,14 @@ func (c *Consumer) run() {
 			c.sleep(c.opt.Block)
 		} else {
 			good, bad, err := c.stock.Read(ctx, c.name, streams, c.opt.Batch, c.opt.Block)
+			// Delivered to this consumer even when another stream's node
+			// failed: written now, or they would wait for the claim.
+			c.handle(ctx, good, bad)
 			if err != nil {
 				c.opt.Log.Warn("the consumer cannot read the order streams", "error", err)
 				c.sleep(c.opt.Block)
 				continue
 			}
-			c.handle(ctx, good, bad)
 		}
 		if time.Since(lastClaim) >= c.opt.ClaimEvery {
 			lastClaim = time.Now()

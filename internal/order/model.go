@@ -50,6 +50,9 @@ type Product struct {
 	// Conditional (the default), or Naive, the check-then-act a lab
 	// product may choose to show the race it loses.
 	Lifecycle string `gorm:"size:12;not null;default:conditional"`
+	// Replicated products answer a purchase once its take in Redis is on
+	// a replica as well (stock.Product.Replicated).
+	Replicated bool `gorm:"not null;default:false"`
 	// RebuiltAt is when the current sale's stock was last laid out anew
 	// from its orders after Redis lost it; nil if never (a reset clears it).
 	RebuiltAt *time.Time
@@ -60,6 +63,7 @@ func (p Product) stock() stock.Product {
 	return stock.Product{
 		Layout: stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch},
 		Where:  stock.Where(p.Store), Fallback: p.Fallback, Sale: p.Sale, PayTimeout: p.PayTimeout,
+		Replicated: p.Replicated,
 	}
 }
 

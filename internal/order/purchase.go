@@ -309,6 +309,11 @@ func (s *Service) take(ctx context.Context, req stock.Request) (stock.Taken, err
 		cancel()
 		waited += taken.LockWait
 		taken.LockWait = waited
+		if errors.Is(err, stock.ErrNotReplicated) {
+			// Taken on the master only: a failover now would lose it. Not
+			// tried again (it waited already); the reconciler settles it.
+			return taken, &UnsettledError{Order: cmp.Or(taken.Order, req.Ticket.Order), Err: err}
+		}
 		if !errors.Is(err, stock.ErrOutcomeUnknown) {
 			return taken, err
 		}

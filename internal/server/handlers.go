@@ -50,7 +50,7 @@ func (s *Server) handleLocks(c *gin.Context) {
 func newProductView(v order.View) api.ProductView {
 	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
-		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle,
+		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle, Replicated: v.Replicated,
 		Durability: string(v.Durability.Level), DurabilityReason: v.Durability.Reason,
 		Shards: make([]api.ShardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
@@ -75,7 +75,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		return
 	}
 	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
-		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle}
+		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < order.MinPayTimeout.Milliseconds() || ms > order.MaxPayTimeout.Milliseconds() {

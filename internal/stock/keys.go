@@ -56,6 +56,13 @@ func (l Layout) BuyerKey(user int64) string {
 	return "seckill:buyer:{" + strconv.FormatInt(l.ID, 10) + ":" + strconv.FormatInt(user, 10) + "}" + l.epoch()
 }
 
+// ReplicaMarkKey is the write a replicated product's take is followed by
+// on its shard's master, so that a WAIT counts the replicas that have the
+// take (see replicated.lua). It expires by itself.
+func (l Layout) ReplicaMarkKey(shard int) string {
+	return "seckill:replicated:" + l.tag(shard) + l.epoch()
+}
+
 // StreamKey is the shard's stream of queued orders (the async mode): the
 // outbox its take writes to, in the shard's slot.
 func (l Layout) StreamKey(shard int) string { return "seckill:orders:" + l.tag(shard) + l.epoch() }

@@ -105,7 +105,10 @@ func (s *Store) Streams(ctx context.Context) ([]string, error) {
 func errNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
 
 // Read delivers up to count new orders per stream to consumer, waiting up
-// to block for one. Malformed entries come back in bad.
+// to block for one. Malformed entries come back in bad. On a cluster, a
+// stream whose node fails does not stop the others: what they delivered
+// comes back beside the error, and the caller must handle it, or it stays
+// delivered and unacknowledged until a claim.
 func (s *Store) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
 	if len(streams) == 0 {
 		return nil, nil, nil
@@ -153,17 +156,23 @@ func (s *Store) readEach(ctx context.Context, consumer string, streams []string,
 			}
 			return nil
 		})
+		// Every reply is collected before any failure is reported: the
+		// streams of the nodes that answered delivered their orders.
 		var missing []string
+		var failed []error
 		for i, c := range cmds {
 			switch err := c.Err(); {
 			case errNoGroup(err):
 				missing = append(missing, streams[i])
 			case err != nil && !errors.Is(err, redis.Nil):
-				return good, bad, fmt.Errorf("reading order stream %s: %w", streams[i], err)
+				failed = append(failed, fmt.Errorf("reading order stream %s: %w", streams[i], err))
 			}
 			for _, st := range c.Val() {
 				good, bad = collect(st.Stream, st.Messages, good, bad)
 			}
+		}
+		if len(failed) > 0 {
+			return good, bad, errors.Join(failed...)
 		}
 		if err != nil && len(missing) == 0 && !errors.Is(err, redis.Nil) {
 			return good, bad, fmt.Errorf("reading the order streams: %w", err)

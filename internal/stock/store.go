@@ -41,6 +41,9 @@ type Product struct {
 	Sale     int64 // the sale an async take queues its order for
 	// PayTimeout is the payment window an async take's order gets.
 	PayTimeout time.Duration
+	// Replicated: a take in Redis returns once a replica has it, or with
+	// ErrNotReplicated (see awaitReplica).
+	Replicated bool
 }
 
 // Accepts returns ErrWrongStore, explained, unless m takes its units from

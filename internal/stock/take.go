@@ -123,8 +123,30 @@ type Taken struct {
 // counter picks and, when the product allows fallback, tries the others in
 // turn; it returns ErrSoldOut only when every shard it tried was empty. A
 // take is idempotent per buyer: run again for a buyer who took a unit, it
-// takes nothing and returns a *TakenBefore with that take's record.
+// takes nothing and returns a *TakenBefore with that take's record. A
+// replicated product's take in Redis, or the earlier take found, returns
+// once a replica has it; else ErrNotReplicated, with the take in Taken.
 func (s *Store) Take(ctx context.Context, r Request) (Taken, error) {
+	t, err := s.take(ctx, r)
+	if !r.Product.Replicated || r.Mode.Store() != InRedis {
+		return t, err
+	}
+	var before *TakenBefore
+	switch {
+	case err == nil:
+		if werr := s.awaitReplica(ctx, r.Product, t.Shard, r.Ticket.User); werr != nil {
+			return t, werr
+		}
+	case errors.As(err, &before):
+		if werr := s.awaitReplica(ctx, r.Product, before.Prior.Shard, r.Ticket.User); werr != nil {
+			t.Entry = before.Prior
+			return t, werr
+		}
+	}
+	return t, err
+}
+
+func (s *Store) take(ctx context.Context, r Request) (Taken, error) {
 	p := r.Product
 	if err := p.Accepts(r.Mode); err != nil {
 		return Taken{}, err
