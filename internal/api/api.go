@@ -32,6 +32,7 @@ const (
 	CodeOrderCancelled       = "order_cancelled"        // 409
 	CodeOrderQueued          = "order_queued"           // 409
 	CodeBusy                 = "busy"                   // 409
+	CodeResetRequired        = "reset_required"         // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeUnknownHost          = "unknown_host"           // 421

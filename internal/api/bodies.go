@@ -24,6 +24,11 @@ type ProductRequest struct {
 	// timeout are conditional updates, and exactly one wins; or, on a lab
 	// product, "naive": read the status, then write, which loses the race.
 	Lifecycle string `json:"lifecycle,omitempty"`
+	// Reset is the operator's explicit reset: a new sale that may change
+	// the lock and mode of a product that is not a lab product. Without it,
+	// a POST of such an existing product must keep its lock and mode (409
+	// reset_required).
+	Reset bool `json:"reset,omitempty"`
 }
 
 // ProductView is a product with its stock, the answer of GET

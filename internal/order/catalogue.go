@@ -109,6 +109,9 @@ type ProductSpec struct {
 	PayTimeout time.Duration
 	// Lifecycle is Conditional (the default) or, on a lab product, Naive.
 	Lifecycle string
+	// Reset is the operator's explicit reset: only it may change the lock
+	// or the mode of an existing product that is not a lab product.
+	Reset bool
 }
 
 // Reset creates a product, or starts a new sale of it: the stock is laid
@@ -144,6 +147,11 @@ func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) 
 			return fmt.Errorf("reading product %d: %w", p.ID, err)
 		case cur.Lab != p.Lab:
 			return fmt.Errorf("%w: product %d was created with lab %v; that is fixed (use another id)", ErrInvalid, p.ID, cur.Lab)
+		case !cur.Lab && !spec.Reset && (cur.Lock != p.Lock || cur.Mode != p.Mode):
+			// A POST that looks like a create must not change how a
+			// real sale is sold (issue 25: lock none, then oversold).
+			return fmt.Errorf("%w: product %d is sold under lock %s and mode %s; send them again, or \"reset\": true to change them",
+				ErrResetRequired, p.ID, cur.Lock, cur.Mode)
 		default:
 			old = &cur
 			p.Sale, p.Epoch = cur.Sale+1, max(cur.Epoch, marker.Epoch)+1
@@ -168,6 +176,10 @@ func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) 
 	}
 	return p, nil
 }
+
+// ErrResetRequired: a POST of an existing product that is not a lab product
+// changed its lock or mode without the operator's explicit reset.
+var ErrResetRequired = errors.New("order: changing how a product is sold needs an explicit reset")
 
 // ErrExists: CreateIfAbsent found the product in the database or in Redis.
 var ErrExists = errors.New("order: product exists")

@@ -74,7 +74,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		return
 	}
 	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
-		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle}
+		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Reset: req.Reset}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < order.MinPayTimeout.Milliseconds() || ms > order.MaxPayTimeout.Milliseconds() {
