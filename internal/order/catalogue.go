@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -225,6 +228,9 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	}
 	if len(p.Name) > 200 {
 		return invalid("name must be at most 200 bytes")
+	}
+	if !utf8.ValidString(p.Name) || strings.ContainsFunc(p.Name, unicode.IsControl) {
+		return invalid("name must be UTF-8 text without control characters")
 	}
 	if p.PayTimeout != 0 && (p.PayTimeout < MinPayTimeout || p.PayTimeout > MaxPayTimeout) {
 		return invalid("the payment window must be 0 (none) or between %s and %s", MinPayTimeout, MaxPayTimeout)

@@ -371,3 +371,38 @@ func TestHostsBeyondLoopback(t *testing.T) {
 		t.Errorf("a foreign name on loopback: %d, want 421", st)
 	}
 }
+
+// TestBadNamesAndIDsAre400: a product name is UTF-8 text without control
+// characters, and an id is positive, everywhere a body carries one.
+func TestBadNamesAndIDsAre400(t *testing.T) {
+	e := startDefault(t)
+	for _, name := range []string{`"a\u0000b"`, `"bell\u0007"`, `"esc\u001b[31m"`, `"del\u007f"`, `"c1\u0085"`, "\"bad \xff byte\"", `"lone \udc00"`} {
+		id := testenv.ProductID(t)
+		body := fmt.Sprintf(`{"id": %d, "stock": 5, "name": %s}`, id, name)
+		var ae api.Error
+		if st := e.do("POST", "/api/products", body, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest {
+			t.Errorf("name %q: %d %+v, want 400 bad_request", name, st, ae)
+		}
+	}
+	id := e.reset(product{"stock": 5, "name": "限量手机 ✓"})
+	for _, tc := range []struct{ path, body string }{
+		{"/api/orders/lookup", `{"product_id": -5, "ids": []}`},
+		{"/api/orders/lookup", `{"product_id": 0, "ids": []}`},
+		{"/api/orders/lookup", `{"ids": ["1"]}`},
+		{"/api/orders/lookup", fmt.Sprintf(`{"product_id": %d, "ids": ["0"]}`, id)},
+		{"/api/orders/lookup", fmt.Sprintf(`{"product_id": %d, "ids": ["-7"]}`, id)},
+		{"/api/orders", fmt.Sprintf(`{"user_id": 0, "product_id": %d}`, id)},
+		{"/api/orders", `{"user_id": 1, "product_id": -1}`},
+		{"/api/products", `{"id": 0, "stock": 5}`},
+		{"/api/products", `{"id": -3, "stock": 5}`},
+	} {
+		var ae api.Error
+		if st := e.do("POST", tc.path, tc.body, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest {
+			t.Errorf("POST %s %s: %d %+v, want 400 bad_request", tc.path, tc.body, st, ae)
+		}
+	}
+	var l api.Lookup
+	if st := e.do("POST", "/api/orders/lookup", fmt.Sprintf(`{"product_id": %d, "ids": ["12345"]}`, id), &l); st != http.StatusOK || len(l.Missing) != 1 {
+		t.Errorf("a good lookup: %d %+v, want 200 with the id missing", st, l)
+	}
+}
