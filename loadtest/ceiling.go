@@ -157,7 +157,7 @@ func ceilingModes(o options) ([]string, error) {
 // distinct buyers, so that every request takes a unit (the script's longest
 // path).
 func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait, o.spec.AdminToken)
 	if err != nil {
 		return err
 	}
@@ -237,6 +237,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	load := harness.Spec{
 		Stock: order.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none",
 		Duration: harness.Duration(o.selfDur), Timeout: harness.Duration(o.selfDur + time.Minute),
+		AdminToken: c.first.Config.AdminToken,
 	}
 	for round := range o.selfRounds {
 		for i := range sides {

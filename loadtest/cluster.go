@@ -43,8 +43,9 @@ type cluster struct {
 
 // serviceConfig is the service configuration for the instances the harness
 // starts: the environment's backends (REDIS_ADDR, MYSQL_DSN, …), a free
-// loopback port, no rate limit and no demo product.
-func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration) (app.Config, error) {
+// loopback port, no rate limit, no demo product, and token, when set, for
+// the operator token.
+func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration, token string) (app.Config, error) {
 	cfg, _, err := app.ParseConfig("service", nil, getenv)
 	if err != nil {
 		return cfg, fmt.Errorf("reading the service configuration from the environment: %w", err)
@@ -53,6 +54,9 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration) 
 	cfg.RateLimit = 0
 	cfg.DemoStock = 0
 	cfg.LogLevel = "warn"
+	if token != "" {
+		cfg.AdminToken = token
+	}
 	if lockTTL > 0 {
 		cfg.LockTTL = lockTTL
 	}
@@ -127,7 +131,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		redis = []string{"-redis=", "-redis-cluster", c.first.RedisAddr()}
 	}
 	c.args = append(redis,
-		"-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
+		"-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath, "-admin-token", c.first.Config.AdminToken,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
 	)

@@ -41,7 +41,7 @@ func (o options) compareCluster(ctx context.Context, getenv func(string) string,
 			return fmt.Errorf("scenario %s needs %s on PATH (Debian: apt-get install redis-server): %w", sc.Name, bin, err)
 		}
 	}
-	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait, o.spec.AdminToken)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait, o.spec.AdminToken)
 	if err != nil {
 		return err
 	}

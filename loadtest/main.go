@@ -9,6 +9,7 @@ package main
 import (
 	"cmp"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,7 +27,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/api"
+	"seckill/internal/app"
 	"seckill/internal/child"
 	"seckill/internal/harness"
 )
@@ -103,7 +107,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&s.FaultRequests, "fault-requests", 0, "apply the faults to the first N requests only; 0 to all")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "LOCK_TTL of the instances the harness starts; 0 keeps the service's (5s)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "LOCK_WAIT of the instances the harness starts; 0 keeps the service's (3s)")
-	fs.StringVar(&s.AdminToken, "admin-token", getenv("ADMIN_TOKEN"), "bearer token for product resets [$ADMIN_TOKEN]")
+	fs.StringVar(&s.AdminToken, "admin-token", getenv("ADMIN_TOKEN"), "the operator token, sent with product resets: the -target service's ADMIN_TOKEN (or the one it made: its log says it, Redis keeps it at seckill:admin-token); without -target, the instances started get it, or one made for the run [$ADMIN_TOKEN]")
 	fs.StringVar(&o.scenario, "scenario", "", "run a named preset: "+scenarioNames()+"; explicit workload flags override it")
 	fs.StringVar(&o.expect, "expect", "", "safe or oversold: exit non-zero unless every run reaches it (harness and audit agreeing)")
 	fs.StringVar(&o.jsonOut, "json", "", `write the report as JSON to this file ("-" for stdout)`)
@@ -126,6 +130,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if *noFallback {
 		s.Fallback = new(bool)
+	}
+	if o.targets == "" && s.AdminToken == "" {
+		// The instances this command starts take it as their ADMIN_TOKEN.
+		s.AdminToken = crand.Text()
 	}
 	switch o.expect {
 	case "", "safe", "oversold":
@@ -165,6 +173,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if err != nil {
 		return err
+	}
+	if o.targets != "" && o.spec.AdminToken == "" {
+		o.spec.AdminToken = keptToken(ctx, getenv("REDIS_ADDR"), stderr)
 	}
 	if o.cpuProfile != "" {
 		stop, err := profileCPU(o.cpuProfile)
@@ -258,7 +269,7 @@ func (o options) instancesToDrive(ctx context.Context, getenv func(string) strin
 		}
 		return targets, nil, func() {}, nil
 	}
-	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait)
+	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait, o.spec.AdminToken)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -559,4 +570,21 @@ func profileCPU(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// keptToken reads the operator token that -target's service made and keeps
+// in Redis (no ADMIN_TOKEN anywhere: the compose file's lab profile), when
+// REDIS_ADDR names that Redis; "" otherwise, and the resets then say 401.
+func keptToken(ctx context.Context, addr string, stderr io.Writer) string {
+	if addr == "" {
+		return ""
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	token, err := rdb.Get(ctx, app.OperatorTokenKey).Result()
+	if err != nil {
+		fmt.Fprintf(stderr, "no -admin-token, and none read from %s on %s: %v\n", app.OperatorTokenKey, addr, err)
+		return ""
+	}
+	return token
 }

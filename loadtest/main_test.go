@@ -38,7 +38,7 @@ func TestMain(m *testing.M) { child.Main(m.Run) }
 // database of the test's own when MYSQL_DSN is set, else nothing (embedded).
 func backends(t *testing.T, product int64, runs int) func(string) string {
 	t.Helper()
-	env := map[string]string{}
+	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken}
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
 		env["REDIS_ADDR"] = addr
 		t.Cleanup(func() { deleteProductKeys(t, addr, product, runs) })
@@ -277,7 +277,7 @@ func TestHelp(t *testing.T) {
 // its URL for -target.
 func startTarget(t *testing.T, getenv func(string) string) string {
 	t.Helper()
-	cfg, err := serviceConfig(getenv, 0, 0)
+	cfg, err := serviceConfig(getenv, 0, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}

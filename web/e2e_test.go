@@ -295,7 +295,9 @@ func TestPage(t *testing.T) {
 	// A run the service refuses sends nothing: its verdict and the reason, no
 	// table of zeros, no word of the audit. Redlock is refused without
 	// REDIS_ADDRS, which testenv never sets.
-	do(t, ctx, "type the token again", chromedp.WaitReady(chromedp.CSS("#lab-lock option")), chromedp.SendKeys(chromedp.ID("token"), token))
+	do(t, ctx, "wait for the lab's form", chromedp.WaitReady(chromedp.CSS("#lab-lock option")))
+	// The browser kept the token typed before the page was opened again.
+	waitFor[bool](t, ctx, "the kept token", `document.querySelector("#token").value === `+strconv.Quote(token))
 	run[bool](t, ctx, `(() => {
 		const f = document.querySelector("#lab-lock");
 		f.value = "redlock";

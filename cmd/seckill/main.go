@@ -51,10 +51,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	log.Info("starting", "config", cfg.String())
-	if cfg.AdminToken == "" && !loopback(cfg.Addr) {
-		log.Warn("listening beyond loopback without ADMIN_TOKEN: anyone who reaches " + cfg.Addr +
-			" can reset products and start load runs")
-	}
 	if len(cfg.AllowedHosts) == 0 && !loopback(cfg.Addr) {
 		log.Warn("listening beyond loopback without ALLOWED_HOSTS: requests that reach " + cfg.Addr +
 			" on a non-loopback address are served under any Host name; set ALLOWED_HOSTS to the names clients use")

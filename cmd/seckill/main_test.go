@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,18 @@ func TestShutdownCancelsALabRun(t *testing.T) {
 	s := startRun(t)
 	// Serialized 50 ms holds: this run alone would take minutes.
 	body := `{"lock":"token","mode":"rmw","shards":1,"stock":5000,"buyers":5000,"requests":5000,"concurrency":4,"hold_ms":50}`
-	resp, err := http.Post(s.url+"/api/runs", "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, s.url+"/api/runs", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// No ADMIN_TOKEN: the service made one and printed it, once.
+	m := regexp.MustCompile(`made an operator token.* token=(\S+)`).FindAllStringSubmatch(s.log.String(), -1)
+	if len(m) != 1 {
+		t.Fatalf("the start-up log told the operator token %d times, want once: %s", len(m), s.log.String())
+	}
+	req.Header.Set("Authorization", "Bearer "+m[0][1])
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ const (
 	CodeOrderQueued          = "order_queued"           // 409
 	CodeBusy                 = "busy"                   // 409
 	CodeNotDurable           = "not_durable"            // 409
+	CodeResetRequired        = "reset_required"         // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeUnknownHost          = "unknown_host"           // 421

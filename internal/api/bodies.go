@@ -28,6 +28,11 @@ type ProductRequest struct {
 	// Redis as well (WAIT 1); when none acknowledges it in time, 503
 	// outcome_unknown with the order id. Default: false.
 	Replicated bool `json:"replicated,omitempty"`
+	// Reset is the operator's explicit reset: a new sale that may change
+	// the lock and mode of a product that is not a lab product. Without it,
+	// a POST of such an existing product must keep its lock and mode (409
+	// reset_required).
+	Reset bool `json:"reset,omitempty"`
 }
 
 // ProductView is a product with its stock, the answer of GET

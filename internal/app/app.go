@@ -121,10 +121,22 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 			return nil, err
 		}
 	}
+	token, made, err := operatorToken(ctx, a.rdb, cfg.AdminToken)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case made:
+		log.Warn("no ADMIN_TOKEN set: made an operator token; creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>",
+			"token", token, "kept_in", "redis key "+OperatorTokenKey)
+	case cfg.AdminToken == "":
+		log.Info("no ADMIN_TOKEN set: using the operator token kept in Redis (read it with redis-cli GET " + OperatorTokenKey + ")")
+	}
+	a.Config.AdminToken = token
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
-		Orders: a.Orders, Health: a.health, AdminToken: cfg.AdminToken, AllowedOrigins: cfg.AllowedOrigins,
+		Orders: a.Orders, Health: a.health, AdminToken: token, AllowedOrigins: cfg.AllowedOrigins,
 		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface

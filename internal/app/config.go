@@ -30,7 +30,7 @@ type Config struct {
 	LockTTL         time.Duration // -lock-ttl / LOCK_TTL
 	LockWait        time.Duration // -lock-wait / LOCK_WAIT
 	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
-	AdminToken      string        // -admin-token / ADMIN_TOKEN; required by reset and lab runs when set
+	AdminToken      string        // -admin-token / ADMIN_TOKEN; the operator token; empty: made at start and kept in Redis
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
 	AllowedHosts    []string      // -allowed-hosts / ALLOWED_HOSTS; names beside IP addresses and localhost that requests may carry as their Host
@@ -91,7 +91,7 @@ func (c *Config) settings() []setting {
 		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", func(fs *flag.FlagSet, name, def, help string) {
 			fs.IntVar(&c.DemoStock, name, 100, help)
 		}, "100"},
-		{"admin-token", "ADMIN_TOKEN", "when set, product resets and lab runs need the header Authorization: Bearer <token>", str(&c.AdminToken), ""},
+		{"admin-token", "ADMIN_TOKEN", "the operator token: creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>; empty: the first instance on a Redis makes one, logs it and keeps it in Redis (key seckill:admin-token) for every instance", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
 		{"allowed-hosts", "ALLOWED_HOSTS", "comma-separated names (name or name:port) beside IP addresses and localhost under which the service is reached, e.g. the name a proxy or another container uses; when empty, a request that came to a loopback address with another name is refused (DNS rebinding), one that came to another address is served", list(&c.AllowedHosts), ""},

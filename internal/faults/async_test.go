@@ -238,7 +238,7 @@ func testAsyncPoison(t *testing.T) {
 	units := 200
 	lab := true
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Mode: "async", Lab: lab}
-	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		t.Fatalf("creating product %d: %d %s", s.product, status, body)
 	}
 	b := s.startBurst(100, 10)

@@ -17,15 +17,16 @@ import (
 
 // An anonymous client cannot change how a product is sold — its lock, its
 // mode, a hold inside the critical section, a fault — unless the product
-// was created as a lab product: 403 lab_only, whether the service has an
-// admin token or not. The lab and the harness create lab products, and
-// their runs still take every option.
+// was created as a lab product: 403 lab_only, whether the operator token was
+// configured or made by the service. The lab and the harness create lab
+// products, and their runs still take every option.
 func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
-	for _, token := range []string{"", "admin-secret"} {
-		t.Run("token="+strconv.FormatBool(token != ""), func(t *testing.T) {
+	for _, configured := range []string{"", "admin-secret"} {
+		t.Run("token="+strconv.FormatBool(configured != ""), func(t *testing.T) {
 			cfg := config(t, "", "")
-			cfg.AdminToken = token
+			cfg.AdminToken = configured
 			srv := testenv.Start(t, cfg, app.Extras{Runs: lab.New(lab.Options{})})
+			token := srv.Config.AdminToken // the service's own when none was configured
 			s := newSale(t, srv)
 			units, one := 10, 1
 			ctx := context.Background()
@@ -68,7 +69,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 				t.Errorf("the product that is not a lab product after the refusals: %+v", a)
 			}
 			// Nor can anyone make it a lab product: the flag is fixed when it
-			// is created, and with a token only the operator resets at all.
+			// is created, and only the operator resets at all.
 			req := api.ProductRequest{ID: &sold, Stock: &units, Lab: true}
 			if status, body, _ := post(ctx, s.client, srv.URL+"/api/products", "", req); status == http.StatusOK {
 				t.Errorf("an anonymous client turned product %d into a lab product: %s", sold, body)
@@ -122,7 +123,7 @@ func TestSameKeySameOrderOverHTTP(t *testing.T) {
 	// product's hold) when its retry arrives.
 	units, one := 10, 1
 	id := testenv.ProductID(t)
-	if status, body := s.post(srv.URL+"/api/products", "", api.ProductRequest{ID: &id, Stock: &units, Shards: &one,
+	if status, body := s.operator(srv.URL+"/api/products", api.ProductRequest{ID: &id, Stock: &units, Shards: &one,
 		Lock: "token", Mode: "rmw", Lab: true}); status != http.StatusOK {
 		t.Fatalf("creating a lab product: %d %s", status, body)
 	}

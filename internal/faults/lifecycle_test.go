@@ -41,13 +41,20 @@ func TestKilledExpirerLosesNoDeadline(t *testing.T) {
 		}
 		return status, body
 	}
+	operatorTo := func(url string, in any) (int, []byte) {
+		status, body, err := postAs(t.Context(), c, url, testenv.AdminToken, in)
+		if err != nil {
+			t.Fatalf("POST %s: %v", url, err)
+		}
+		return status, body
+	}
 
 	// Process A sells, and its delay queue claims the deadlines.
 	a := startChild(t, cfg)
 	stockUnits, shards := orders, 1
 	req := api.ProductRequest{ID: &product, Stock: &stockUnits, Shards: &shards, Mode: api.ModeLua, Lab: true,
 		PayTimeoutMS: 1000, Lifecycle: order.Naive}
-	if status, body := postTo(a.URL+"/api/products", req); status != http.StatusOK {
+	if status, body := operatorTo(a.URL+"/api/products", req); status != http.StatusOK {
 		t.Fatalf("creating product %d: %d %s", product, status, body)
 	}
 	gate := make(chan struct{})
@@ -110,7 +117,7 @@ func TestKilledExpirerLosesNoDeadline(t *testing.T) {
 		t.Errorf("cancelled %s after the kill: want within the lease (%s) and the polling", took, order.DefaultDueLease)
 	}
 	waitFor(t, "a reconciliation with no take pending", func() bool {
-		status, body := postTo(fmt.Sprintf("%s/api/products/%d/reconcile", b.URL, product), struct{}{})
+		status, body := operatorTo(fmt.Sprintf("%s/api/products/%d/reconcile", b.URL, product), struct{}{})
 		var rec api.Reconciliation
 		return status == http.StatusOK && json.Unmarshal(body, &rec) == nil && rec.Pending == 0
 	})

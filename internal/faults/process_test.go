@@ -217,7 +217,7 @@ func TestChineseNameOnLatin1Database(t *testing.T) {
 	s := newSale(t, testenv.Start(t, config(t, "", dsn), app.Extras{}))
 	const name = "限量手机"
 	units := 10
-	if status, body := s.post(s.urls[0]+"/api/products", "", api.ProductRequest{ID: &s.product, Name: name, Stock: &units}); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Name: name, Stock: &units}); status != http.StatusOK {
 		t.Fatalf("creating a product named %s: %d %s", name, status, body)
 	}
 	var v api.ProductView

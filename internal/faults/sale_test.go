@@ -87,7 +87,7 @@ func childArgs(cfg app.Config) []string {
 		// -redis= clears a REDIS_ADDR the child inherits: both is refused.
 		redis = []string{"-redis=", "-redis-cluster", strings.Join(cfg.RedisCluster, ",")}
 	}
-	return append(redis, "-addr", "127.0.0.1:0", "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
+	return append(redis, "-addr", "127.0.0.1:0", "-admin-token", cfg.AdminToken, "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),
 		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(),
 		"-log-level", "error")
@@ -129,7 +129,7 @@ func (s *sale) reset(stockUnits int, lockName, mode string) {
 	shards := 3
 	lab := mode == api.ModeAsync || mode == api.ModeMQ
 	req := api.ProductRequest{ID: &s.product, Stock: &stockUnits, Shards: &shards, Lock: lockName, Mode: mode, Lab: lab}
-	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		s.t.Fatalf("resetting product %d: %d %s", s.product, status, body)
 	}
 }
@@ -137,6 +137,17 @@ func (s *sale) reset(stockUnits int, lockName, mode string) {
 func (s *sale) post(url, key string, in any) (int, []byte) {
 	s.t.Helper()
 	status, body, err := post(context.Background(), s.client, url, key, in)
+	if err != nil {
+		s.t.Fatalf("POST %s: %v", url, err)
+	}
+	return status, body
+}
+
+// operator sends in to url as the operator: with the token testenv
+// configures.
+func (s *sale) operator(url string, in any) (int, []byte) {
+	s.t.Helper()
+	status, body, err := postAs(context.Background(), s.client, url, testenv.AdminToken, in)
 	if err != nil {
 		s.t.Fatalf("POST %s: %v", url, err)
 	}
@@ -310,7 +321,7 @@ func (s *sale) reconcile() api.Reconciliation {
 	var r api.Reconciliation
 	url := s.urls[0] + "/api/products/" + strconv.FormatInt(s.product, 10) + "/reconcile"
 	waitFor(s.t, "a reconciliation with no take pending", func() bool {
-		status, body := s.post(url, "", struct{}{})
+		status, body := s.operator(url, struct{}{})
 		if status != http.StatusOK {
 			s.t.Logf("reconcile: %d %s", status, body)
 			return false

@@ -87,7 +87,7 @@ func startCluster(t *testing.T, gateURLs []string) *cluster {
 	// Every backend named, so that the test's environment (REDIS_ADDR,
 	// MYSQL_DSN, RABBITMQ_URL, ADMIN_TOKEN) is not what the children use.
 	args := []string{"-addr", "127.0.0.1:0", "-redis", r.Addr, "-mysql", "", "-sqlite", filepath.Join(dir, "seckill.db"),
-		"-rabbitmq-url", "", "-admin-token", "", "-rate-limit", "0", "-demo-stock", "0", "-log-level", "warn",
+		"-rabbitmq-url", "", "-admin-token", operatorToken, "-rate-limit", "0", "-demo-stock", "0", "-log-level", "warn",
 		"-gate", strings.Join(gateURLs, ","), "-gate-secret", secret}
 	c := &cluster{}
 	for range 2 {
@@ -122,11 +122,26 @@ func post(t *testing.T, url string, body any) (int, http.Header, []byte) {
 	return resp.StatusCode, resp.Header, out
 }
 
+// operatorToken is the children's ADMIN_TOKEN.
+const operatorToken = "gate-test-operator"
+
 func reset(t *testing.T, base string, id int64, stock int) {
 	t.Helper()
-	code, _, body := post(t, base+"/api/products", map[string]any{"id": id, "stock": stock, "shards": 2})
-	if code != http.StatusOK && code != http.StatusCreated {
-		t.Fatalf("reset of product %d: %d %s", id, code, body)
+	b, _ := json.Marshal(map[string]any{"id": id, "stock": stock, "shards": 2})
+	req, err := http.NewRequest(http.MethodPost, base+"/api/products", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", api.MediaType)
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reset of product %d: %d %s", id, resp.StatusCode, body)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +214,9 @@ func send(t *testing.T, method, url string, in, out any) int {
 	if in != nil {
 		req.Header.Set("Content-Type", api.MediaType)
 	}
+	if method == http.MethodPost && (strings.HasSuffix(url, "/api/products") || strings.HasSuffix(url, "/reconcile")) {
+		req.Header.Set("Authorization", "Bearer "+testenv.AdminToken) // the operator's
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +402,8 @@ func testCrashAfterTake(t *testing.T, url string) {
 	}
 	srv, product := service(t, url, func(c *app.Config) { c.ReconcileGrace = sc.ReconcileGrace })
 	t.Cleanup(func() { testenv.DropProductKeys(t, srv.RedisAddr(), product+1) })
-	rows, _, held, err := harness.RunScenario(t.Context(), sc, harness.ScenarioRun{Targets: []string{srv.URL}, ProductID: product})
+	rows, _, held, err := harness.RunScenario(t.Context(), sc, harness.ScenarioRun{Targets: []string{srv.URL}, ProductID: product,
+		Override: func(s *harness.Spec) { s.AdminToken = testenv.AdminToken }})
 	if err != nil {
 		t.Fatal(err)
 	}

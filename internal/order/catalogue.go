@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -111,6 +114,9 @@ type ProductSpec struct {
 	Lifecycle string
 	// Replicated answers a purchase once its take is on a replica too.
 	Replicated bool
+	// Reset is the operator's explicit reset: only it may change the lock
+	// or the mode of an existing product that is not a lab product.
+	Reset bool
 }
 
 // Reset creates a product, or starts a new sale of it: the stock is laid
@@ -156,6 +162,11 @@ func (s *Service) reset(ctx context.Context, spec ProductSpec, createOnly bool) 
 			return fmt.Errorf("%w: product %d was created meanwhile", ErrExists, p.ID)
 		case cur.Lab != p.Lab:
 			return fmt.Errorf("%w: product %d was created with lab %v; that is fixed (use another id)", ErrInvalid, p.ID, cur.Lab)
+		case !cur.Lab && !spec.Reset && (cur.Lock != p.Lock || cur.Mode != p.Mode):
+			// A POST that looks like a create must not change how a
+			// real sale is sold (issue 25: lock none, then oversold).
+			return fmt.Errorf("%w: product %d is sold under lock %s and mode %s; send them again, or \"reset\": true to change them",
+				ErrResetRequired, p.ID, cur.Lock, cur.Mode)
 		default:
 			old = &cur
 			p.Sale, p.Epoch = cur.Sale+1, max(cur.Epoch, marker.Epoch)+1
@@ -180,6 +191,10 @@ func (s *Service) reset(ctx context.Context, spec ProductSpec, createOnly bool) 
 	}
 	return p, nil
 }
+
+// ErrResetRequired: a POST of an existing product that is not a lab product
+// changed its lock or mode without the operator's explicit reset.
+var ErrResetRequired = errors.New("order: changing how a product is sold needs an explicit reset")
 
 // ErrExists: CreateIfAbsent found the product in the database or in Redis.
 var ErrExists = errors.New("order: product exists")
@@ -237,6 +252,9 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	}
 	if len(p.Name) > 200 {
 		return invalid("name must be at most 200 bytes")
+	}
+	if !utf8.ValidString(p.Name) || strings.ContainsFunc(p.Name, unicode.IsControl) {
+		return invalid("name must be UTF-8 text without control characters")
 	}
 	if p.PayTimeout != 0 && (p.PayTimeout < MinPayTimeout || p.PayTimeout > MaxPayTimeout) {
 		return invalid("the payment window must be 0 (none) or between %s and %s", MinPayTimeout, MaxPayTimeout)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -40,16 +41,7 @@ func (s *Server) decode(c *gin.Context, v any) error {
 			return fmt.Errorf("%w: send the body as JSON with Content-Type: %s", errMediaType, api.MediaType)
 		}
 	}
-	// The deadline covers the body's reading only: left in place during a
-	// long purchase, it would cancel the request's context (net/http's
-	// background read fails on it). A recorder has no connection to bound.
-	rc := http.NewResponseController(c.Writer)
-	if rc.SetReadDeadline(time.Now().Add(s.deps.BodyTimeout)) == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
-	// The whole body first: a body over the limit is 413 whatever its
-	// first key, and a decoding error is never a half-read connection.
-	b, err := io.ReadAll(r.Body)
+	b, err := s.readBody(c)
 	if err != nil {
 		return describe(err, v)
 	}
@@ -61,6 +53,50 @@ func (s *Server) decode(c *gin.Context, v any) error {
 		return describe(errTrailing, v)
 	}
 	return nil
+}
+
+// bodyGrace is how long, once the body timeout has passed, the reading goes
+// on before the body is judged late: time for a process that was not running
+// (SIGSTOP, a VM or GC pause, a starved CPU) to take what had arrived.
+const bodyGrace = 250 * time.Millisecond
+
+// readBody reads the whole body within the body timeout, judged by when the
+// body arrived rather than when this process got to read it. A connection
+// deadline set at once would fire on waking from a pause with the body in
+// the kernel's buffer: so the deadline is set only when a timer, which runs
+// once the process runs, finds the body unread, and then with a grace. A
+// body late even so leaves the deadline in place: the 408 closes the
+// connection (net/http would otherwise wait to drain the rest of the body).
+// A recorder has no connection to bound.
+func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	rc := http.NewResponseController(c.Writer)
+	if rc.SetReadDeadline(time.Time{}) != nil { // also lifts the server's ReadTimeout, which a pause would fire
+		return io.ReadAll(c.Request.Body)
+	}
+	var (
+		mu   sync.Mutex
+		done bool
+	)
+	timer := time.AfterFunc(s.deps.BodyTimeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			rc.SetReadDeadline(time.Now().Add(bodyGrace))
+		}
+	})
+	// The whole body first: a body over the limit is 413 whatever its
+	// first key, and a decoding error is never a half-read connection.
+	b, err := io.ReadAll(c.Request.Body)
+	timer.Stop()
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	if err == nil {
+		// Left in place during a long purchase, a deadline would cancel
+		// the request's context (net/http's background read fails on it).
+		rc.SetReadDeadline(time.Time{})
+	}
+	return b, err
 }
 
 // describe turns a decoding error into one that names the key at fault.

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -144,7 +145,8 @@ func TestSlowBodyIsTimeout(t *testing.T) {
 	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("no answer to a stalled body: %v", err)
 	}
@@ -152,6 +154,15 @@ func TestSlowBodyIsTimeout(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"code":"timeout"`) || !strings.Contains(string(b), "did not arrive in time") {
 		t.Errorf("stalled body: %d %s, want 408 timeout with a message", resp.StatusCode, b)
+	}
+	if !resp.Close {
+		t.Errorf("the 408 does not say Connection: close (headers %v)", resp.Header)
+	}
+	// The rest of the body would be read as the next request: the server
+	// must close the connection, not just say so. The test's side stays
+	// open and silent; only the server can end it.
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("after the 408 the connection gave %v, want it closed by the server (EOF)", err)
 	}
 }
 
@@ -369,5 +380,105 @@ func TestHostsBeyondLoopback(t *testing.T) {
 	}
 	if st := get("127.0.0.1", "evil.example:"+port); st != http.StatusMisdirectedRequest {
 		t.Errorf("a foreign name on loopback: %d, want 421", st)
+	}
+}
+
+// TestBadNamesAndIDsAre400: a product name is UTF-8 text without control
+// characters, and an id is positive, everywhere a body carries one.
+func TestBadNamesAndIDsAre400(t *testing.T) {
+	e := startDefault(t)
+	for _, name := range []string{`"a\u0000b"`, `"bell\u0007"`, `"esc\u001b[31m"`, `"del\u007f"`, `"c1\u0085"`, "\"bad \xff byte\"", `"lone \udc00"`} {
+		id := testenv.ProductID(t)
+		body := fmt.Sprintf(`{"id": %d, "stock": 5, "name": %s}`, id, name)
+		var ae api.Error
+		if st := e.do("POST", "/api/products", body, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest {
+			t.Errorf("name %q: %d %+v, want 400 bad_request", name, st, ae)
+		}
+	}
+	id := e.reset(product{"stock": 5, "name": "限量手机 ✓"})
+	for _, tc := range []struct{ path, body string }{
+		{"/api/orders/lookup", `{"product_id": -5, "ids": []}`},
+		{"/api/orders/lookup", `{"product_id": 0, "ids": []}`},
+		{"/api/orders/lookup", `{"ids": ["1"]}`},
+		{"/api/orders/lookup", fmt.Sprintf(`{"product_id": %d, "ids": ["0"]}`, id)},
+		{"/api/orders/lookup", fmt.Sprintf(`{"product_id": %d, "ids": ["-7"]}`, id)},
+		{"/api/orders", fmt.Sprintf(`{"user_id": 0, "product_id": %d}`, id)},
+		{"/api/orders", `{"user_id": 1, "product_id": -1}`},
+		{"/api/products", `{"id": 0, "stock": 5}`},
+		{"/api/products", `{"id": -3, "stock": 5}`},
+	} {
+		var ae api.Error
+		if st := e.do("POST", tc.path, tc.body, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest {
+			t.Errorf("POST %s %s: %d %+v, want 400 bad_request", tc.path, tc.body, st, ae)
+		}
+	}
+	var l api.Lookup
+	if st := e.do("POST", "/api/orders/lookup", fmt.Sprintf(`{"product_id": %d, "ids": ["12345"]}`, id), &l); st != http.StatusOK || len(l.Missing) != 1 {
+		t.Errorf("a good lookup: %d %+v, want 200 with the id missing", st, l)
+	}
+}
+
+// lateListener's connections stall their second read (the body's, the
+// headers having come in the first) for a while before reading: the process
+// did not run (a paused instance) while the body sat in the kernel's buffer.
+type lateListener struct {
+	net.Listener
+	stall time.Duration
+}
+
+func (l lateListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	return &lateConn{Conn: c, stall: l.stall}, err
+}
+
+type lateConn struct {
+	net.Conn
+	stall time.Duration
+	reads int
+}
+
+func (c *lateConn) Read(p []byte) (int, error) {
+	if c.reads++; c.reads == 2 {
+		time.Sleep(c.stall) // the pause itself, not a wait for a condition
+	}
+	return c.Conn.Read(p)
+}
+
+// TestBodyThatArrivedInTimeIsRead: the body timeout judges when the body
+// arrived, not when the handler got to read it. The client sends its body
+// at once; the server reads it only after twice the timeout (as a paused
+// instance would): it is read, not answered 408.
+func TestBodyThatArrivedInTimeIsRead(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(server.New(server.Deps{BodyTimeout: timeout}))
+	srv.Listener = lateListener{Listener: ln, stall: 2 * timeout}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"product_id": 1, "ids": ["0"]}` // refused after its reading: a 400, not a 408
+	fmt.Fprintf(conn, "POST /api/orders/lookup HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	// The headers alone first, so that the body is the server's second read.
+	br := bufio.NewReader(conn)
+	time.Sleep(timeout / 5) // the client's own pacing, well within the timeout
+	io.WriteString(conn, body)
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "is not an order id") {
+		t.Errorf("a body sent at once, read late: %d %s, want it read (400 for its order id 0)", resp.StatusCode, b)
 	}
 }

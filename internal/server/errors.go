@@ -70,6 +70,8 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeOrderCancelled, true
 	case errors.Is(err, order.ErrQueued):
 		return http.StatusConflict, api.CodeOrderQueued, true
+	case errors.Is(err, order.ErrResetRequired):
+		return http.StatusConflict, api.CodeResetRequired, true
 	case errors.Is(err, order.ErrBusy):
 		return http.StatusConflict, api.CodeBusy, true
 	case errors.Is(err, errUnknownHost):

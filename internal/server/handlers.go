@@ -75,7 +75,8 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		return
 	}
 	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
-		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated}
+		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated,
+		Reset: req.Reset}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < order.MinPayTimeout.Milliseconds() || ms > order.MaxPayTimeout.Milliseconds() {
@@ -344,6 +345,10 @@ func (s *Server) handleLookup(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
+	if req.ProductID <= 0 {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id must be a positive integer")
+		return
+	}
 	if len(req.IDs) > order.MaxLookup {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids: at most %d at once", order.MaxLookup))
 		return
@@ -351,8 +356,8 @@ func (s *Server) handleLookup(c *gin.Context) {
 	ids := make([]idgen.ID, len(req.IDs))
 	for i, raw := range req.IDs {
 		id, err := idgen.ParseID(raw)
-		if err != nil {
-			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids[%d]: %q is not an order id", i, raw))
+		if err != nil || id <= 0 {
+			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids[%d]: %q is not an order id (a positive integer)", i, raw))
 			return
 		}
 		ids[i] = id

@@ -50,7 +50,9 @@ type Deps struct {
 	// Health checks the backends; an error makes /healthz answer 503. It
 	// wraps ErrRedisDown or ErrDatabaseDown.
 	Health func(context.Context) (api.Health, error)
-	// AdminToken, when set, is required by product resets and lab runs.
+	// AdminToken is the operator's credential, required by product
+	// creations and resets, the reconciler and lab runs. Empty: those are
+	// refused to everyone.
 	AdminToken string
 	// AllowedOrigins may send state-changing requests beside the service's
 	// own origin, e.g. "https://lab.example.com". Default: none.
@@ -143,18 +145,21 @@ func bearer(c *gin.Context) string {
 	return token
 }
 
-// admin requires the admin token when one is configured.
+// admin requires the operator token. A server built without one (no
+// AdminToken: app always gives one) lets no operator request through.
 func (s *Server) admin(c *gin.Context) {
 	want := s.deps.AdminToken
-	if want == "" {
-		return
-	}
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized, "this action needs the header Authorization: Bearer <ADMIN_TOKEN>")
+	if want == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,
+			"this action is the operator's: send the header Authorization: Bearer <ADMIN_TOKEN> (when ADMIN_TOKEN is not set, the service made one at start: its log says it, and Redis keeps it at "+OperatorTokenKey+")")
 		c.Abort()
 	}
 }
+
+// OperatorTokenKey is the Redis key of the operator token the service
+// makes when ADMIN_TOKEN is not set (internal/app keeps it there).
+const OperatorTokenKey = "seckill:admin-token"
 
 // recover turns a panic into a logged 500 instead of a dropped connection.
 // A panic is a bug; the handlers are written not to have one.

@@ -30,13 +30,19 @@ import (
 	"seckill/internal/stock"
 )
 
+// AdminToken is the operator token of the services Config configures:
+// tests send it where the operator would.
+const AdminToken = "test-operator-token"
+
 // Config returns a service configuration for a test: loopback on a free
-// port, no rate limit, no demo product, short lock waits, and the real
-// servers when the environment names them. It logs which it uses.
+// port, no rate limit, no demo product, short lock waits, the operator
+// token AdminToken, and the real servers when the environment names them.
+// It logs which it uses.
 func Config(t testing.TB) app.Config {
 	t.Helper()
 	cfg := app.Config{
 		Addr:            "127.0.0.1:0",
+		AdminToken:      AdminToken,
 		LockTTL:         5 * time.Second,
 		LockWait:        5 * time.Second,
 		ShutdownTimeout: 5 * time.Second,

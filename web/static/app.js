@@ -39,6 +39,9 @@
   // api sends one JSON request. It never throws: the answer is
   // {ok, status, data}, where data is the API's body or, when there is none,
   // an error body of the API's shape.
+  // TOKEN_KEY is where this browser keeps the operator token.
+  const TOKEN_KEY = "seckill.adminToken";
+
   async function api(method, path, body, admin) {
     const headers = {};
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -74,7 +77,7 @@
   }
 
   // tokenHint says what to do about an admin request refused for want of the token.
-  const tokenHint = (r) => (r.status === 401 ? " — type the admin token at the top." : "");
+  const tokenHint = (r) => (r.status === 401 ? " — type the operator token at the top (ADMIN_TOKEN, or the one the service logged at start)." : "");
 
   const fmt = (n, digits = 0) =>
     n === undefined || n === null ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: digits });
@@ -721,6 +724,14 @@
     // The token's form is there for the browser, which wants a password in
     // one; Enter in it must not reload the page.
     $("#token-form").addEventListener("submit", (e) => e.preventDefault());
+    // The operator types the token once: this browser keeps it. Buying
+    // needs none; only creating, resetting and lab runs send it.
+    try {
+      $("#token").value = localStorage.getItem(TOKEN_KEY) || "";
+      $("#token").addEventListener("input", (e) => localStorage.setItem(TOKEN_KEY, e.target.value.trim()));
+    } catch {
+      // Storage refused (a private window's policy): the field still works.
+    }
     $("#product-id").addEventListener("change", (e) => watch(Number(e.target.value)));
     $("#reset").addEventListener("click", resetProduct);
     $("#buy-form").addEventListener("submit", buy);
