@@ -108,6 +108,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		return nil, err
 	}
 	connected.svc.Store(a.Orders)
+	// What a 202 survives, said once at start; the service reads it again
+	// when it may have changed (order.Service.Durability).
+	d := a.Orders.Durability(ctx)
+	log.Info("what Redis keeps of an answered write", "durability", d.Level, "reason", d.Reason)
 	if cfg.Consume {
 		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
