@@ -13,6 +13,9 @@ type Error struct {
 	// OrderID names the order an error is about: the buyer's order
 	// (already_bought), or one whose outcome is unknown (outcome_unknown).
 	OrderID string `json:"order_id,omitempty"`
+	// Final is false on a sold_out that may not last: units of purchases
+	// whose outcome is unknown may come back (ask again after Retry-After).
+	Final *bool `json:"final,omitempty"`
 	// Trace is the refused purchase's trace, when it asked for one.
 	Trace *Trace `json:"trace,omitempty"`
 }

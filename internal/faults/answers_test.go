@@ -18,6 +18,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/idgen"
+	"seckill/internal/mysqltest"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testenv"
@@ -231,4 +232,80 @@ func TestResetMidAsyncBurst(t *testing.T) {
 func (s *sale) deadLettered(id idgen.ID) bool {
 	v, _ := s.rdb.HGet(context.Background(), stock.PendingKey(id.Time()), id.String()).Result()
 	return strings.HasPrefix(v, "failed ")
+}
+
+// While units taken by purchases whose outcome is unknown may come back, a
+// buyer who finds the store empty is told 409 sold_out with "final": false
+// and Retry-After, and the gate is not told the product sold out; once the
+// reconciler settled them (no grace to wait: those purchases are over), a
+// sold out is final again. The database (a mariadbd of the test's own) is
+// paused so that the INSERTs' outcome is unknown.
+func TestSoldOutNotFinalWhileUnitsUnsettled(t *testing.T) {
+	if !mysqltest.HaveMariaDB() {
+		t.Skip("mariadbd and mariadb-install-db are not on PATH: the test pauses a database of its own")
+	}
+	db := mysqltest.Own(t, mysqltest.OwnOptions{})
+	cfg := config(t, "", db.Database(t, ""))
+	cfg.ReconcileGrace = time.Hour // only the unsettled purchases' takes may skip it
+	s := newSale(t, testenv.Start(t, cfg, app.Extras{}))
+	s.reset(4, "none", "lua")
+	if o := s.buy(1, "warm"); o.status != http.StatusCreated { // the order ids' block is reserved
+		t.Fatalf("before the pause: %v", o)
+	}
+	db.Pause(t)
+	var wg sync.WaitGroup
+	outs := make([]outcome, 3)
+	for i := range outs {
+		wg.Go(func() { outs[i] = s.buy(int64(10+i), "stalled-"+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	for _, o := range outs {
+		if o.code != api.CodeOutcomeUnknown {
+			t.Fatalf("a purchase while the database is paused: %v; want outcome_unknown", o)
+		}
+	}
+	soldOut := func(user int64) (http.Header, api.Error) {
+		t.Helper()
+		h := http.Header{}
+		h.Set(api.HeaderIdempotencyKey, "late-"+strconv.FormatInt(user, 10))
+		req := api.OrderRequest{UserID: &user, ProductID: &s.product}
+		b, _ := json.Marshal(req)
+		hr, _ := http.NewRequest(http.MethodPost, s.urls[0]+"/api/orders", strings.NewReader(string(b)))
+		hr.Header = h
+		hr.Header.Set("Content-Type", api.MediaType)
+		resp, err := s.client.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e api.Error
+		if resp.StatusCode != http.StatusConflict || json.NewDecoder(resp.Body).Decode(&e) != nil || e.Code != api.CodeSoldOut {
+			t.Fatalf("buyer %d with the store empty: %d %+v; want 409 sold_out", user, resp.StatusCode, e)
+		}
+		return resp.Header, e
+	}
+	h, e := soldOut(100)
+	if e.Final == nil || *e.Final || h.Get("Retry-After") == "" || h.Get(api.HeaderSoldOut) != "" {
+		t.Errorf("sold out while 3 units are unsettled: final %v, Retry-After %q, %s %q; want final false, a Retry-After, no sold-out header for the gate",
+			e.Final, h.Get("Retry-After"), api.HeaderSoldOut, h.Get(api.HeaderSoldOut))
+	}
+	db.Resume(t)
+	s.reconcile()
+	// The units that came back (void rows won) are sold again, then the
+	// store is empty with nothing unsettled: final.
+	for user := int64(200); ; user++ {
+		o := s.buy(user, "after-"+strconv.FormatInt(user, 10))
+		if o.status == http.StatusCreated {
+			continue
+		}
+		if o.code != api.CodeSoldOut {
+			t.Fatalf("after the reconciler: %v", o)
+		}
+		break
+	}
+	h, e = soldOut(300)
+	if e.Final != nil && !*e.Final || h.Get(api.HeaderSoldOut) == "" {
+		t.Errorf("sold out with everything settled: final %v, %s %q; want final, and the gate told", e.Final, api.HeaderSoldOut, h.Get(api.HeaderSoldOut))
+	}
+	s.checkPromise(nil)
 }

@@ -217,7 +217,7 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	for attempt := 0; ; attempt++ {
 		o, err := s.sell(ctx, p, pl, in.Lab, t, &rc)
 		if !errors.Is(err, errStale) {
-			return o, rc, err
+			return o, rc, s.answer(ctx, p, err)
 		}
 		fresh, err := s.refresh(ctx, p.ID)
 		if err != nil {

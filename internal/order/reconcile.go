@@ -88,6 +88,9 @@ func (s *Service) pass(ctx context.Context, id int64, full bool) (api.Reconcilia
 		prev = v.(*passState)
 	}
 	r, next, err := s.reconcile(ctx, p, prev)
+	if err == nil && p.Store == string(stock.InRedis) {
+		err = s.forgetSettled(ctx, p)
+	}
 	if next != nil {
 		s.passes.Store(id, next)
 	} else {
@@ -130,6 +133,12 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 	if err != nil {
 		return r, nil, err
 	}
+	// The takes of purchases that ended with their outcome unknown are
+	// over: no grace to wait for (see docs/INVARIANT.md).
+	over, err := s.stock.Unsettled(ctx, p.stock().Layout)
+	if err != nil {
+		return r, nil, err
+	}
 	// On a Redis Cluster a take's buyer key is settled in a step of its
 	// own, which a lost node or a dead process may have missed.
 	if err := s.stock.SettleBuyers(ctx, p.stock().Layout, ledger); err != nil {
@@ -161,7 +170,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 			matched++
 			continue
 		}
-		if e.At.After(grace) {
+		if e.At.After(grace) && !over[e.Order] {
 			r.Pending++
 			continue
 		}

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -27,6 +29,7 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	var (
 		before    *stock.TakenBefore
 		unsettled *order.UnsettledError
+		forNow    *order.SoldOutForNowError
 	)
 	switch {
 	case errors.As(err, &before):
@@ -36,6 +39,11 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		s.deps.Log.Error("a purchase's outcome is unknown; the reconciler will settle it", "order", unsettled.Order, "error", err)
 		c.JSON(status, api.Error{Code: code, OrderID: unsettled.Order.String(), Trace: trace,
 			Error: "the order may or may not have been written: retry with the same Idempotency-Key, or read the order later"})
+		return
+	case errors.As(err, &forNow):
+		final := false
+		c.Header("Retry-After", strconv.Itoa(int(max(time.Second, forNow.RetryAfter).Round(time.Second).Seconds())))
+		c.JSON(status, api.Error{Code: code, Error: msg, Final: &final, Trace: trace})
 		return
 	}
 	if !known {
@@ -84,7 +92,7 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusRequestTimeout, api.CodeTimeout, true
 	case errors.Is(err, order.ErrNotFound), errors.Is(err, lab.ErrNotFound):
 		return http.StatusNotFound, api.CodeNotFound, true
-	case errors.Is(err, stock.ErrSoldOut):
+	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, order.ErrSoldOutForNow):
 		return http.StatusConflict, api.CodeSoldOut, true
 	case errors.Is(err, stock.ErrAlreadyBought):
 		return http.StatusConflict, api.CodeAlreadyBought, true

@@ -9,9 +9,9 @@
 //   - sqlrmw: read-modify-write of the SQL row (SELECT, UPDATE to the value
 //     read minus one) in the order's transaction, inside a lock that must be
 //     held until the COMMIT.
-//   - async: lua's script, which also draws the order id and queues the
-//     order on the shard's stream, in the same atomic step; a consumer
-//     writes the orders later.
+//   - async: lua's script, which also queues the order (under the id
+//     drawn for it before) on the shard's stream, in the same atomic step;
+//     a consumer writes the orders later.
 //   - mq: lua's script; the order then goes to a message broker, in a step
 //     of its own (internal/order).
 //

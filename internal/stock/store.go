@@ -226,6 +226,7 @@ func (s *Store) Drop(ctx context.Context, l Layout) error {
 		for i := range l.Shards {
 			pipe.Unlink(ctx, l.StockKey(i), l.FenceKey(i), l.LedgerKey(i), l.RepairKey(i))
 		}
+		pipe.Unlink(ctx, l.UnsettledKey())
 		for _, e := range ledger {
 			pipe.Unlink(ctx, l.BuyerKey(e.User))
 		}

@@ -1,0 +1,98 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"seckill/internal/idgen"
+	"seckill/internal/stock"
+)
+
+// ErrSoldOutForNow: the store is empty, and units taken by purchases whose
+// outcome is unknown may come back once the reconciler settles them. Not
+// stock.ErrSoldOut: the buyer (and the edge gate, which learns sold out
+// from the answers) must not take it for final.
+var ErrSoldOutForNow = errors.New("order: sold out for now: units of purchases whose outcome is unknown may come back")
+
+// SoldOutForNowError is ErrSoldOutForNow with when to ask again.
+type SoldOutForNowError struct {
+	RetryAfter time.Duration
+}
+
+func (e *SoldOutForNowError) Error() string {
+	return fmt.Sprintf("%v; try again in %s", ErrSoldOutForNow, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrSoldOutForNow) true.
+func (e *SoldOutForNowError) Is(target error) bool { return target == ErrSoldOutForNow }
+
+// answer notes a purchase whose outcome is unknown among its layout's
+// unsettled orders, and turns a sold out into ErrSoldOutForNow while the
+// layout has any.
+func (s *Service) answer(ctx context.Context, p Product, err error) error {
+	if p.Store != string(stock.InRedis) {
+		return err // the db modes take and write in one transaction
+	}
+	l := p.stock().Layout
+	var unsettled *UnsettledError
+	switch {
+	case errors.As(err, &unsettled):
+		if merr := s.stock.MarkUnsettled(ctx, l, unsettled.Order); merr != nil {
+			s.log.Warn("an order of unknown outcome was not marked unsettled", "order", unsettled.Order, "error", merr)
+		}
+	case errors.Is(err, stock.ErrSoldOut):
+		if some, aerr := s.stock.AnyUnsettled(ctx, l); aerr == nil && some {
+			return &SoldOutForNowError{RetryAfter: s.retryAfter()}
+		}
+	}
+	return err
+}
+
+// retryAfter is when units of unsettled purchases may have come back: the
+// reconciler's next pass.
+func (s *Service) retryAfter() time.Duration {
+	if s.opt.ReconcileEvery > 0 {
+		return s.opt.ReconcileEvery
+	}
+	return DefaultReconcileEvery
+}
+
+// forgetSettled drops from p's unsettled set the orders that are settled:
+// their take is out of the ledger (given back, or never landed), or their
+// order is written. It runs after a reconciler's pass.
+func (s *Service) forgetSettled(ctx context.Context, p Product) error {
+	l := p.stock().Layout
+	marked, err := s.stock.Unsettled(ctx, l)
+	if err != nil || len(marked) == 0 {
+		return err
+	}
+	ledger, err := s.stock.Ledger(ctx, l)
+	if err != nil {
+		return err
+	}
+	taken := make(map[idgen.ID]bool, len(ledger))
+	for _, e := range ledger {
+		taken[e.Order] = true
+	}
+	var settled, held []idgen.ID
+	for id := range marked {
+		if taken[id] {
+			held = append(held, id)
+		} else {
+			settled = append(settled, id)
+		}
+	}
+	if len(held) > 0 {
+		var written []int64
+		if err := s.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND status IN ?", held, live).
+			Pluck("id", &written).Error; err != nil {
+			return fmt.Errorf("reading the unsettled orders of product %d: %w", p.ID, err)
+		}
+		for _, id := range written {
+			settled = append(settled, idgen.ID(id))
+		}
+	}
+	return s.stock.ForgetUnsettled(ctx, l, settled)
+}

@@ -1,0 +1,66 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"seckill/internal/idgen"
+)
+
+// UnsettledKey is the set of the layout's order ids whose purchase ended
+// with its outcome unknown (503 outcome_unknown): their units may come
+// back once the reconciler settles them, so an empty store is not a final
+// sold out while the set holds any.
+func (l Layout) UnsettledKey() string {
+	return "seckill:unsettled:{" + fmt.Sprint(l.ID) + "}" + l.epoch()
+}
+
+// unsettledTTL bounds how long a forgotten set outlives its layout.
+const unsettledTTL = 24 * time.Hour
+
+// MarkUnsettled records that order's purchase ended with its outcome
+// unknown.
+func (s *Store) MarkUnsettled(ctx context.Context, l Layout, order idgen.ID) error {
+	k := l.UnsettledKey()
+	if err := s.rdb.SAdd(ctx, k, order.String()).Err(); err != nil {
+		return fmt.Errorf("marking order %s unsettled: %w", order, err)
+	}
+	return s.rdb.Expire(ctx, k, unsettledTTL).Err()
+}
+
+// AnyUnsettled reports whether the layout has orders marked unsettled.
+func (s *Store) AnyUnsettled(ctx context.Context, l Layout) (bool, error) {
+	n, err := s.rdb.SCard(ctx, l.UnsettledKey()).Result()
+	if err != nil {
+		return false, fmt.Errorf("reading the unsettled orders of product %d: %w", l.ID, err)
+	}
+	return n > 0, nil
+}
+
+// Unsettled returns the layout's orders marked unsettled.
+func (s *Store) Unsettled(ctx context.Context, l Layout) (map[idgen.ID]bool, error) {
+	raw, err := s.rdb.SMembers(ctx, l.UnsettledKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading the unsettled orders of product %d: %w", l.ID, err)
+	}
+	ids := make(map[idgen.ID]bool, len(raw))
+	for _, r := range raw {
+		if id, err := idgen.ParseID(r); err == nil {
+			ids[id] = true
+		}
+	}
+	return ids, nil
+}
+
+// ForgetUnsettled drops orders from the layout's unsettled set.
+func (s *Store) ForgetUnsettled(ctx context.Context, l Layout, orders []idgen.ID) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	members := make([]any, len(orders))
+	for i, id := range orders {
+		members[i] = id.String()
+	}
+	return s.rdb.SRem(ctx, l.UnsettledKey(), members...).Err()
+}
