@@ -106,9 +106,13 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 var errAlreadyRebuilt = errors.New("order: rebuilt already")
 
 // RedisConnected is the Redis client's OnConnect hook (app wires it, on
-// one Redis and on a cluster's every node): the order id generator's
-// Connected, which drops the id blocks of a server that restarted before
-// the connection serves anything (see idgen.Redis).
+// one Redis and on a cluster's every node): a server not met before makes
+// the products wait for their repair (see repairGate), and the order id
+// generator's Connected drops the id blocks of a server that restarted
+// before the connection serves anything (see idgen.Redis).
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
+	if err := s.serverSeen(ctx, cn); err != nil {
+		return err
+	}
 	return s.ids.Connected(ctx, cn)
 }
