@@ -200,6 +200,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
 	defer cancel()
+	var gen uint64 // the server changes the product was repaired after
+	if p.Store == string(stock.InRedis) {
+		if gen, err = s.awaitRepair(ctx, p.ID); err != nil {
+			return Order{}, rc, err
+		}
+	}
 	key := cmp.Or(in.Key, rand.Text())
 	// The purchase owns its locks: a retry of it (same buyer, same key)
 	// re-enters a reentrant lock its first attempt still holds instead of
@@ -215,7 +221,7 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	}
 	rc.Order = t.Order
 	for attempt := 0; ; attempt++ {
-		o, err := s.sell(ctx, p, pl, in.Lab, t, &rc)
+		o, err := s.sell(ctx, p, pl, in.Lab, t, gen, &rc)
 		if !errors.Is(err, errStale) {
 			return o, rc, s.answer(ctx, p, err)
 		}
@@ -256,8 +262,9 @@ func (s *Service) touch(id int64) {
 	s.touched.Store(id, time.Now())
 }
 
-// sell takes a unit for t and writes its order.
-func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, t stock.Ticket, rc *Receipt) (Order, error) {
+// sell takes a unit for t and writes its order; gen is what awaitRepair
+// returned.
+func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
 	req := stock.Request{
 		Product: p.stock(), Ticket: t, Mode: pl.mode, Locker: pl.locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
@@ -284,6 +291,12 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	if taken.ReleaseErr != nil {
 		s.log.Warn("the lock was not released after the unit was taken; it will expire",
 			"product", p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
+	}
+	if pl.mode != stock.Async && s.changedSince(gen) {
+		// The take may have run on a server that forgot takes not restored
+		// yet, and taken one of their units: it goes back, unsold.
+		s.giveBack(ctx, req, taken.Entry, "Redis changed during the take")
+		return Order{}, fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, p.ID)
 	}
 	if pl.mode == stock.Async {
 		rc.Order, rc.Queued = taken.Order, true

@@ -107,12 +107,16 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 var errAlreadyRebuilt = errors.New("order: rebuilt already")
 
 // RedisConnected is the Redis client's OnConnect hook (app wires it, on
-// one Redis and on a cluster's every node): the order id generator's
-// Connected, which drops the id blocks of a server that restarted before
-// the connection serves anything (see idgen.Redis). A new connection may
-// also be to a server that restarted with other persistence settings: the
-// durability is read again on its next use.
+// one Redis and on a cluster's every node): a server not met before makes
+// the products wait for their repair (see repairGate), and the order id
+// generator's Connected drops the id blocks of a server that restarted
+// before the connection serves anything (see idgen.Redis). A new
+// connection may also be to a server that restarted with other persistence
+// settings: the durability is read again on its next use.
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
 	s.durable.Stale()
+	if err := s.serverSeen(ctx, cn); err != nil {
+		return err
+	}
 	return s.ids.Connected(ctx, cn)
 }

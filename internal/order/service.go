@@ -157,6 +157,7 @@ type Service struct {
 	touched    sync.Map // int64 → time.Time: products sold here, for the reconciler
 	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
 	passes     sync.Map // int64 → *passState: the last scheduled pass's, for the next
+	gate       repairGate
 }
 
 // NewService returns a service on db and rdb, locking with locks, and
@@ -203,6 +204,9 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	if opt.DueEvery > 0 {
 		s.working.Go(s.expireOnSchedule)
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		s.working.Go(func() { s.watchMasters(cc) })
 	}
 	return s, nil
 }

@@ -1,0 +1,213 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// The repair runs at once when the service sees a Redis server change
+// under it, not only on the reconciler's schedule: a master at an address
+// met before answering with another run id or replication id on a new
+// connection (a restart, a replica promoted there), or, on a cluster, a
+// slot whose master changed. Until a product is repaired after the last
+// change seen, its purchases wait for the repair (one per product and
+// process, started by the first of them) and answer ErrRebuilding when it
+// takes longer than a step: no unit a forgotten take held is sold before
+// it is taken back. A process that starts after the change has met no
+// server before: its reconciler's first pass repairs.
+type repairGate struct {
+	changes atomic.Uint64 // server changes seen
+	mu      sync.Mutex
+	servers map[string]string // address → the run id and replication id met there
+	flights sync.Map          // int64 → *repairFlight
+}
+
+// repairFlight is one product's repair in this process.
+type repairFlight struct {
+	mu      sync.Mutex
+	done    uint64        // the changes seen when the last repair that succeeded began
+	running chan struct{} // closed when the repair running ends; nil when none runs
+}
+
+// serverSeen is the part of the Redis client's connection hook that tells
+// a server change: a master whose run id and replication id are not those
+// met at its address before.
+func (s *Service) serverSeen(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server", "replication").Result()
+	var reply redis.Error
+	switch {
+	case errors.As(err, &reply):
+		return nil // the embedded Redis: it runs in this process and cannot restart without it
+	case err != nil:
+		return fmt.Errorf("reading the run id of a new Redis connection: %w", err)
+	}
+	var runID, replID, role string
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "run_id":
+			runID = v
+		case "master_replid":
+			replID = v
+		case "role":
+			role = v
+		}
+	}
+	if runID == "" {
+		return nil
+	}
+	g := &s.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.servers == nil {
+		g.servers = make(map[string]string)
+	}
+	addr, id := cn.String(), runID+" "+replID
+	if was, met := g.servers[addr]; met && was != id && role == "master" {
+		s.log.Warn("Redis changed under the service (a restart, a promotion): repairing the products before they sell again", "server", addr)
+		g.changes.Add(1)
+	}
+	g.servers[addr] = id
+	return nil
+}
+
+// watchMasters reads a cluster's slot map every masterPoll and counts a
+// change whenever a slot's master is another node: a failover, forced or
+// not, promotes a replica on which connections may already be open, so the
+// connection hook does not see it.
+func (s *Service) watchMasters(cc *redis.ClusterClient) {
+	t := time.NewTicker(masterPoll)
+	defer t.Stop()
+	var last string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opt.Step)
+		slots, err := cc.ClusterSlots(ctx).Result()
+		cancel()
+		if err == nil {
+			var b strings.Builder
+			slices.SortFunc(slots, func(a, b redis.ClusterSlot) int { return a.Start - b.Start })
+			for _, sl := range slots {
+				if len(sl.Nodes) > 0 {
+					fmt.Fprintf(&b, "%d-%d:%s ", sl.Start, sl.End, sl.Nodes[0].ID)
+				}
+			}
+			if now := b.String(); now != last {
+				if last != "" {
+					s.log.Warn("a Redis Cluster slot has a new master: repairing the products before they sell again")
+					s.gate.changes.Add(1)
+				}
+				last = now
+			}
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// masterPoll is how often a process reads the cluster's slot map for a
+// new master.
+const masterPoll = 200 * time.Millisecond
+
+// awaitRepair returns once product id was repaired after the last server
+// change seen, starting the repair if none runs; ErrRebuilding if that
+// takes longer than a step, or fails.
+func (s *Service) awaitRepair(ctx context.Context, id int64) (uint64, error) {
+	want := s.gate.changes.Load()
+	if want == 0 {
+		return 0, nil
+	}
+	v, _ := s.gate.flights.LoadOrStore(id, new(repairFlight))
+	f := v.(*repairFlight)
+	f.mu.Lock()
+	if f.done >= want {
+		f.mu.Unlock()
+		return want, nil
+	}
+	if f.running == nil {
+		if err := s.enter(); err != nil {
+			f.mu.Unlock()
+			return 0, err
+		}
+		f.running = make(chan struct{})
+		go s.runRepair(id, f)
+	}
+	running := f.running
+	f.mu.Unlock()
+	t := time.NewTimer(s.opt.Step)
+	defer t.Stop()
+	select {
+	case <-running:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done < want {
+		return 0, fmt.Errorf("%w: product %d is being repaired after a change of its Redis", ErrRebuilding, id)
+	}
+	return want, nil
+}
+
+func (s *Service) runRepair(id int64, f *repairFlight) {
+	defer s.working.Done()
+	seen := s.gate.changes.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
+	defer cancel()
+	err := s.repair(ctx, id)
+	if err != nil {
+		s.log.Error("repairing a product after a change of its Redis", "product", id, "error", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		f.done = max(f.done, seen)
+	}
+	close(f.running)
+	f.running = nil
+}
+
+// repair restores the takes of product id's live orders that its shards
+// forgot.
+func (s *Service) repair(ctx context.Context, id int64) error {
+	p, err := s.refresh(ctx, id)
+	if err != nil || p.Store != string(stock.InRedis) {
+		return err
+	}
+	var locker lock.Locker
+	if p.Mode == string(stock.RMW) {
+		if locker, err = s.locker(p.Lock); err != nil {
+			return err
+		}
+	}
+	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
+	if err != nil {
+		return err
+	}
+	r, err := s.restoreForgotten(ctx, p, ledger, locker)
+	if errors.Is(err, stock.ErrNotLaidOut) {
+		return nil // the stock is gone: the first take finds so, and the product is rebuilt
+	}
+	if r.Restored+r.Short > 0 {
+		s.log.Warn("repaired a product after a change of its Redis", "product", id, "restored", r.Restored, "short", r.Short)
+	}
+	return err
+}
+
+// changedSince reports whether a server change was seen since gen, which
+// awaitRepair returned: a take that ran meanwhile may have taken a unit a
+// forgotten take still holds.
+func (s *Service) changedSince(gen uint64) bool { return s.gate.changes.Load() != gen }
