@@ -144,6 +144,107 @@ func TestReplicatedProduct(t *testing.T) {
 	}
 }
 
+// A replicated product on a Redis Cluster: WAIT has no key, so it runs on
+// the master of the take's shard (MasterForKey). With the replica of one
+// shard's master paused, the takes on that master are told 503
+// outcome_unknown, and every take on the others is told 201, on a replica
+// when the answer comes.
+func TestReplicatedProductOnCluster(t *testing.T) {
+	needClusterProcesses(t)
+	c := redistest.ProcessCluster(t)
+	s := newSale(t, testenv.Start(t, clusterConfig(t, c), app.Extras{}))
+	units, shards := 20, 3
+	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Mode: api.ModeLua, Replicated: true}
+	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+		t.Fatalf("creating a replicated product: %d %s", status, body)
+	}
+	l := stock.Layout{ID: s.product, Shards: shards, Epoch: 1}
+	slow := masterOf(t, c, l.LedgerKey(0))
+	var (
+		mu      sync.Mutex
+		replica string
+	)
+	err := c.Client.ForEachSlave(t.Context(), func(ctx context.Context, r *redis.Client) error {
+		info, err := r.Info(ctx, "replication").Result()
+		host, port := infoField(info, "master_host"), infoField(info, "master_port")
+		if err == nil && net.JoinHostPort(host, port) == slow {
+			mu.Lock()
+			replica = r.Options().Addr
+			mu.Unlock()
+		}
+		return err
+	})
+	if err != nil || replica == "" {
+		t.Fatalf("the replica of %s: %q %v", slow, replica, err)
+	}
+	if err := c.Procs().Pause(replica); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Procs().Resume(replica) })
+	onSlow := 0
+	for u := int64(1); u <= 6; u++ {
+		o := s.buy(u, "c-"+strconv.FormatInt(u, 10))
+		user := strconv.FormatInt(u, 10)
+		shard := -1
+		for k := range shards {
+			if there, err := c.Client.HExists(t.Context(), l.LedgerKey(k), user).Result(); err != nil {
+				t.Fatal(err)
+			} else if there {
+				shard = k
+			}
+		}
+		if shard < 0 {
+			t.Fatalf("%v: no shard's master holds the take", o)
+		}
+		if masterOf(t, c, l.LedgerKey(shard)) == slow {
+			onSlow++
+			if o.status != http.StatusServiceUnavailable || o.code != api.CodeOutcomeUnknown || o.order == "" {
+				t.Errorf("%v, taken on %s whose replica is paused; want 503 %s with the order id", o, slow, api.CodeOutcomeUnknown)
+			}
+			continue
+		}
+		if o.status != http.StatusCreated {
+			t.Errorf("%v, taken on a master whose replica is live; want 201", o)
+		}
+		// Each live replica is asked; one that does not replicate the
+		// shard's slot answers MOVED, which is no.
+		var copies atomic.Int64
+		err := c.Client.ForEachSlave(t.Context(), func(ctx context.Context, r *redis.Client) error {
+			if r.Options().Addr == replica {
+				return nil
+			}
+			conn := r.Conn()
+			defer conn.Close()
+			if err := conn.ReadOnly(ctx).Err(); err != nil {
+				return err
+			}
+			if there, err := conn.HExists(ctx, l.LedgerKey(shard), user).Result(); err == nil && there {
+				copies.Add(1)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if copies.Load() == 0 {
+			t.Errorf("user %d was told %d, and no replica has their take", u, o.status)
+		}
+	}
+	if onSlow == 0 {
+		t.Error("no purchase took from the master whose replica is paused: the test shows nothing")
+	}
+}
+
+// infoField returns a field of an INFO section.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // BenchmarkReplicated measures what "replicated": true costs a purchase
 // over HTTP (lua mode, MYSQL_DSN's database or SQLite) on a master with one
 // replica of the benchmark's own: req/s and the p99 of the answers, for a
