@@ -424,7 +424,7 @@ type Counts struct {
 	Repairs Repairs
 }
 
-// Count reads a Redis product's stock, queued orders and takes in one
+// Count reads a Redis product's stock, queued orders, takes and repairs in one
 // round trip. A missing stock key reads as ErrNotLaidOut.
 func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
 	return s.count(ctx, p, false)
