@@ -1,7 +1,6 @@
 package order
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 
@@ -41,8 +40,7 @@ func (s *Service) restoreForgotten(ctx context.Context, p Product, ledger map[in
 			r.Orphans++
 			continue
 		}
-		// A row written before keys were kept has none; a record needs one.
-		e := stock.Entry{User: o.UserID, Order: o.ID, Key: cmp.Or(o.Key, "-"), Shard: o.Shard, At: o.CreatedAt}
+		e := stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard, At: o.CreatedAt}
 		what, err := s.stock.Restore(ctx, req, e)
 		if err != nil {
 			return r, err

@@ -1,6 +1,7 @@
 package stock
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,7 +21,9 @@ type Ticket struct {
 
 // Entry is the record of one take, kept in the shard's ledger and under the
 // buyer: "order key shard millis", and " mq" for a take of the mq mode.
-// Keys never contain spaces (the service checks them).
+// Keys never contain spaces (the service checks them); an empty key (a row
+// written before keys were kept, rebuilt or repaired) is recorded as
+// noKey, so that the record keeps its four fields.
 type Entry struct {
 	User  int64 // the ledger's field; not part of the record
 	Order idgen.ID
@@ -37,14 +40,17 @@ func newEntry(t Ticket, shard int, at time.Time) Entry {
 }
 
 func (e Entry) record() string {
-	r := e.Order.String() + " " + e.Key + " " + strconv.Itoa(e.Shard) + " " + strconv.FormatInt(e.At.UnixMilli(), 10)
+	r := e.Order.String() + " " + cmp.Or(e.Key, noKey) + " " + strconv.Itoa(e.Shard) + " " + strconv.FormatInt(e.At.UnixMilli(), 10)
 	if e.MQ {
 		r += " " + mqMark
 	}
 	return r
 }
 
-const mqMark = "mq"
+const (
+	mqMark = "mq"
+	noKey  = "-"
+)
 
 func parseEntry(user int64, s string) (Entry, error) {
 	f := strings.Fields(s)
