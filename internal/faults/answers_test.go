@@ -115,7 +115,7 @@ func TestAsyncOrdersPayableInAOneSecondWindow(t *testing.T) {
 	units, shards, window := buyers, 3, time.Second
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "token", Mode: "async",
 		PayTimeoutMS: window.Milliseconds()}
-	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		t.Fatalf("creating product %d: %d %s", s.product, status, body)
 	}
 	var accepted sync.WaitGroup

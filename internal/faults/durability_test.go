@@ -37,7 +37,7 @@ func TestDurabilityDecides(t *testing.T) {
 	create := func(mode string, lab bool) (int, api.Error) {
 		t.Helper()
 		units := 10
-		status, body := s.post(s.urls[0]+"/api/products", "", api.ProductRequest{ID: &s.product, Stock: &units, Mode: mode, Lab: lab})
+		status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Stock: &units, Mode: mode, Lab: lab})
 		var e api.Error
 		if status != http.StatusOK {
 			_ = json.Unmarshal(body, &e)
@@ -63,7 +63,7 @@ func TestDurabilityDecides(t *testing.T) {
 	}
 	lab := s.product + 1 // a product of its own: lab is fixed at creation
 	units := 10
-	if status, body := s.post(s.urls[0]+"/api/products", "", api.ProductRequest{ID: &lab, Stock: &units, Mode: api.ModeAsync, Lab: true}); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &lab, Stock: &units, Mode: api.ModeAsync, Lab: true}); status != http.StatusOK {
 		t.Errorf("a lab async product on a Redis without persistence: %d %s; want 200 (the lab shows what is lost)", status, body)
 	}
 
@@ -117,7 +117,7 @@ func TestAsyncReplayAfterRestartFromAOF(t *testing.T) {
 	srv := testenv.Start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	units, shards := 400, 2
-	if status, body := s.post(s.urls[0]+"/api/products", "", api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeAsync}); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeAsync}); status != http.StatusOK {
 		t.Fatalf("creating a non-lab async product on a Redis with appendonly yes: %d %s", status, body)
 	}
 

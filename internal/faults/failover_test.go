@@ -123,7 +123,7 @@ func (s *sale) createAsync(shards int) {
 	s.t.Helper()
 	units := 100_000
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeAsync}
-	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		s.t.Fatalf("creating product %d: %d %s", s.product, status, body)
 	}
 }

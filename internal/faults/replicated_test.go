@@ -78,7 +78,7 @@ func TestReplicatedProduct(t *testing.T) {
 			s.product = testenv.ProductID(t)
 			units, shards := 20, 2
 			req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "token", Mode: mode, Replicated: true}
-			status, body := s.post(s.urls[0]+"/api/products", "", req)
+			status, body := s.operator(s.urls[0]+"/api/products", req)
 			if status != http.StatusOK {
 				t.Fatalf("creating a replicated product: %d %s", status, body)
 			}
@@ -155,7 +155,7 @@ func TestReplicatedProductOnCluster(t *testing.T) {
 	s := newSale(t, testenv.Start(t, clusterConfig(t, c), app.Extras{}))
 	units, shards := 20, 3
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Mode: api.ModeLua, Replicated: true}
-	if status, body := s.post(s.urls[0]+"/api/products", "", req); status != http.StatusOK {
+	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		t.Fatalf("creating a replicated product: %d %s", status, body)
 	}
 	l := stock.Layout{ID: s.product, Shards: shards, Epoch: 1}
@@ -264,7 +264,7 @@ func BenchmarkReplicated(b *testing.B) {
 		b.Run(fmt.Sprintf("round=%d/replicated=%v", round/2, replicated), func(b *testing.B) {
 			product, units, shards := testenv.ProductID(b), 10_000_000, 8
 			req := api.ProductRequest{ID: &product, Stock: &units, Shards: &shards, Mode: api.ModeLua, Replicated: replicated}
-			if status, body, err := post(b.Context(), c, srv.URL+"/api/products", "", req); err != nil || status != http.StatusOK {
+			if status, body, err := postAs(b.Context(), c, srv.URL+"/api/products", testenv.AdminToken, req); err != nil || status != http.StatusOK {
 				b.Fatalf("creating product %d: %d %s %v", product, status, body, err)
 			}
 			var (
