@@ -12,7 +12,8 @@ import (
 // sqlReadModifyWrite is the sqlrmw mode: under the shard's lock, in the
 // order's transaction, SELECT the shard's stock, then UPDATE it to the value
 // read minus one. The UPDATE's value is absolute, as rmw's SET is: only the
-// lock stands between two holders that read the same value, and it must be
+// lock stands between two holders that read the same value (on a guarded
+// request the UPDATE also requires the value read), and it must be
 // held until the COMMIT, for a plain SELECT reads the last committed value
 // whatever another transaction has written and not committed. So on a take
 // the lock stays held: Taken.Held, which the caller releases after its
@@ -56,10 +57,26 @@ func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (ta
 			return false, err
 		}
 	}
+	if r.inside != nil {
+		r.inside()
+	}
 	r.Trace.write(n - 1)
-	res := r.Tx.WithContext(ctx).Exec("UPDATE product_shards SET stock = ? WHERE product_id = ? AND shard = ?", n-1, p.ID, t.Shard)
+	// A guarded write is conditional on the value read: a holder paused
+	// past its lease finds another holder's write there and writes
+	// nothing. The UPDATE's WHERE reads the latest committed row, not the
+	// SELECT's snapshot, and waits for a writer that has not committed.
+	// Lab products keep the unconditional write, the lesson of
+	// release_before_commit and of a lock that excludes nobody.
+	update, args := "UPDATE product_shards SET stock = ? WHERE product_id = ? AND shard = ?", []any{n - 1, p.ID, t.Shard}
+	if r.Guard {
+		update, args = update+" AND stock = ?", append(args, n)
+	}
+	res := r.Tx.WithContext(ctx).Exec(update, args...)
 	if res.Error != nil {
 		return false, fmt.Errorf("writing SQL shard %d of product %d: %w", t.Shard, p.ID, res.Error)
+	}
+	if r.Guard && res.RowsAffected == 0 {
+		return false, fmt.Errorf("%w: SQL shard %d of product %d: another holder wrote its stock after this purchase read %d", ErrLeaseLost, t.Shard, p.ID, n)
 	}
 	return true, nil
 }

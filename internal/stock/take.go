@@ -90,6 +90,7 @@ type Request struct {
 	// its script, that the lock key still names the lease (lock.HoldingOf),
 	// or, for a lock that names no holder in the shard's Redis, the fence
 	// with a token drawn at the read. A give-back then draws a token too.
+	// In the sqlrmw mode the UPDATE requires the value the SELECT read.
 	// Products sold to the public set it; lab products leave it off, so
 	// that a holder paused past its lease shows what a lease alone allows.
 	// A lease with a fencing token of its own is fenced either way.
