@@ -122,6 +122,9 @@ type Receipt struct {
 type plan struct {
 	mode   stock.Mode
 	locker lock.Locker // rmw only
+	// retry: the client sent its own idempotency key, so this may repeat
+	// a purchase that took a unit before the product sold out.
+	retry bool
 }
 
 func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
@@ -148,7 +151,7 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	if mode == stock.MQ && s.opt.Broker == nil {
 		return plan{}, fmt.Errorf("%w: the mq mode needs RabbitMQ, and this service has none (RABBITMQ_URL)", ErrInvalid)
 	}
-	pl := plan{mode: mode}
+	pl := plan{mode: mode, retry: in.Key != ""}
 	if _, err := lock.Lookup(rc.Lock); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -283,6 +286,14 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	switch {
 	case errors.As(err, &before):
 		return s.resume(ctx, p, req, before.Prior, rc)
+	case errors.Is(err, stock.ErrSoldOut) && pl.retry:
+		// The sold-out flag and an empty shard answer before the buyer's
+		// record is read: a retry whose first attempt took a unit must get
+		// that outcome, not "sold out". Only retries pay this round trip.
+		if prior, found, ferr := s.stock.FindTake(ctx, p.stock().Layout, t.User); ferr == nil && found {
+			return s.resume(ctx, p, req, prior, rc)
+		}
+		return Order{}, err
 	case errors.Is(err, stock.ErrNotLaidOut):
 		return Order{}, errStale
 	case err != nil:

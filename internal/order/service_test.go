@@ -166,6 +166,39 @@ func TestSameKeySameOrder(t *testing.T) {
 	}
 }
 
+// A client retries a purchase that took the last unit (its answer was lost
+// on the way back): the product is sold out by then, and the sold-out flag
+// answers before any ledger is read. The retry must still get its order.
+func TestRetryAfterSoldOutGetsItsOrder(t *testing.T) {
+	for _, mode := range []string{"rmw", "lua", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t, order.Options{})
+			// Lab: a non-lab async product needs a Redis that persists.
+			f.reset(order.ProductSpec{ID: 1, Stock: 1, Mode: mode, Lab: mode == "async"})
+			in := order.Purchase{UserID: 7, ProductID: 1, Key: "client-key-1"}
+			first, _, err := f.svc.Buy(t.Context(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 8, ProductID: 1}); !errors.Is(err, stock.ErrSoldOut) {
+				t.Fatalf("another buyer: %v, want sold out", err)
+			}
+			again, rc, err := f.svc.Buy(t.Context(), in)
+			if err != nil || again.ID != first.ID || !rc.Replayed {
+				t.Errorf("the retry after the sell-out: order %s (replayed %v), %v; want %s, replayed", again.ID, rc.Replayed, err, first.ID)
+			}
+			_, _, err = f.svc.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1, Key: "client-key-2"})
+			var before *stock.TakenBefore
+			if !errors.As(err, &before) || before.Prior.Order != first.ID {
+				t.Errorf("another purchase of the buyer with a key: %v, want already bought with order %s", err, first.ID)
+			}
+			if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1}); !errors.Is(err, stock.ErrSoldOut) {
+				t.Errorf("the buyer without a key: %v, want sold out (only retries read the ledgers)", err)
+			}
+		})
+	}
+}
+
 // The reentrant lock through the API: the purchase owns its lock by its key,
 // so a retry of a purchase whose first attempt still holds the shard's lock
 // enters at once and returns that attempt's order, while another buyer

@@ -119,7 +119,7 @@ func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) 
 				// This purchase's own, from an attempt whose outcome was
 				// unknown, or one that is over: it may have taken, on any
 				// shard. Settle it from the ledgers, or forget it.
-				e, found, err := s.findTake(ctx, p.Layout, t.User)
+				e, found, err := s.FindTake(ctx, p.Layout, t.User)
 				if err != nil {
 					return "", err
 				}
@@ -169,9 +169,9 @@ const (
 	inFlightPoll = 5 * time.Millisecond
 )
 
-// findTake looks for the buyer's take in every shard's ledger, in one
+// FindTake looks for the buyer's take in every shard's ledger, in one
 // round trip.
-func (s *Store) findTake(ctx context.Context, l Layout, user int64) (Entry, bool, error) {
+func (s *Store) FindTake(ctx context.Context, l Layout, user int64) (Entry, bool, error) {
 	field := strconv.FormatInt(user, 10)
 	cmds := make([]*redis.StringCmd, l.Shards)
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
@@ -194,7 +194,7 @@ func (s *Store) findTake(ctx context.Context, l Layout, user int64) (Entry, bool
 
 // settleClaim makes the claim the take's record. A failure leaves the
 // claim to go stale: the take stands, recorded in its shard's ledger, and
-// the buyer's next purchase finds it there (claim's findTake).
+// the buyer's next purchase finds it there (claim's FindTake).
 func (s *Store) settleClaim(ctx context.Context, p Product, user int64, claim, record string) error {
 	n, err := settleScript.Run(ctx, s.rdb, []string{p.BuyerKey(user)}, claim, record).Int()
 	if err != nil {
