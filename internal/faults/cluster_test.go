@@ -76,6 +76,7 @@ func TestRedisCluster(t *testing.T) {
 		for i, mode := range []string{api.ModeLua, api.ModeRMW, api.ModeAsync} {
 			t.Run(mode, func(t *testing.T) {
 				s.t = t
+				s.product = testenv.ProductID(t) // lab or not is fixed at creation: async is a lab product here
 				s.reset(30, "token", mode)
 				user := int64(7 + i)
 				outs := make([]outcome, 50)
@@ -178,7 +179,15 @@ func (s *sale) rebuyStranded(t *testing.T, outs []outcome) {
 	var wg sync.WaitGroup
 	for i, o := range stranded {
 		wg.Go(func() {
-			again[i] = buyAccepted(context.Background(), s.client, s.urls[0], s.product, o.user, "again-"+strconv.FormatInt(o.user, 10))
+			// 503 unavailable says "nothing was sold, try again": the
+			// burst of new connections to the promoted master may time out
+			// a dial. The buyer tries again, with its key, a few times.
+			for try := 0; try < 10; try++ {
+				again[i] = buyAccepted(context.Background(), s.client, s.urls[0], s.product, o.user, "again-"+strconv.FormatInt(o.user, 10))
+				if again[i].code != api.CodeUnavailable {
+					return
+				}
+			}
 		})
 	}
 	wg.Wait()

@@ -37,7 +37,7 @@ func TestDurabilityDecides(t *testing.T) {
 	create := func(mode string, lab bool) (int, api.Error) {
 		t.Helper()
 		units := 10
-		status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Stock: &units, Mode: mode, Lab: lab})
+		status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Stock: &units, Mode: mode, Lab: lab, Reset: true})
 		var e api.Error
 		if status != http.StatusOK {
 			_ = json.Unmarshal(body, &e)

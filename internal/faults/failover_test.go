@@ -122,7 +122,8 @@ func TestFailoverLeavesNoOrderBehind(t *testing.T) {
 func (s *sale) createAsync(shards int) {
 	s.t.Helper()
 	units := 100_000
-	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeAsync}
+	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeAsync,
+		Lab: true} // async on a Redis that keeps nothing
 	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		s.t.Fatalf("creating product %d: %d %s", s.product, status, body)
 	}

@@ -77,7 +77,8 @@ func TestReplicatedProduct(t *testing.T) {
 			s.t = t
 			s.product = testenv.ProductID(t)
 			units, shards := 20, 2
-			req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "token", Mode: mode, Replicated: true}
+			req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "token", Mode: mode, Replicated: true,
+				Lab: mode == api.ModeAsync} // async on a Redis that keeps nothing: a lab product
 			status, body := s.operator(s.urls[0]+"/api/products", req)
 			if status != http.StatusOK {
 				t.Fatalf("creating a replicated product: %d %s", status, body)
@@ -160,23 +161,15 @@ func TestReplicatedProductOnCluster(t *testing.T) {
 	}
 	l := stock.Layout{ID: s.product, Shards: shards, Epoch: 1}
 	slow := masterOf(t, c, l.LedgerKey(0))
-	var (
-		mu      sync.Mutex
-		replica string
-	)
-	err := c.Client.ForEachSlave(t.Context(), func(ctx context.Context, r *redis.Client) error {
-		info, err := r.Info(ctx, "replication").Result()
-		host, port := infoField(info, "master_host"), infoField(info, "master_port")
-		if err == nil && net.JoinHostPort(host, port) == slow {
-			mu.Lock()
-			replica = r.Options().Addr
-			mu.Unlock()
-		}
-		return err
+	// Asked of the master itself: the client's slot map may have been
+	// loaded before the replicas joined, and list none.
+	mc := redis.NewClient(&redis.Options{Addr: slow})
+	t.Cleanup(func() { mc.Close() })
+	waitFor(t, "the master "+slow+" has an online replica", func() bool {
+		info, err := mc.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "slave0:") && strings.Contains(info, "state=online")
 	})
-	if err != nil || replica == "" {
-		t.Fatalf("the replica of %s: %q %v", slow, replica, err)
-	}
+	replica := replicaOf(t, mc)
 	if err := c.Procs().Pause(replica); err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,8 @@ func (s *sale) reset(stockUnits int, lockName, mode string) {
 	s.t.Helper()
 	shards := 3
 	lab := mode == api.ModeAsync || mode == api.ModeMQ
-	req := api.ProductRequest{ID: &s.product, Stock: &stockUnits, Shards: &shards, Lock: lockName, Mode: mode, Lab: lab}
+	req := api.ProductRequest{ID: &s.product, Stock: &stockUnits, Shards: &shards, Lock: lockName, Mode: mode, Lab: lab,
+		Reset: true} // the operator's explicit reset: the lock and mode may change
 	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
 		s.t.Fatalf("resetting product %d: %d %s", s.product, status, body)
 	}
