@@ -310,6 +310,23 @@ type Backlog struct {
 }
 
 // LockInfo is one rung of the lock ladder, GET /api/locks.
+// ModeInfo is one sale mode as GET /api/modes lists it: the table in
+// internal/order (mode.go), in teaching order.
+type ModeInfo struct {
+	Name     string `json:"name"`
+	Summary  string `json:"summary"`
+	Promises string `json:"promises"`
+	Breaks   string `json:"breaks"`
+	// Store holds the mode's stock: "redis" or "sql".
+	Store string `json:"store"`
+	// Locked: the mode takes its unit inside the product's lock.
+	Locked bool `json:"locked"`
+	// Queued: the buyer hears 202 before the order's row is written.
+	Queued bool `json:"queued"`
+	// Test is the command that shows the mode's promise or its flaw.
+	Test string `json:"test"`
+}
+
 type LockInfo struct {
 	Name     string   `json:"name"`
 	Summary  string   `json:"summary"`

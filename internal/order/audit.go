@@ -202,7 +202,7 @@ func (s *Service) Drain(ctx context.Context, id int64) (api.Drain, error) {
 	}
 	var rows []Order
 	err = s.db.WithContext(ctx).Select("accepted_at", "created_at").
-		Where("product_id = ? AND sale = ? AND mode IN ? AND status IN ?", id, p.Sale, []string{string(stock.Async), string(stock.MQ)}, live).Find(&rows).Error
+		Where("product_id = ? AND sale = ? AND mode IN ? AND status IN ?", id, p.Sale, queuedModes(), live).Find(&rows).Error
 	if err != nil {
 		return api.Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
 	}

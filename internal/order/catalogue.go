@@ -270,9 +270,9 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	}
 	p.Lock = cmp.Or(p.Lock, api.DefaultLock)
 	p.Mode = cmp.Or(p.Mode, api.DefaultMode)
-	mode, err := stock.ParseMode(p.Mode)
+	mode, err := ModeNamed(p.Mode)
 	if err != nil {
-		return Product{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Product{}, err
 	}
 	if _, err := s.locker(p.Lock); err != nil {
 		return Product{}, err

@@ -9,7 +9,6 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/durability"
 	"seckill/internal/idgen"
-	"seckill/internal/stock"
 )
 
 // ErrNotDurable: a product that is not a lab product asked for a mode
@@ -41,7 +40,7 @@ func (s *Service) durabilityDropped(before, now durability.Reading) {
 // Redis keeps nothing. It reads the settings afresh: a reset is rare.
 // A lab product may: the async-durability scenario shows what is lost.
 func (s *Service) checkDurable(ctx context.Context, p Product) error {
-	if p.Lab || (p.Mode != string(stock.Async) && p.Mode != string(stock.MQ)) {
+	if p.Lab || !p.mode().Queued {
 		return nil
 	}
 	r, err := s.durable.Fresh(ctx)
@@ -67,7 +66,7 @@ const rebuiltNote = "the orders answered 202 and still queued when Redis lost th
 func judge(a *api.Audit, p Product) {
 	if p.RebuiltAt != nil {
 		a.Rebuilt = &api.Rebuilt{At: *p.RebuiltAt, Uncounted: "nothing: every order was answered after its row was written"}
-		if p.Lab || p.Mode == string(stock.Async) || p.Mode == string(stock.MQ) {
+		if p.Lab || p.mode().Queued {
 			a.Rebuilt.Uncounted = rebuiltNote
 			if a.Verdict == api.VerdictOK {
 				a.Verdict = api.VerdictRebuilt

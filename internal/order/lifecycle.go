@@ -152,7 +152,7 @@ func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bo
 	}
 	now := time.Now()
 	ours := o.Sale == p.Sale // a unit of an earlier sale went with its stock
-	if ours && p.Store == string(stock.InSQL) && (stock.Mode(p.Mode) == stock.SQLRMW || p.Lab) {
+	if ours && p.Store == string(stock.InSQL) && (p.mode().Locked || p.Lab) {
 		// The sqlrmw mode writes the stock it read, minus one: a unit
 		// returned between its SELECT and its UPDATE would be written over.
 		// Return it under the shard's lock, as the purchases take theirs.
@@ -214,10 +214,10 @@ func (s *Service) returnUnit(ctx context.Context, p Product, o Order) {
 		return
 	}
 	var locker lock.Locker
-	if p.Mode == string(stock.RMW) {
+	if p.mode().Locked {
 		locker, _ = s.locker(p.Lock)
 	}
-	req := stock.Request{Product: p.stock(), Mode: stock.Mode(p.Mode), Locker: locker,
+	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
 	s.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }

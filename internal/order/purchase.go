@@ -120,10 +120,9 @@ type Receipt struct {
 
 // plan is how one purchase takes its unit.
 type plan struct {
-	mode   stock.Mode
-	locker lock.Locker // rmw only
-	// retry: the client sent its own idempotency key, so this may repeat
-	// a purchase that took a unit before the product sold out.
+	mode   Mode
+	locker lock.Locker // locked modes only
+	// retry: the client sent its own idempotency key (see sale.retry).
 	retry bool
 }
 
@@ -133,32 +132,21 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 			ErrLabOnly, p.ID, p.Lock, p.Mode)
 	}
 	rc.Lock, rc.Mode = cmp.Or(in.Lab.Lock, p.Lock), cmp.Or(in.Lab.Mode, p.Mode)
-	mode, err := stock.ParseMode(rc.Mode)
+	mode, err := ModeNamed(rc.Mode)
 	if err != nil {
+		return plan{}, err
+	}
+	if err := p.stock().Accepts(mode.Take); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := p.stock().Accepts(mode); err != nil {
-		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if in.Lab.Fault.CrashAfterTake && (mode == stock.Async || mode.Store() == stock.InSQL) {
-		return plan{}, fmt.Errorf("%w: crash_after_take: the %s mode takes the unit and records the order in one atomic step, with no moment in between",
-			ErrInvalid, mode)
-	}
-	if in.Lab.Fault.Poison && (mode != stock.Async || s.db.Dialector.Name() == "sqlite") {
-		return plan{}, fmt.Errorf("%w: poison: a queued order whose row the database refuses needs the async mode and a database that keeps column sizes (MySQL; SQLite would store it)",
-			ErrInvalid)
-	}
-	if mode == stock.MQ && s.opt.Broker == nil {
-		return plan{}, fmt.Errorf("%w: the mq mode needs RabbitMQ, and this service has none (RABBITMQ_URL)", ErrInvalid)
+	if err := mode.seller.admit(s, in.Lab); err != nil {
+		return plan{}, err
 	}
 	pl := plan{mode: mode, retry: in.Key != ""}
 	if _, err := lock.Lookup(rc.Lock); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := s.checkReleaseBeforeCommit(in.Lab.Fault, mode); err != nil {
-		return plan{}, err
-	}
-	if mode.Locked() {
+	if mode.Locked {
 		if pl.locker, err = s.locker(rc.Lock); err != nil {
 			return plan{}, err
 		}
@@ -265,33 +253,38 @@ func (s *Service) touch(id int64) {
 	s.touched.Store(id, time.Now())
 }
 
-// sell takes a unit for t and writes its order; gen is what awaitRepair
-// returned.
+// sell takes a unit for t and writes its order, as the plan's mode does;
+// gen is what awaitRepair returned.
 func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
 	req := stock.Request{
-		Product: p.stock(), Ticket: t, Mode: pl.mode, Locker: pl.locker,
+		Product: p.stock(), Ticket: t, Mode: pl.mode.Take, Locker: pl.locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
 		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
 		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace, Poison: lab.Fault.Poison,
 		Guard: !p.Lab, // a lab product shows what a lease alone allows
 	}
-	switch pl.mode {
-	case stock.DB, stock.SQLRMW:
-		return s.sellInSQL(ctx, p, req, rc)
-	}
-	taken, err := s.take(ctx, req)
+	return pl.mode.seller.sell(ctx, s, sale{p: p, req: req, lab: lab, gen: gen, retry: pl.retry}, rc)
+}
+
+// takeInRedis takes the unit in Redis, for the modes whose stock is there,
+// and hands it to then. What the take found instead of a unit it settles
+// itself: the buyer's earlier take (its order is found or written), the
+// product sold out, the layout gone.
+func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
+	then func(context.Context, sale, stock.Taken, *Receipt) (Order, error)) (Order, error) {
+	taken, err := s.take(ctx, sl.req)
 	rc.LockWait += taken.LockWait
 	rc.LeaseLost = rc.LeaseLost || taken.LeaseLost
 	var before *stock.TakenBefore
 	switch {
 	case errors.As(err, &before):
-		return s.resume(ctx, p, req, before.Prior, rc)
-	case errors.Is(err, stock.ErrSoldOut) && pl.retry:
+		return s.resume(ctx, sl.p, sl.req, before.Prior, rc)
+	case errors.Is(err, stock.ErrSoldOut) && sl.retry:
 		// The sold-out flag and an empty shard answer before the buyer's
 		// record is read: a retry whose first attempt took a unit must get
 		// that outcome, not "sold out". Only retries pay this round trip.
-		if prior, found, ferr := s.stock.FindTake(ctx, p.stock().Layout, t.User); ferr == nil && found {
-			return s.resume(ctx, p, req, prior, rc)
+		if prior, found, ferr := s.stock.FindTake(ctx, sl.p.stock().Layout, sl.req.Ticket.User); ferr == nil && found {
+			return s.resume(ctx, sl.p, sl.req, prior, rc)
 		}
 		return Order{}, err
 	case errors.Is(err, stock.ErrNotLaidOut):
@@ -301,26 +294,33 @@ func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, 
 	}
 	if taken.ReleaseErr != nil {
 		s.log.Warn("the lock was not released after the unit was taken; it will expire",
-			"product", p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
+			"product", sl.p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
 	}
-	if pl.mode != stock.Async && s.changedSince(gen) {
-		// The take may have run on a server that forgot takes not restored
-		// yet, and taken one of their units: it goes back, unsold.
-		s.giveBack(ctx, req, taken.Entry, "Redis changed during the take")
-		return Order{}, fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, p.ID)
+	return then(ctx, sl, taken, rc)
+}
+
+// keep decides whether a unit taken in Redis goes on to its order. The
+// take may have run on a server that forgot takes not restored yet, and
+// taken one of their units: it goes back, unsold. The lab's crash stops
+// the purchase here, as a process that died here would: no order, no
+// give-back.
+func (s *Service) keep(ctx context.Context, sl sale, taken stock.Taken) error {
+	if s.changedSince(sl.gen) {
+		s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take")
+		return fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, sl.p.ID)
 	}
-	if pl.mode == stock.Async {
-		rc.Order, rc.Queued = taken.Order, true
-		return queuedView(p, taken.Entry, rc), nil
+	if sl.lab.Fault.CrashAfterTake {
+		return fmt.Errorf("%w: order %s of product %d", ErrCrashed, sl.req.Ticket.Order, sl.p.ID)
 	}
-	if lab.Fault.CrashAfterTake {
-		// As if the process died here: no order, no give-back.
-		return Order{}, fmt.Errorf("%w: order %s of product %d", ErrCrashed, t.Order, p.ID)
+	return nil
+}
+
+// recordTaken writes the order of a unit taken in Redis.
+func (s *Service) recordTaken(ctx context.Context, sl sale, taken stock.Taken, rc *Receipt) (Order, error) {
+	if err := s.keep(ctx, sl, taken); err != nil {
+		return Order{}, err
 	}
-	if pl.mode == stock.MQ {
-		return s.publish(ctx, p, req, taken.Entry, rc)
-	}
-	return s.record(ctx, p, req, taken.Entry, rc)
+	return s.record(ctx, sl.p, sl.req, taken.Entry, rc)
 }
 
 // take runs the take, and once more if its outcome is unknown: the take is

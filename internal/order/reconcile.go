@@ -153,7 +153,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 	r.Takes = len(ledger)
 	grace := time.Now().Add(-s.opt.ReconcileGrace)
 	var locker lock.Locker
-	if p.Mode == string(stock.RMW) {
+	if p.mode().Locked {
 		if locker, err = s.locker(p.Lock); err != nil {
 			return r, nil, err
 		}
@@ -221,7 +221,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 			continue
 		}
 		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
-			Mode: stock.Mode(p.Mode), Locker: locker, Lock: lock.Options{TTL: s.opt.LockTTL},
+			Mode: p.mode().Take, Locker: locker, Lock: lock.Options{TTL: s.opt.LockTTL},
 			GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
 		back, err := s.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {

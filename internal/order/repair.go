@@ -29,7 +29,7 @@ func (s *Service) restoreForgotten(ctx context.Context, p Product, ledger map[in
 	if err != nil {
 		return r, fmt.Errorf("reading the live orders of product %d: %w", p.ID, err)
 	}
-	req := stock.Request{Product: p.stock(), Mode: stock.Mode(p.Mode), Locker: locker,
+	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
 	restored := make(map[int64]stock.Entry)
 	for _, o := range rows {

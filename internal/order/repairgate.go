@@ -188,7 +188,7 @@ func (s *Service) repair(ctx context.Context, id int64) error {
 		return err
 	}
 	var locker lock.Locker
-	if p.Mode == string(stock.RMW) {
+	if p.mode().Locked {
 		if locker, err = s.locker(p.Lock); err != nil {
 			return err
 		}

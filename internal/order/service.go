@@ -344,7 +344,7 @@ func (s *Service) queued(ctx context.Context, id idgen.ID) (Order, bool, error) 
 	if _, err := fmt.Sscan(v, &product, &shard, &user, &sale); err != nil {
 		return Order{}, false, fmt.Errorf("queued order %s: %q: %w", id, v, err)
 	}
-	return Order{ID: id, ProductID: product, Sale: sale, UserID: user, Shard: shard, Mode: string(stock.Async),
+	return Order{ID: id, ProductID: product, Sale: sale, UserID: user, Shard: shard, Mode: asyncMode.Name,
 		Status: Pending, CreatedAt: id.Time()}, true, nil
 }
 

@@ -47,6 +47,16 @@ func (s *Server) handleLocks(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
+// handleModes serves the sale modes' table, as handleLocks the locks'.
+func (s *Server) handleModes(c *gin.Context) {
+	var out []api.ModeInfo
+	for _, m := range order.Modes() {
+		out = append(out, api.ModeInfo{Name: m.Name, Summary: m.Summary, Promises: m.Promises, Breaks: m.Breaks,
+			Store: string(m.Store()), Locked: m.Locked, Queued: m.Queued, Test: m.Command()})
+	}
+	c.JSON(http.StatusOK, out)
+}
+
 func newProductView(v order.View) api.ProductView {
 	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,

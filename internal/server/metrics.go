@@ -91,7 +91,7 @@ func (m *metrics) purchase(rc order.Receipt, err error) {
 	case errors.Is(err, stock.ErrSoldOut):
 		m.soldOut.Inc()
 	}
-	if !stock.Mode(rc.Mode).Locked() {
+	if mode, err := order.ModeNamed(rc.Mode); err != nil || !mode.Locked {
 		return
 	}
 	switch {

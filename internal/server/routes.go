@@ -16,6 +16,7 @@ func (s *Server) routes(r *gin.Engine) {
 
 	g := r.Group("/api")
 	g.GET("/locks", s.handleLocks)
+	g.GET("/modes", s.handleModes)
 	g.POST("/products", s.admin, s.handleResetProduct)
 	g.GET("/products/:id", s.handleProduct)
 	g.GET("/products/:id/audit", s.handleAudit)

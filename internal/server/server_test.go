@@ -516,6 +516,24 @@ func TestLongHold(t *testing.T) {
 	}
 }
 
+func TestModesListTheTable(t *testing.T) {
+	e := startDefault(t)
+	var got []api.ModeInfo
+	if st := e.do("GET", "/api/modes", nil, &got); st != http.StatusOK {
+		t.Fatalf("status %d", st)
+	}
+	var names []string
+	for _, m := range got {
+		names = append(names, m.Name)
+		if m.Promises == "" || m.Breaks == "" || !strings.HasPrefix(m.Test, "go test ") {
+			t.Errorf("%s: %+v: the explanation lacks a text or its test", m.Name, m)
+		}
+	}
+	if want := []string{"rmw", "lua", "db", "sqlrmw", "async", "mq"}; !slices.Equal(names, want) {
+		t.Errorf("modes %v, want %v", names, want)
+	}
+}
+
 func TestLocksListTheLadder(t *testing.T) {
 	e := startDefault(t)
 	var got []struct {

@@ -60,19 +60,6 @@ const (
 // Modes lists the modes in teaching order.
 func Modes() []Mode { return []Mode{RMW, Lua, DB, SQLRMW, Async, MQ} }
 
-// Locked reports whether m takes its units under a lock.
-func (m Mode) Locked() bool { return m == RMW || m == SQLRMW }
-
-// ParseMode checks a user-facing mode name.
-func ParseMode(s string) (Mode, error) {
-	for _, m := range Modes() {
-		if string(m) == s {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("%w %q (want one of %v)", ErrUnknownMode, s, api.Modes())
-}
-
 // Where says which store holds a product's stock.
 type Where string
 

@@ -23,6 +23,7 @@
     productID: homeProduct,
     product: null, // the last GET /api/products/:id
     locks: new Map(), // name → GET /api/locks entry
+    modes: new Map(), // name → GET /api/modes entry
     runs: [], // finished runs, oldest first
     charts: {},
     running: null, // id of the run being polled
@@ -438,6 +439,29 @@
     if (show("#explain-test-row", !!l.test)) $("#explain-test").textContent = "go test ./internal/lock -run '" + l.test + "'";
   }
 
+  async function loadModes() {
+    const r = await api("GET", "/api/modes");
+    if (!r.ok) {
+      setStatus($("#run-status"), "Could not list the sale modes: " + r.data.error, true);
+      return;
+    }
+    for (const m of r.data) state.modes.set(m.name, m);
+    explainMode();
+  }
+
+  // explainMode shows the modes table's entry for the chosen mode, as
+  // explain does the lock's.
+  function explainMode() {
+    const m = state.modes.get($("#lab-mode").value);
+    if (!m) return;
+    $("#explain-mode-name").textContent = m.name;
+    $("#explain-mode-summary").textContent = m.summary || "";
+    const show = (row, ok) => { $(row).hidden = !ok; return ok; };
+    if (show("#explain-mode-promises-row", !!m.promises)) $("#explain-mode-promises").textContent = m.promises;
+    if (show("#explain-mode-breaks-row", !!m.breaks)) $("#explain-mode-breaks").textContent = m.breaks;
+    if (show("#explain-mode-test-row", !!m.test)) $("#explain-mode-test").textContent = m.test;
+  }
+
   // ---- Lab runs ----------------------------------------------------------
 
   const PRESETS = {
@@ -457,6 +481,7 @@
     faultChanged();
     showModeNote();
     explain();
+    explainMode();
   }
 
   function faultChanged() {
@@ -739,11 +764,13 @@
     $("#lab-lock").addEventListener("change", explain);
     $("#lab-fault").addEventListener("change", faultChanged);
     $("#lab-mode").addEventListener("change", showModeNote);
+    $("#lab-mode").addEventListener("change", explainMode);
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
     setInterval(tickCountdowns, 250);
 
     productOptions();
     loadLocks();
+    loadModes();
     loadRuns();
     pollProduct();
     setInterval(tick, PRODUCT_MS);

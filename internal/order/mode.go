@@ -1,0 +1,136 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"seckill/internal/api"
+	"seckill/internal/stock"
+)
+
+// Mode is one way to sell a unit: how it leaves the stock and how its order
+// is written. The modes are one file each (mode_*.go), listed in teaching
+// order in the one table below, as the lock ladder lists its strategies;
+// GET /api/modes shows the table. A mode that sells differently is one file
+// holding its Mode and its seller, and one row here.
+type Mode struct {
+	// Name is the user-facing identifier (the API's "mode").
+	Name string
+	// Summary says in one line how the unit is taken and the order written.
+	Summary string
+	// Promises says what the mode guarantees a buyer and the stock.
+	Promises string
+	// Breaks says what still goes wrong, and how.
+	Breaks string
+	// Test names the test that shows it, as `go test -run Test Package`
+	// takes them.
+	Test, Package string
+	// Take is how the store takes the unit (stock's primitive), and so
+	// which store holds the product's stock.
+	Take stock.Mode
+	// Locked: the take reads and then writes an absolute value, so it runs
+	// inside the product's lock, and whatever else writes that shard's stock
+	// (a unit given back) must take the lock too.
+	Locked bool
+	// Queued: the buyer is answered once the order is queued, before its
+	// row is written; until then the take in Redis is all that stands for
+	// it, so the Redis must keep what it answered (durability.go).
+	Queued bool
+
+	seller seller
+}
+
+// seller is what a mode does with one purchase.
+type seller interface {
+	// admit refuses what the mode cannot do for a purchase: a lab fault
+	// with no moment to happen in it, a backend the service lacks.
+	admit(s *Service, lab LabOptions) error
+	// sell takes the unit for sl and writes, queues or publishes its order.
+	sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error)
+}
+
+// modes is the table: every mode, in teaching order.
+var modes = []Mode{rmwMode, luaMode, dbMode, sqlrmwMode, asyncMode, mqMode}
+
+// Modes lists the modes in teaching order.
+func Modes() []Mode { return slices.Clone(modes) }
+
+// ModeNamed returns the mode of a user-facing name, or an error wrapping
+// ErrInvalid and stock.ErrUnknownMode.
+func ModeNamed(name string) (Mode, error) {
+	for _, m := range modes {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return Mode{}, fmt.Errorf("%w: %w %q (want one of %s)", ErrInvalid, stock.ErrUnknownMode, name, strings.Join(api.Modes(), ", "))
+}
+
+// modeOf is a stored product's mode, known to be in the table (validate
+// refused any other); a product written by a newer version selling a mode
+// this one lacks reads as the default, rmw, whose give-back takes the lock:
+// the cautious guess.
+func modeOf(name string) Mode {
+	m, err := ModeNamed(name)
+	if err != nil {
+		return rmwMode
+	}
+	return m
+}
+
+// queuedModes names the modes whose buyers are answered before the row.
+func queuedModes() []string {
+	var out []string
+	for _, m := range modes {
+		if m.Queued {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// mode is the product's mode (see modeOf).
+func (p Product) mode() Mode { return modeOf(p.Mode) }
+
+// Command is the go test command that runs the mode's Test.
+func (m Mode) Command() string {
+	parts := strings.Split(m.Test, "/")
+	for i, p := range parts {
+		parts[i] = "^" + p + "$"
+	}
+	return fmt.Sprintf("go test -race %s -run '%s'", m.Package, strings.Join(parts, "/"))
+}
+
+// Store is where the mode takes its units from.
+func (m Mode) Store() stock.Where { return m.Take.Store() }
+
+// sale is one purchase on its way through a mode.
+type sale struct {
+	p   Product
+	req stock.Request
+	lab LabOptions
+	// gen is what awaitRepair returned: the server changes the product's
+	// shards were repaired after.
+	gen uint64
+	// retry: the client sent its own idempotency key, so this may repeat
+	// a purchase that took a unit before the product sold out.
+	retry bool
+}
+
+// refuseFaults refuses the lab faults a mode has no moment for.
+func refuseFaults(mode string, lab LabOptions, crash, poison, releaseBeforeCommit bool) error {
+	f := lab.Fault
+	switch {
+	case f.CrashAfterTake && !crash:
+		return fmt.Errorf("%w: crash_after_take: the %s mode takes the unit and records the order in one atomic step, with no moment in between",
+			ErrInvalid, mode)
+	case f.Poison && !poison:
+		return fmt.Errorf("%w: poison: a queued order whose row the database refuses needs the async mode and a database that keeps column sizes (MySQL; SQLite would store it)",
+			ErrInvalid)
+	case f.ReleaseBeforeCommit && !releaseBeforeCommit:
+		return fmt.Errorf("%w: release_before_commit is a fault of the sqlrmw mode, not of %s", ErrInvalid, mode)
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package order
+
+import (
+	"context"
+
+	"seckill/internal/api"
+	"seckill/internal/stock"
+)
+
+var dbMode = Mode{
+	Name:    api.ModeDB,
+	Summary: "UPDATE product_shards SET stock = stock - 1 WHERE stock > 0, and the order's INSERT, in one SQL transaction; no lock.",
+	Promises: "The unit and the order are one commit: never one without the other, nothing to reconcile. The database's row lock " +
+		"serialises the buyers of a shard.",
+	Breaks: "Nothing of the promise; the cost is speed: every buyer of a shard queues on one row lock in the database, " +
+		"which sells a fraction of what Redis does (docs/BENCHMARKS.md).",
+	Test: "TestEveryBuyerGetsExactlyTheStock/none/db", Package: "./internal/server",
+	Take:   stock.DB,
+	seller: db{},
+}
+
+type db struct{}
+
+func (db) admit(_ *Service, lab LabOptions) error {
+	return refuseFaults(api.ModeDB, lab, false, false, false)
+}
+
+func (db) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
+	return s.sellInSQL(ctx, sl.p, sl.req, rc)
+}

@@ -1,0 +1,37 @@
+package order
+
+import (
+	"context"
+	"fmt"
+
+	"seckill/internal/api"
+	"seckill/internal/stock"
+)
+
+var sqlrmwMode = Mode{
+	Name:    api.ModeSQLRMW,
+	Summary: "SELECT the shard's stock, then UPDATE it to the value read minus one, in the order's transaction, inside the product's lock.",
+	Promises: "Held until the COMMIT, the lock makes the read and the write one step, and the order commits with the unit. " +
+		"On a product that is not a lab product the UPDATE also requires the stock it read, so a lost lease sells nothing.",
+	Breaks: "A lock released before the COMMIT (the fault release_before_commit, or a lease that expired) lets the next holder read the stock " +
+		"before the last write is visible: both sell the same unit.",
+	Test: "TestSQLRMWReleaseBeforeCommit", Package: "./internal/order",
+	Take: stock.SQLRMW, Locked: true,
+	seller: sqlrmw{},
+}
+
+type sqlrmw struct{}
+
+func (sqlrmw) admit(s *Service, lab LabOptions) error {
+	if err := refuseFaults(api.ModeSQLRMW, lab, false, false, true); err != nil {
+		return err
+	}
+	if lab.Fault.ReleaseBeforeCommit && s.db.Dialector.Name() == "sqlite" {
+		return fmt.Errorf("%w: release_before_commit needs MySQL: SQLite's one connection runs one transaction at a time, so no holder reads before the last one's COMMIT", ErrInvalid)
+	}
+	return nil
+}
+
+func (sqlrmw) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
+	return s.sellInSQL(ctx, sl.p, sl.req, rc)
+}

@@ -1,0 +1,92 @@
+package order
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"seckill/internal/api"
+	"seckill/internal/stock"
+)
+
+// TestModesTable checks the table GET /api/modes and the page show: every
+// API mode has one row, in the API's order, every text is filled, and the
+// test each row names exists where it says.
+func TestModesTable(t *testing.T) {
+	var names []string
+	for _, m := range Modes() {
+		names = append(names, m.Name)
+		if m.Summary == "" || m.Promises == "" || m.Breaks == "" || m.Test == "" || m.Package == "" || m.seller == nil {
+			t.Errorf("%s: Summary, Promises, Breaks, Test, Package and its seller must all be filled", m.Name)
+		}
+		if string(m.Take) != m.Name {
+			t.Errorf("%s: takes with stock's %q", m.Name, m.Take)
+		}
+		fn, _, _ := strings.Cut(m.Test, "/")
+		if !testFuncsIn(t, filepath.Join("../..", m.Package))[fn] {
+			t.Errorf("%s: Test %q: no such test function in %s", m.Name, m.Test, m.Package)
+		}
+	}
+	if !slices.Equal(names, api.Modes()) {
+		t.Errorf("modes %v, want the API's %v", names, api.Modes())
+	}
+	// What the rest of the service asks of a mode, pinned to the lesson each
+	// teaches: a lock around a read-modify-write, a 202 before the row.
+	var locked, queued, inSQL []string
+	for _, m := range Modes() {
+		if m.Locked {
+			locked = append(locked, m.Name)
+		}
+		if m.Queued {
+			queued = append(queued, m.Name)
+		}
+		if m.Store() == stock.InSQL {
+			inSQL = append(inSQL, m.Name)
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		got, want []string
+	}{
+		{"locked", locked, []string{"rmw", "sqlrmw"}},
+		{"queued", queued, []string{"async", "mq"}},
+		{"in SQL", inSQL, []string{"db", "sqlrmw"}},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("%s modes %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if _, err := ModeNamed("nope"); err == nil {
+		t.Error("ModeNamed(nope): no error")
+	}
+}
+
+func testFuncsIn(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil || len(files) == 0 {
+		if _, serr := os.Stat(dir); serr != nil {
+			t.Fatalf("package %s: %v", dir, serr)
+		}
+		t.Fatalf("package %s has no tests (%v)", dir, err)
+	}
+	names := make(map[string]bool)
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
+				names[fn.Name.Name] = true
+			}
+		}
+	}
+	return names
+}
