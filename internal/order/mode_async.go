@@ -39,4 +39,3 @@ func (async) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order,
 		return queuedView(sl.p, taken.Entry, rc), nil
 	})
 }
-
