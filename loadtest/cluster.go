@@ -281,7 +281,7 @@ func (c *cluster) killConsumer(ctx context.Context, in *child.Instance) error {
 	ctx, cancel := context.WithTimeout(ctx, claimBound)
 	defer cancel()
 	orders := c.first.Orders
-	dead, held, err := in.KillHolding(ctx, orders.DeliveredTo)
+	dead, held, err := in.KillHolding(ctx, orders.Queue().DeliveredTo)
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func (c *cluster) killConsumer(ctx context.Context, in *child.Instance) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		now, err := orders.DeliveredTo(ctx)
+		now, err := orders.Queue().DeliveredTo(ctx)
 		if err == nil && now[dead] == 0 {
 			fmt.Fprintf(c.stderr, "its orders were claimed %s after the kill\n", time.Since(start).Round(time.Millisecond))
 			return nil

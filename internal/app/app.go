@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	connected.svc.Store(a.Orders)
 	// What a 202 survives, said once at start; the service reads it again
 	// when it may have changed (order.Service.Durability).
-	d := a.Orders.Durability(ctx)
+	d := a.Orders.Catalogue().Durability(ctx)
 	log.Info("what Redis keeps of an answered write", "durability", d.Level, "reason", d.Reason)
 	if cfg.Consume {
 		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
@@ -193,7 +193,7 @@ const DemoProduct = 1
 // in Redis: a restart, or a second instance on a fresh database, must not
 // lay out again the stock of a sale in progress.
 func (a *App) ensureDemo(ctx context.Context) error {
-	_, err := a.Orders.CreateIfAbsent(ctx, order.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
+	_, err := a.Orders.Catalogue().CreateIfAbsent(ctx, order.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
 	if errors.Is(err, order.ErrExists) {
 		a.log.Info("the demo product exists; left as it is", "reason", err)
 		return nil
@@ -241,7 +241,7 @@ func (a *App) health(ctx context.Context) (api.Health, error) {
 	if err != nil {
 		return api.Health{}, fmt.Errorf("%w: %w", server.ErrDatabaseDown, err)
 	}
-	q, err := a.Orders.Backlog(ctx)
+	q, err := a.Orders.Queue().Backlog(ctx)
 	if err != nil {
 		return api.Health{}, fmt.Errorf("%w: %w", server.ErrRedisDown, err)
 	}

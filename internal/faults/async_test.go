@@ -54,7 +54,7 @@ func TestAsyncConsumerKilledMidDrain(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
-	dead, held, err := in.KillHolding(ctx, srv.Orders.DeliveredTo)
+	dead, held, err := in.KillHolding(ctx, srv.Orders.Queue().DeliveredTo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestAsyncConsumerKilledMidDrain(t *testing.T) {
 func pendingOrders(t *testing.T, rdb redis.UniversalClient, svc *order.Service, consumer string) []idgen.ID {
 	t.Helper()
 	ctx := context.Background()
-	streams, err := svc.Streams(ctx)
+	streams, err := svc.Queue().Streams(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

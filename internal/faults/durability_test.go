@@ -135,7 +135,7 @@ func TestAsyncReplayAfterRestartFromAOF(t *testing.T) {
 	ctx := t.Context()
 	var held int64
 	waitFor(t, "a batch delivered to the consumer", func() bool {
-		d, err := srv.Orders.DeliveredTo(ctx)
+		d, err := srv.Orders.Queue().DeliveredTo(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,13 +39,13 @@ type saleCounts struct {
 
 // countSale counts the orders of the product's current sale by shard and
 // status, in one query.
-func (s *Service) countSale(ctx context.Context, p Product) (saleCounts, error) {
+func (rec *Reconciler) countSale(ctx context.Context, p Product) (saleCounts, error) {
 	var rows []struct {
 		Shard  int
 		Status string
 		N      int
 	}
-	err := s.db.WithContext(ctx).Model(&Order{}).Select("shard, status, COUNT(*) AS n").
+	err := rec.db.WithContext(ctx).Model(&Order{}).Select("shard, status, COUNT(*) AS n").
 		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Group("shard, status").Scan(&rows).Error
 	if err != nil {
 		return saleCounts{}, fmt.Errorf("counting orders of product %d: %w", p.ID, err)
@@ -101,46 +101,46 @@ func (v View) Remaining() int {
 // append-only file): it counts again, reading the queued entries' order
 // ids with the stock, then which of them have rows, so that each unit is
 // counted once (Replaying, the SETTLING verdict).
-func (s *Service) Audit(ctx context.Context, id int64) (View, api.Audit, error) {
-	v, a, err := s.audit(ctx, id, false)
+func (rec *Reconciler) Audit(ctx context.Context, id int64) (View, api.Audit, error) {
+	v, a, err := rec.audit(ctx, id, false)
 	if err == nil && a.LostUpdates > 0 && a.Queued > 0 && v.Store == string(stock.InRedis) {
-		v, a, err = s.audit(ctx, id, true)
+		v, a, err = rec.audit(ctx, id, true)
 	}
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
-	v.Durability = s.Durability(ctx)
+	v.Durability = rec.cat.Durability(ctx)
 	return v, a, nil
 }
 
-func (s *Service) audit(ctx context.Context, id int64, withQueue bool) (View, api.Audit, error) {
-	p, err := s.Product(ctx, id)
+func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (View, api.Audit, error) {
+	p, err := rec.cat.Product(ctx, id)
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
-	v := View{Product: p, SoldOut: s.stock.SoldOut(id)}
+	v := View{Product: p, SoldOut: rec.stock.SoldOut(id)}
 	var c stock.Counts
 	switch {
 	case p.Store == string(stock.InRedis) && withQueue:
-		c, err = s.stock.CountWithQueue(ctx, p.stock())
+		c, err = rec.stock.CountWithQueue(ctx, p.stock())
 	case p.Store == string(stock.InRedis):
-		c, err = s.stock.Count(ctx, p.stock())
+		c, err = rec.stock.Count(ctx, p.stock())
 	default:
-		c.Levels, err = s.stock.Levels(ctx, p.stock())
+		c.Levels, err = rec.stock.Levels(ctx, p.stock())
 	}
 	if errors.Is(err, stock.ErrNotLaidOut) {
 		// Stale (reset elsewhere) or lost: read the product again to tell.
-		if fresh, ferr := s.refresh(ctx, id); ferr == nil && fresh.Epoch != p.Epoch {
-			return s.audit(ctx, id, withQueue)
+		if fresh, ferr := rec.cat.refresh(ctx, id); ferr == nil && fresh.Epoch != p.Epoch {
+			return rec.audit(ctx, id, withQueue)
 		}
-		s.rebuild(p)
+		rec.cat.rebuild(p)
 		return View{}, api.Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
 	}
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
 	v.Levels = c.Levels
-	sc, err := s.countSale(ctx, p)
+	sc, err := rec.countSale(ctx, p)
 	if err != nil {
 		return View{}, api.Audit{}, err
 	}
@@ -168,7 +168,7 @@ func (s *Service) audit(ctx context.Context, id int64, withQueue bool) (View, ap
 	if withQueue {
 		// Read after the stock: an entry queued then and written since is
 		// counted here, as it is in the orders.
-		if replaying, err = s.written(ctx, c.QueuedIDs); err != nil {
+		if replaying, err = rec.sales.written(ctx, c.QueuedIDs); err != nil {
 			return View{}, api.Audit{}, err
 		}
 	}
@@ -180,10 +180,10 @@ func (s *Service) audit(ctx context.Context, id int64, withQueue bool) (View, ap
 	if rp := c.Repairs; rp.Restored+rp.Short > 0 {
 		a.Repaired = &api.Repaired{Takes: rp.Restored + rp.Short, Units: rp.Restored, Short: rp.Short}
 	}
-	if a.DeadLettered, err = s.stock.DeadLettered(ctx, id, p.Sale); err != nil {
+	if a.DeadLettered, err = rec.stock.DeadLettered(ctx, id, p.Sale); err != nil {
 		return View{}, api.Audit{}, err
 	}
-	if a.Reconciled, err = s.LastReconciliation(ctx, id); err != nil {
+	if a.Reconciled, err = rec.LastReconciliation(ctx, id); err != nil {
 		return View{}, api.Audit{}, err
 	}
 	judge(&a, p)
@@ -191,17 +191,17 @@ func (s *Service) audit(ctx context.Context, id int64, withQueue bool) (View, ap
 }
 
 // Drain tells how the current sale's queued orders reached their rows.
-func (s *Service) Drain(ctx context.Context, id int64) (api.Drain, error) {
-	_, a, err := s.Audit(ctx, id)
+func (rec *Reconciler) Drain(ctx context.Context, id int64) (api.Drain, error) {
+	_, a, err := rec.Audit(ctx, id)
 	if err != nil {
 		return api.Drain{}, err
 	}
-	p, err := s.Product(ctx, id)
+	p, err := rec.cat.Product(ctx, id)
 	if err != nil {
 		return api.Drain{}, err
 	}
 	var rows []Order
-	err = s.db.WithContext(ctx).Select("accepted_at", "created_at").
+	err = rec.db.WithContext(ctx).Select("accepted_at", "created_at").
 		Where("product_id = ? AND sale = ? AND mode IN ? AND status IN ?", id, p.Sale, queuedModes(), live).Find(&rows).Error
 	if err != nil {
 		return api.Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)

@@ -35,7 +35,7 @@ func BenchmarkBuy(b *testing.B) {
 			id := testenv.ProductID(b)
 			// A Redis that keeps nothing takes async on a lab product only.
 			spec := order.ProductSpec{ID: id, Stock: order.MaxStock, Lock: bc.lock, Mode: bc.mode, Lab: bc.mode == "async"}
-			_, err = a.Orders.Reset(b.Context(), spec)
+			_, err = a.Orders.Catalogue().Reset(b.Context(), spec)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func BenchmarkBuy(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			if _, au, err := a.Orders.Audit(context.Background(), id); err != nil || au.Verdict != api.VerdictOK && bc.lock != "none" {
+			if _, au, err := a.Orders.Reconciler().Audit(context.Background(), id); err != nil || au.Verdict != api.VerdictOK && bc.lock != "none" {
 				b.Errorf("audit %+v, %v", au, err)
 			}
 		})

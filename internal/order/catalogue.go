@@ -29,71 +29,71 @@ const (
 	returnChannel = "seckill:stock-returned"
 )
 
-func (s *Service) subscribe() error {
+func (c *Catalogue) subscribe() error {
 	ctx := context.Background()
-	s.sub = s.rdb.Subscribe(ctx, resetChannel, returnChannel)
+	c.sub = c.rdb.Subscribe(ctx, resetChannel, returnChannel)
 	for range 2 { // the confirmations: no notice is missed after these
-		if _, err := s.sub.Receive(ctx); err != nil {
-			s.sub.Close()
+		if _, err := c.sub.Receive(ctx); err != nil {
+			c.sub.Close()
 			return fmt.Errorf("subscribing to %s and %s: %w", resetChannel, returnChannel, err)
 		}
 	}
-	go s.followNotices()
+	go c.followNotices()
 	return nil
 }
 
 // followNotices runs until Close closes the subscription. After a
 // reconnection the subscription is confirmed again; notices sent while it
 // was down are lost, so then every cached product and flag is dropped.
-func (s *Service) followNotices() {
-	defer close(s.done)
-	for m := range s.sub.ChannelWithSubscriptions() {
+func (c *Catalogue) followNotices() {
+	defer close(c.done)
+	for m := range c.sub.ChannelWithSubscriptions() {
 		switch m := m.(type) {
 		case *redis.Subscription:
-			s.products.Clear()
-			s.stock.ClearAllSoldOut()
+			c.products.Clear()
+			c.stock.ClearAllSoldOut()
 		case *redis.Message:
 			id, err := strconv.ParseInt(m.Payload, 10, 64)
 			if err != nil {
-				s.log.Warn("ignoring a malformed notice", "channel", m.Channel, "payload", m.Payload)
+				c.log.Warn("ignoring a malformed notice", "channel", m.Channel, "payload", m.Payload)
 				continue
 			}
 			if m.Channel == resetChannel {
-				s.products.Delete(id)
+				c.products.Delete(id)
 			}
-			s.stock.ClearSoldOut(id)
+			c.stock.ClearSoldOut(id)
 		}
 	}
 }
 
 // announce tells every process (this one included) that a product changed.
-func (s *Service) announce(ctx context.Context, channel string, id int64) {
-	if err := s.rdb.Publish(ctx, channel, id).Err(); err != nil {
-		s.log.Warn("other processes were not told; their caches and sold-out flags stay until they reconnect",
+func (c *Catalogue) announce(ctx context.Context, channel string, id int64) {
+	if err := c.rdb.Publish(ctx, channel, id).Err(); err != nil {
+		c.log.Warn("other processes were not told; their caches and sold-out flags stay until they reconnect",
 			"channel", channel, "product", id, "error", err)
 	}
 }
 
 // Product returns a product, from the process's cache when it has it.
-func (s *Service) Product(ctx context.Context, id int64) (Product, error) {
-	if p, ok := s.products.Load(id); ok {
+func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
+	if p, ok := c.products.Load(id); ok {
 		return p.(Product), nil
 	}
-	return s.refresh(ctx, id)
+	return c.refresh(ctx, id)
 }
 
 // refresh reads a product from the database and caches it.
-func (s *Service) refresh(ctx context.Context, id int64) (Product, error) {
+func (c *Catalogue) refresh(ctx context.Context, id int64) (Product, error) {
 	var p Product
-	err := s.db.WithContext(ctx).Take(&p, id).Error
+	err := c.db.WithContext(ctx).Take(&p, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		s.products.Delete(id)
+		c.products.Delete(id)
 		return Product{}, fmt.Errorf("%w: product %d", ErrNotFound, id)
 	}
 	if err != nil {
 		return Product{}, fmt.Errorf("reading product %d: %w", id, err)
 	}
-	s.products.Store(id, p)
+	c.products.Store(id, p)
 	return p, nil
 }
 
@@ -124,28 +124,28 @@ type ProductSpec struct {
 // the sale they were made in. A purchase in flight across a reset either
 // wrote its order before it (in the old sale) or is refused after it and
 // tried again in the new one: the new sale's audit is exact.
-func (s *Service) Reset(ctx context.Context, spec ProductSpec) (Product, error) {
-	return s.reset(ctx, spec, false)
+func (c *Catalogue) Reset(ctx context.Context, spec ProductSpec) (Product, error) {
+	return c.reset(ctx, spec, false)
 }
 
 // reset is Reset; createOnly refuses (ErrExists) a product that exists.
-func (s *Service) reset(ctx context.Context, spec ProductSpec, createOnly bool) (Product, error) {
-	p, err := s.validate(spec)
+func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool) (Product, error) {
+	p, err := c.validate(spec)
 	if err != nil {
 		return Product{}, err
 	}
-	if err := s.checkDurable(ctx, p); err != nil {
+	if err := c.checkDurable(ctx, p); err != nil {
 		return Product{}, fmt.Errorf("product %d: %w", p.ID, err)
 	}
 	// A layout recorded in Redis by a process whose database did not know
 	// the product: the new epoch must not reuse its keys.
-	marker, _, err := s.stock.ReadMarker(ctx, p.ID)
+	marker, _, err := c.stock.ReadMarker(ctx, p.ID)
 	if err != nil {
 		return Product{}, err
 	}
 	levels := stock.Split(p.Initial, p.Shards)
 	var old *Product
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// Shard rows first, then the product: the db mode's purchases lock
 		// in that order too, so the two cannot deadlock.
 		if err := stock.LayOutSQL(tx, p.stock(), levels); err != nil {
@@ -173,7 +173,7 @@ func (s *Service) reset(ctx context.Context, spec ProductSpec, createOnly bool) 
 		}
 		// Laid out before the commit publishes the new epoch: no purchase
 		// can find the epoch without its keys.
-		if err := s.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
+		if err := c.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
 			return err
 		}
 		return tx.Save(&p).Error
@@ -181,12 +181,12 @@ func (s *Service) reset(ctx context.Context, spec ProductSpec, createOnly bool) 
 	if err != nil {
 		return Product{}, fmt.Errorf("resetting product %d: %w", p.ID, err)
 	}
-	s.products.Store(p.ID, p)
-	s.stock.ClearSoldOut(p.ID)
-	s.announce(ctx, resetChannel, p.ID)
+	c.products.Store(p.ID, p)
+	c.stock.ClearSoldOut(p.ID)
+	c.announce(ctx, resetChannel, p.ID)
 	if old != nil && old.Store == string(stock.InRedis) {
-		if err := s.stock.Drop(ctx, old.stock().Layout); err != nil {
-			s.log.Warn("the keys of a past layout stay in Redis", "product", p.ID, "epoch", old.Epoch, "error", err)
+		if err := c.stock.Drop(ctx, old.stock().Layout); err != nil {
+			c.log.Warn("the keys of a past layout stay in Redis", "product", p.ID, "epoch", old.Epoch, "error", err)
 		}
 	}
 	return p, nil
@@ -206,29 +206,29 @@ var ErrExists = errors.New("order: product exists")
 // Processes started at once may create it at once: their transactions
 // deadlock or one's insert finds the other's row, and the one refused
 // reads again, once, and finds it.
-func (s *Service) CreateIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
-	p, err := s.createIfAbsent(ctx, spec)
+func (c *Catalogue) CreateIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := c.createIfAbsent(ctx, spec)
 	if errors.Is(err, gorm.ErrDuplicatedKey) || transient(err) {
-		p, err = s.createIfAbsent(ctx, spec)
+		p, err = c.createIfAbsent(ctx, spec)
 	}
 	return p, err
 }
 
-func (s *Service) createIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
-	p, err := s.refresh(ctx, spec.ID)
+func (c *Catalogue) createIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := c.refresh(ctx, spec.ID)
 	if err == nil {
 		return p, ErrExists
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return Product{}, err
 	}
-	if _, found, err := s.stock.ReadMarker(ctx, spec.ID); err != nil || found {
+	if _, found, err := c.stock.ReadMarker(ctx, spec.ID); err != nil || found {
 		return Product{}, cmp.Or(err, fmt.Errorf("%w: product %d is laid out in Redis but not in this database", ErrExists, spec.ID))
 	}
-	return s.reset(ctx, spec, true)
+	return c.reset(ctx, spec, true)
 }
 
-func (s *Service) validate(spec ProductSpec) (Product, error) {
+func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 	invalid := func(format string, a ...any) (Product, error) {
 		return Product{}, fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 	}
@@ -274,7 +274,7 @@ func (s *Service) validate(spec ProductSpec) (Product, error) {
 	if err != nil {
 		return Product{}, err
 	}
-	if _, err := s.locker(p.Lock); err != nil {
+	if _, err := c.locker(p.Lock); err != nil {
 		return Product{}, err
 	}
 	p.Store = string(mode.Store())

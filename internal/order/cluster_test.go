@@ -41,7 +41,7 @@ func TestServiceOnCluster(t *testing.T) {
 			id := testenv.ProductID(t)
 			// The test cluster keeps nothing: only a lab product may be async on it.
 			spec := order.ProductSpec{ID: id, Stock: 30, Shards: 3, Lock: "token", Mode: mode, Lab: mode == api.ModeAsync}
-			if _, err := svc.Reset(t.Context(), spec); err != nil {
+			if _, err := svc.Catalogue().Reset(t.Context(), spec); err != nil {
 				t.Fatal(err)
 			}
 			buy := func(n int, user func(i int) int64) (ok int, errs map[string]int) {
@@ -80,7 +80,7 @@ func TestServiceOnCluster(t *testing.T) {
 			var a api.Audit
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				_, a, err = svc.Audit(t.Context(), id)
+				_, a, err = svc.Reconciler().Audit(t.Context(), id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,14 +114,14 @@ func TestLifecycleOnCluster(t *testing.T) {
 	t.Cleanup(func() { svc.Close() })
 	ctx := t.Context()
 	id := testenv.ProductID(t)
-	if _, err := svc.Reset(ctx, order.ProductSpec{ID: id, Stock: 2, Shards: 2, Mode: api.ModeLua, PayTimeout: order.MinPayTimeout}); err != nil {
+	if _, err := svc.Catalogue().Reset(ctx, order.ProductSpec{ID: id, Stock: 2, Shards: 2, Mode: api.ModeLua, PayTimeout: order.MinPayTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	o, _, err := svc.Buy(ctx, order.Purchase{UserID: 1, ProductID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Cancel(ctx, o.ID, 1); err != nil {
+	if _, err := svc.Lifecycle().Cancel(ctx, o.ID, 1); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	again, _, err := svc.Buy(ctx, order.Purchase{UserID: 1, ProductID: id})
@@ -129,10 +129,10 @@ func TestLifecycleOnCluster(t *testing.T) {
 		t.Fatalf("buying again after the cancel: %+v %v, want a new order", again, err)
 	}
 	time.Sleep(time.Until(*again.DueAt) + 5*time.Millisecond) // the window ends: not a condition polled for
-	if err := svc.ExpireDue(ctx); err != nil {
+	if err := svc.Lifecycle().ExpireDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, a, err := svc.Audit(ctx, id)
+	_, a, err := svc.Reconciler().Audit(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

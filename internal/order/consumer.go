@@ -241,7 +241,7 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 			for _, r := range w.refused {
 				c.deadLetter(ctx, r.q, r.reason)
 			}
-			c.svc.schedule(ctx, w.rows()...)
+			c.svc.life.schedule(ctx, w.rows()...)
 			if err := c.stock.Ack(ctx, append(w.written, w.voided...)); err != nil {
 				c.unacked.Add(int64(len(w.written) + len(w.voided)))
 				// Unacknowledged, they are delivered again and skipped
@@ -399,7 +399,7 @@ func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason s
 		return
 	}
 	// Its unit is back: the other processes' sold-out flags must go too.
-	c.svc.announce(ctx, returnChannel, q.Layout.ID)
+	c.svc.cat.announce(ctx, returnChannel, q.Layout.ID)
 }
 
 // insertFresh inserts, in tx, those of qs taken from their product's

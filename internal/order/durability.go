@@ -18,8 +18,8 @@ var ErrNotDurable = errors.New("order: Redis keeps nothing across a restart")
 // Durability is what Redis keeps of an answered write, read again when it
 // may have changed (see durability.Watch). Settings it cannot read, or a
 // Redis that does not answer, are durability.None, with the reason.
-func (s *Service) Durability(ctx context.Context) durability.Reading {
-	r, err := s.durable.Get(ctx)
+func (c *Catalogue) Durability(ctx context.Context) durability.Reading {
+	r, err := c.durable.Get(ctx)
 	if err != nil {
 		return durability.Reading{Level: durability.None, Reason: "the persistence settings could not be read: " + err.Error()}
 	}
@@ -29,8 +29,8 @@ func (s *Service) Durability(ctx context.Context) durability.Reading {
 // durabilityDropped is told when a reading finds Redis keeping less than
 // before (CONFIG SET, or a restart with other settings). The products
 // already created keep their mode: their views say the new durability.
-func (s *Service) durabilityDropped(before, now durability.Reading) {
-	s.log.Warn("Redis keeps less than it did: a 202 of an async or mq product rests on it",
+func (c *Catalogue) durabilityDropped(before, now durability.Reading) {
+	c.log.Warn("Redis keeps less than it did: a 202 of an async or mq product rests on it",
 		"before", before.Level, "now", now.Level, "reason", now.Reason)
 }
 
@@ -39,11 +39,11 @@ func (s *Service) durabilityDropped(before, now durability.Reading) {
 // take is only in Redis, and a rebuild refuses its queued orders) when
 // Redis keeps nothing. It reads the settings afresh: a reset is rare.
 // A lab product may: the async-durability scenario shows what is lost.
-func (s *Service) checkDurable(ctx context.Context, p Product) error {
+func (c *Catalogue) checkDurable(ctx context.Context, p Product) error {
 	if p.Lab || !p.mode().Queued {
 		return nil
 	}
-	r, err := s.durable.Fresh(ctx)
+	r, err := c.durable.Fresh(ctx)
 	if err != nil {
 		return err
 	}

@@ -59,16 +59,16 @@ const naiveGap = 20 * time.Millisecond
 
 // Pay marks an order paid, if user is its buyer, it is unpaid, and its
 // payment window is open.
-func (s *Service) Pay(ctx context.Context, id idgen.ID, user int64) (Order, error) {
-	o, p, err := s.ownOrder(ctx, id, user)
+func (lc *Lifecycle) Pay(ctx context.Context, id idgen.ID, user int64) (Order, error) {
+	o, p, err := lc.ownOrder(ctx, id, user)
 	if err != nil {
 		return Order{}, err
 	}
 	now := time.Now()
 	if p.Lifecycle == Naive {
-		return s.payNaively(ctx, o, now)
+		return lc.payNaively(ctx, o, now)
 	}
-	res := s.db.WithContext(ctx).Model(&Order{}).
+	res := lc.db.WithContext(ctx).Model(&Order{}).
 		Where("id = ? AND status = ? AND (due_at IS NULL OR due_at > ?)", int64(id), Unpaid, now).
 		Updates(map[string]any{"status": Paid, "paid_at": now})
 	if res.Error != nil {
@@ -78,33 +78,33 @@ func (s *Service) Pay(ctx context.Context, id idgen.ID, user int64) (Order, erro
 		o.Status, o.PaidAt = Paid, &now
 		return o, nil
 	}
-	return Order{}, s.lost(ctx, id, "pay")
+	return Order{}, lc.lost(ctx, id, "pay")
 }
 
 // Cancel cancels an unpaid order of user's, and puts its unit back on sale.
-func (s *Service) Cancel(ctx context.Context, id idgen.ID, user int64) (Order, error) {
-	o, p, err := s.ownOrder(ctx, id, user)
+func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, user int64) (Order, error) {
+	o, p, err := lc.ownOrder(ctx, id, user)
 	if err != nil {
 		return Order{}, err
 	}
-	won, err := s.cancel(ctx, p, o, ByBuyer)
+	won, err := lc.cancel(ctx, p, o, ByBuyer)
 	if err != nil {
 		return Order{}, err
 	}
 	if !won {
-		return Order{}, s.lost(ctx, id, "cancel")
+		return Order{}, lc.lost(ctx, id, "cancel")
 	}
-	o, _, err = s.find(ctx, s.db, id)
+	o, _, err = lc.find(ctx, lc.db, id)
 	return o, err
 }
 
 // ownOrder reads an order of user's and its product; another user's order
 // is not found, as an unknown one is.
-func (s *Service) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order, Product, error) {
+func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order, Product, error) {
 	if user <= 0 {
 		return Order{}, Product{}, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
 	}
-	o, err := s.Order(ctx, id)
+	o, err := lc.sales.Order(ctx, id)
 	switch {
 	case err != nil:
 		return Order{}, Product{}, err
@@ -113,13 +113,13 @@ func (s *Service) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order,
 	case o.Status == Pending:
 		return Order{}, Product{}, fmt.Errorf("%w: order %s", ErrQueued, id)
 	}
-	p, err := s.Product(ctx, o.ProductID)
+	p, err := lc.cat.Product(ctx, o.ProductID)
 	return o, p, err
 }
 
 // lost says why a change of an order did not happen: the state it lost to.
-func (s *Service) lost(ctx context.Context, id idgen.ID, what string) error {
-	o, found, err := s.find(ctx, s.db, id)
+func (lc *Lifecycle) lost(ctx context.Context, id idgen.ID, what string) error {
+	o, found, err := lc.find(ctx, lc.db, id)
 	switch {
 	case err != nil:
 		return err
@@ -131,9 +131,9 @@ func (s *Service) lost(ctx context.Context, id idgen.ID, what string) error {
 		return fmt.Errorf("%w: order %s was cancelled by its %s", ErrCancelled, id, o.CancelledBy)
 	case o.Status == Unpaid && o.DueAt != nil && !o.DueAt.After(time.Now()):
 		// The window ended and the timeout has not come yet: it is cancelled now.
-		if p, err := s.Product(ctx, o.ProductID); err == nil {
-			if _, err := s.cancel(ctx, p, o, ByTimeout); err != nil {
-				s.log.Warn("cancelling an order past its payment window", "order", id, "error", err)
+		if p, err := lc.cat.Product(ctx, o.ProductID); err == nil {
+			if _, err := lc.cancel(ctx, p, o, ByTimeout); err != nil {
+				lc.log.Warn("cancelling an order past its payment window", "order", id, "error", err)
 			}
 		}
 		return fmt.Errorf("%w: order %s: its payment window ended at %s", ErrCancelled, id, o.DueAt.UTC().Format(time.RFC3339Nano))
@@ -146,9 +146,9 @@ func (s *Service) lost(ctx context.Context, id idgen.ID, what string) error {
 // stock in SQL, after the commit for stock in Redis (if that fails, the
 // take stays in the ledger without a live order, and the reconciler returns
 // it). It reports whether this call won.
-func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bool, error) {
+func (lc *Lifecycle) cancel(ctx context.Context, p Product, o Order, by string) (bool, error) {
 	if p.Lifecycle == Naive {
-		return s.cancelNaively(ctx, p, o, by)
+		return lc.cancelNaively(ctx, p, o, by)
 	}
 	now := time.Now()
 	ours := o.Sale == p.Sale // a unit of an earlier sale went with its stock
@@ -156,9 +156,9 @@ func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bo
 		// The sqlrmw mode writes the stock it read, minus one: a unit
 		// returned between its SELECT and its UPDATE would be written over.
 		// Return it under the shard's lock, as the purchases take theirs.
-		defer s.lockShard(ctx, p, o.Shard)()
+		defer lc.lockShard(ctx, p, o.Shard)()
 	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := lc.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		q := tx.Model(&Order{}).Where("id = ? AND status = ?", int64(o.ID), Unpaid)
 		if by == ByTimeout {
 			q = q.Where("due_at IS NOT NULL AND due_at <= ?", now)
@@ -183,7 +183,7 @@ func (s *Service) cancel(ctx context.Context, p Product, o Order, by string) (bo
 		return false, fmt.Errorf("cancelling order %s: %w", o.ID, err)
 	}
 	if ours {
-		s.returnUnit(ctx, p, o)
+		lc.returnUnit(ctx, p, o)
 	}
 	return true, nil
 }
@@ -193,49 +193,49 @@ var errLost = errors.New("order: lost the race")
 // lockShard takes a shard's lock under the product's strategy, waiting as
 // long as a give-back would (a holder that keeps it longer is dead), and
 // returns its release; without the lock, the release does nothing.
-func (s *Service) lockShard(ctx context.Context, p Product, shard int) func() {
-	locker, err := s.locker(p.Lock)
+func (b *base) lockShard(ctx context.Context, p Product, shard int) func() {
+	locker, err := b.locker(p.Lock)
 	if err != nil {
 		return func() {}
 	}
-	lease, err := locker.Acquire(ctx, p.stock().LockKey(shard), lock.Options{TTL: s.opt.LockTTL, Wait: s.Budget().GiveBackWait()})
+	lease, err := locker.Acquire(ctx, p.stock().LockKey(shard), lock.Options{TTL: b.opt.LockTTL, Wait: b.Budget().GiveBackWait()})
 	if err != nil {
-		s.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
+		b.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
 		return func() {}
 	}
 	return func() { lease.Release(context.WithoutCancel(ctx)) }
 }
 
 // returnUnit puts a cancelled order's unit back and forgets its buyer.
-func (s *Service) returnUnit(ctx context.Context, p Product, o Order) {
+func (lc *Lifecycle) returnUnit(ctx context.Context, p Product, o Order) {
 	if p.Store == string(stock.InSQL) {
-		s.stock.ClearSoldOut(p.ID)
-		s.announce(ctx, returnChannel, p.ID)
+		lc.stock.ClearSoldOut(p.ID)
+		lc.cat.announce(ctx, returnChannel, p.ID)
 		return
 	}
 	var locker lock.Locker
 	if p.mode().Locked {
-		locker, _ = s.locker(p.Lock)
+		locker, _ = lc.locker(p.Lock)
 	}
 	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
-		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
-	s.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
+		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.Budget().GiveBackWait(), Guard: !p.Lab}
+	lc.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }
 
 // payNaively is the check-then-act a lab product may choose: read the
 // status, pause, write "paid" whatever it has become meanwhile.
-func (s *Service) payNaively(ctx context.Context, o Order, now time.Time) (Order, error) {
-	cur, _, err := s.find(ctx, s.db, o.ID)
+func (lc *Lifecycle) payNaively(ctx context.Context, o Order, now time.Time) (Order, error) {
+	cur, _, err := lc.find(ctx, lc.db, o.ID)
 	if err != nil {
 		return Order{}, err
 	}
 	if cur.Status != Unpaid {
-		return Order{}, s.lost(ctx, o.ID, "pay")
+		return Order{}, lc.lost(ctx, o.ID, "pay")
 	}
 	if err := pauseFor(ctx, naiveGap); err != nil {
 		return Order{}, err
 	}
-	err = s.db.WithContext(ctx).Model(&Order{}).Where("id = ?", int64(o.ID)).
+	err = lc.db.WithContext(ctx).Model(&Order{}).Where("id = ?", int64(o.ID)).
 		Updates(map[string]any{"status": Paid, "paid_at": now}).Error
 	if err != nil {
 		return Order{}, fmt.Errorf("paying order %s: %w", o.ID, err)
@@ -246,8 +246,8 @@ func (s *Service) payNaively(ctx context.Context, o Order, now time.Time) (Order
 
 // cancelNaively: read the status, pause, write "cancelled" and return the
 // unit, whatever the status has become meanwhile.
-func (s *Service) cancelNaively(ctx context.Context, p Product, o Order, by string) (bool, error) {
-	cur, _, err := s.find(ctx, s.db, o.ID)
+func (lc *Lifecycle) cancelNaively(ctx context.Context, p Product, o Order, by string) (bool, error) {
+	cur, _, err := lc.find(ctx, lc.db, o.ID)
 	if err != nil {
 		return false, err
 	}
@@ -258,17 +258,17 @@ func (s *Service) cancelNaively(ctx context.Context, p Product, o Order, by stri
 		return false, err
 	}
 	now := time.Now()
-	err = s.db.WithContext(ctx).Model(&Order{}).Where("id = ?", int64(o.ID)).
+	err = lc.db.WithContext(ctx).Model(&Order{}).Where("id = ?", int64(o.ID)).
 		Updates(map[string]any{"status": Cancelled, "buyer": nil, "cancelled_at": now, "cancelled_by": by}).Error
 	if err != nil {
 		return false, fmt.Errorf("cancelling order %s: %w", o.ID, err)
 	}
 	if o.Sale == p.Sale {
 		if p.Store == string(stock.InSQL) {
-			s.db.WithContext(ctx).Model(&stock.Shard{}).Where("product_id = ? AND shard = ?", p.ID, o.Shard).
+			lc.db.WithContext(ctx).Model(&stock.Shard{}).Where("product_id = ? AND shard = ?", p.ID, o.Shard).
 				Update("stock", gorm.Expr("stock + 1"))
 		}
-		s.returnUnit(ctx, p, o)
+		lc.returnUnit(ctx, p, o)
 	}
 	return true, nil
 }
@@ -286,32 +286,32 @@ func pauseFor(ctx context.Context, d time.Duration) error {
 
 // schedule adds the payment deadlines of orders just written. A failure
 // is logged: the reconciler finds unpaid orders past their due time.
-func (s *Service) schedule(ctx context.Context, os ...Order) {
+func (lc *Lifecycle) schedule(ctx context.Context, os ...Order) {
 	var ds []stock.Deadline
 	for _, o := range os {
 		if o.DueAt != nil {
 			ds = append(ds, stock.Deadline{Product: o.ProductID, Shard: o.Shard, Order: o.ID, Due: *o.DueAt})
 		}
 	}
-	if err := s.stock.Schedule(ctx, ds); err != nil {
-		s.log.Warn("payment deadlines not scheduled; the reconciler will find them", "orders", len(ds), "error", err)
+	if err := lc.stock.Schedule(ctx, ds); err != nil {
+		lc.log.Warn("payment deadlines not scheduled; the reconciler will find them", "orders", len(ds), "error", err)
 	}
 }
 
 // expireOnSchedule polls the deadline sets every DueEvery until Close, and
 // cancels the unpaid orders whose window has ended.
-func (s *Service) expireOnSchedule() {
-	t := time.NewTicker(s.opt.DueEvery)
+func (lc *Lifecycle) expireOnSchedule() {
+	t := time.NewTicker(lc.opt.DueEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-lc.stop:
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
-		if err := s.ExpireDue(ctx); err != nil && !errors.Is(err, ErrClosing) {
-			s.log.Warn("a pass over the payment deadlines failed", "error", err)
+		ctx, cancel := context.WithTimeout(context.Background(), lc.Budget().Purchase())
+		if err := lc.ExpireDue(ctx); err != nil && !errors.Is(err, ErrClosing) {
+			lc.log.Warn("a pass over the payment deadlines failed", "error", err)
 		}
 		cancel()
 	}
@@ -319,24 +319,24 @@ func (s *Service) expireOnSchedule() {
 
 // ExpireDue claims the deadlines that are due, in every set, and cancels
 // their orders if they are still unpaid.
-func (s *Service) ExpireDue(ctx context.Context) error {
-	if err := s.enter(); err != nil {
+func (lc *Lifecycle) ExpireDue(ctx context.Context) error {
+	if err := lc.enter(); err != nil {
 		return err
 	}
-	defer s.working.Done()
-	keys, err := s.stock.DueSets(ctx)
+	defer lc.working.Done()
+	keys, err := lc.stock.DueSets(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, key := range keys {
-		ids, err := s.stock.ClaimDue(ctx, key, time.Now(), s.opt.DueLease, 100)
+		ids, err := lc.stock.ClaimDue(ctx, key, time.Now(), lc.opt.DueLease, 100)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		done, err := s.expireAll(ctx, ids)
-		errs = append(errs, err, s.stock.Unschedule(ctx, key, done...))
+		done, err := lc.expireAll(ctx, ids)
+		errs = append(errs, err, lc.stock.Unschedule(ctx, key, done...))
 	}
 	return errors.Join(errs...)
 }
@@ -347,7 +347,7 @@ const expireConcurrency = 16
 
 // expireAll cancels the orders of claimed deadlines and returns those
 // settled; the others stay claimed and come due again after the lease.
-func (s *Service) expireAll(ctx context.Context, ids []idgen.ID) ([]idgen.ID, error) {
+func (lc *Lifecycle) expireAll(ctx context.Context, ids []idgen.ID) ([]idgen.ID, error) {
 	var (
 		mu   sync.Mutex
 		done []idgen.ID
@@ -359,7 +359,7 @@ func (s *Service) expireAll(ctx context.Context, ids []idgen.ID) ([]idgen.ID, er
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			err := s.expire(ctx, id)
+			err := lc.expire(ctx, id)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -374,37 +374,37 @@ func (s *Service) expireAll(ctx context.Context, ids []idgen.ID) ([]idgen.ID, er
 }
 
 // expire cancels an order whose window has ended, if it is still unpaid.
-func (s *Service) expire(ctx context.Context, id idgen.ID) error {
-	o, found, err := s.find(ctx, s.db, id)
+func (lc *Lifecycle) expire(ctx context.Context, id idgen.ID) error {
+	o, found, err := lc.find(ctx, lc.db, id)
 	if err != nil || !found || o.Status != Unpaid {
 		return err // paid, cancelled, or never written (the reconciler's)
 	}
-	p, err := s.Product(ctx, o.ProductID)
+	p, err := lc.cat.Product(ctx, o.ProductID)
 	if err != nil {
 		return err
 	}
-	won, err := s.cancel(ctx, p, o, ByTimeout)
+	won, err := lc.cancel(ctx, p, o, ByTimeout)
 	if err == nil && !won && o.DueAt != nil && o.DueAt.After(time.Now()) {
 		// Claimed before its row's due time (a clock between processes):
 		// due again at the right time.
-		s.schedule(ctx, o)
+		lc.schedule(ctx, o)
 	}
 	return err
 }
 
 // expireOverdue cancels a sale's unpaid orders well past their due time:
 // those whose deadline never reached the delay queue.
-func (s *Service) expireOverdue(ctx context.Context, p Product) (int, error) {
+func (lc *Lifecycle) expireOverdue(ctx context.Context, p Product) (int, error) {
 	var ids []int64
-	err := s.db.WithContext(ctx).Model(&Order{}).
-		Where("product_id = ? AND sale = ? AND status = ? AND due_at < ?", p.ID, p.Sale, Unpaid, time.Now().Add(-2*s.opt.DueLease)).
+	err := lc.db.WithContext(ctx).Model(&Order{}).
+		Where("product_id = ? AND sale = ? AND status = ? AND due_at < ?", p.ID, p.Sale, Unpaid, time.Now().Add(-2*lc.opt.DueLease)).
 		Limit(1000).Pluck("id", &ids).Error
 	if err != nil {
 		return 0, fmt.Errorf("reading the overdue orders of product %d: %w", p.ID, err)
 	}
 	n := 0
 	for _, id := range ids {
-		if err := s.expire(ctx, idgen.ID(id)); err != nil {
+		if err := lc.expire(ctx, idgen.ID(id)); err != nil {
 			return n, err
 		}
 		n++

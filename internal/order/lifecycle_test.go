@@ -36,22 +36,22 @@ func TestPayAndCancel(t *testing.T) {
 				t.Errorf("due %v for an order made at %v: want a minute later", a.DueAt, a.CreatedAt)
 			}
 			ctx := t.Context()
-			if _, err := f.svc.Pay(ctx, a.ID, 2); !errors.Is(err, order.ErrNotFound) {
+			if _, err := f.svc.Lifecycle().Pay(ctx, a.ID, 2); !errors.Is(err, order.ErrNotFound) {
 				t.Errorf("paying another buyer's order: %v, want not found", err)
 			}
-			if o, err := f.svc.Pay(ctx, a.ID, 1); err != nil || o.Status != order.Paid || o.PaidAt == nil {
+			if o, err := f.svc.Lifecycle().Pay(ctx, a.ID, 1); err != nil || o.Status != order.Paid || o.PaidAt == nil {
 				t.Fatalf("pay: %+v, %v", o, err)
 			}
-			if _, err := f.svc.Pay(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+			if _, err := f.svc.Lifecycle().Pay(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
 				t.Errorf("paying twice: %v, want ErrAlreadyPaid", err)
 			}
-			if _, err := f.svc.Cancel(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+			if _, err := f.svc.Lifecycle().Cancel(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
 				t.Errorf("cancelling a paid order: %v, want ErrAlreadyPaid", err)
 			}
-			if o, err := f.svc.Cancel(ctx, b.ID, 2); err != nil || o.Status != order.Cancelled || o.CancelledBy != order.ByBuyer {
+			if o, err := f.svc.Lifecycle().Cancel(ctx, b.ID, 2); err != nil || o.Status != order.Cancelled || o.CancelledBy != order.ByBuyer {
 				t.Fatalf("cancel: %+v, %v", o, err)
 			}
-			for _, try := range []func(context.Context, idgen.ID, int64) (order.Order, error){f.svc.Cancel, f.svc.Pay} {
+			for _, try := range []func(context.Context, idgen.ID, int64) (order.Order, error){f.svc.Lifecycle().Cancel, f.svc.Lifecycle().Pay} {
 				if _, err := try(ctx, b.ID, 2); !errors.Is(err, order.ErrCancelled) {
 					t.Errorf("after the cancel: %v, want ErrCancelled", err)
 				}
@@ -75,7 +75,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	paid := f.buy(1, 1)
 	f.buy(1, 2)
 	f.buy(1, 3)
-	if _, err := f.svc.Pay(t.Context(), paid.ID, 1); err != nil {
+	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID, 1); err != nil {
 		t.Fatal(err)
 	}
 	// Cancelled in SQL first, then the unit goes back: wait for both.
@@ -83,7 +83,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	if a.Paid != 1 || a.Unpaid != 0 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 1 paid, 2 cancelled with their units back", a)
 	}
-	if _, err := f.svc.Pay(t.Context(), paid.ID+0, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID+0, 1); !errors.Is(err, order.ErrAlreadyPaid) {
 		t.Errorf("%v", err)
 	}
 }
@@ -106,12 +106,12 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 		wg.Go(func() {
 			<-gate
 			time.Sleep(time.Until(*o.DueAt) - 5*time.Millisecond) // a little before the end
-			f.svc.Pay(context.Background(), o.ID, user)
+			f.svc.Lifecycle().Pay(context.Background(), o.ID, user)
 		})
 		wg.Go(func() {
 			<-gate
 			time.Sleep(time.Until(*o.DueAt) - 5*time.Millisecond)
-			f.svc.Cancel(context.Background(), o.ID, user)
+			f.svc.Lifecycle().Cancel(context.Background(), o.ID, user)
 		})
 	}
 	close(gate)
@@ -144,11 +144,11 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 		user := int64(i + 1)
 		wg.Go(func() {
 			<-gate
-			if _, err := f.svc.Pay(context.Background(), o.ID, user); err == nil {
+			if _, err := f.svc.Lifecycle().Pay(context.Background(), o.ID, user); err == nil {
 				paidOK.Add(1)
 			}
 		})
-		wg.Go(func() { <-gate; f.svc.Cancel(context.Background(), o.ID, user) })
+		wg.Go(func() { <-gate; f.svc.Lifecycle().Cancel(context.Background(), o.ID, user) })
 	}
 	close(gate)
 	wg.Wait()
@@ -160,7 +160,7 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 	}
 	t.Logf("audit %+v, %d payments told they succeeded", a, paidOK.Load())
 	// A product that is not a lab product cannot choose it.
-	if _, err := f.svc.Reset(t.Context(), order.ProductSpec{ID: 2, Stock: 1, Lifecycle: order.Naive}); !errors.Is(err, order.ErrInvalid) {
+	if _, err := f.svc.Catalogue().Reset(t.Context(), order.ProductSpec{ID: 2, Stock: 1, Lifecycle: order.Naive}); !errors.Is(err, order.ErrInvalid) {
 		t.Errorf("a naive lifecycle on a product that is not a lab product: %v, want ErrInvalid", err)
 	}
 }
@@ -178,14 +178,14 @@ func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
 	if err != nil || len(ids) != 1 || ids[0] != o.ID {
 		t.Fatalf("the dead process's claim: %v, %v", ids, err)
 	}
-	if err := f.svc.ExpireDue(t.Context()); err != nil {
+	if err := f.svc.Lifecycle().ExpireDue(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if a := f.audit(1); a.Cancelled != 0 {
 		t.Fatalf("cancelled while another held the claim: %+v", a)
 	}
 	time.Sleep(250 * time.Millisecond)
-	if err := f.svc.ExpireDue(t.Context()); err != nil {
+	if err := f.svc.Lifecycle().ExpireDue(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if a := f.audit(1); a.Cancelled != 1 || a.Remaining != 2 {

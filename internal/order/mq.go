@@ -211,7 +211,7 @@ func (c *MQConsumer) handle(ctx context.Context, ds []mq.Delivery) bool {
 			for _, r := range w.refused {
 				c.refuse(ctx, r)
 			}
-			c.svc.schedule(ctx, w.rows()...)
+			c.svc.life.schedule(ctx, w.rows()...)
 			return true
 		}
 		if c.stopped() {

@@ -154,8 +154,8 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	return pl, nil
 }
 
-func (s *Service) locker(name string) (lock.Locker, error) {
-	l, err := s.locks.Get(name)
+func (b *base) locker(name string) (lock.Locker, error) {
+	l, err := b.locks.Get(name)
 	if errors.Is(err, lock.ErrUnknownStrategy) || errors.Is(err, lock.ErrUnsupported) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -171,7 +171,7 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if err := in.check(); err != nil {
 		return Order{}, rc, err
 	}
-	p, err := s.Product(ctx, in.ProductID)
+	p, err := s.cat.Product(ctx, in.ProductID)
 	if err != nil {
 		return Order{}, rc, err
 	}
@@ -187,13 +187,13 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		return Order{}, rc, err
 	}
 	defer s.working.Done()
-	s.touch(p.ID)
+	s.rec.touch(p.ID)
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
 	defer cancel()
 	var gen uint64 // the server changes the product was repaired after
 	if p.Store == string(stock.InRedis) {
-		if gen, err = s.awaitRepair(ctx, p.ID); err != nil {
+		if gen, err = s.rec.awaitRepair(ctx, p.ID); err != nil {
 			return Order{}, rc, err
 		}
 	}
@@ -216,13 +216,13 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		if !errors.Is(err, errStale) {
 			return o, rc, s.answer(ctx, p, err)
 		}
-		fresh, err := s.refresh(ctx, p.ID)
+		fresh, err := s.cat.refresh(ctx, p.ID)
 		if err != nil {
 			return Order{}, rc, err
 		}
 		if fresh.Epoch == p.Epoch {
 			// The layout is current and its keys are gone: Redis lost them.
-			s.rebuild(fresh)
+			s.cat.rebuild(fresh)
 			return Order{}, rc, fmt.Errorf("%w: product %d", ErrRebuilding, p.ID)
 		}
 		if attempt > 0 {
@@ -246,11 +246,11 @@ func purchaseOwner(product, user int64, key string) string {
 
 // touch notes that this process sold the product: the reconciler passes
 // over those.
-func (s *Service) touch(id int64) {
-	if at, ok := s.touched.Load(id); ok && time.Since(at.(time.Time)) < time.Minute {
+func (rec *Reconciler) touch(id int64) {
+	if at, ok := rec.touched.Load(id); ok && time.Since(at.(time.Time)) < time.Minute {
 		return
 	}
-	s.touched.Store(id, time.Now())
+	rec.touched.Store(id, time.Now())
 }
 
 // sell takes a unit for t and writes its order, as the plan's mode does;
@@ -305,7 +305,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 // the purchase here, as a process that died here would: no order, no
 // give-back.
 func (s *Service) keep(ctx context.Context, sl sale, taken stock.Taken) error {
-	if s.changedSince(sl.gen) {
+	if s.rec.changedSince(sl.gen) {
 		s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take")
 		return fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, sl.p.ID)
 	}
@@ -368,7 +368,7 @@ func (s *Service) resume(ctx context.Context, p Product, req stock.Request, prio
 			Err: errors.New("an earlier purchase of this buyer was voided and its unit is going back; try again shortly")}
 	}
 	// Queued (the async mode): the consumer writes it.
-	if q, queued, err := s.queued(ctx, prior.Order); err != nil {
+	if q, queued, err := s.queue.queued(ctx, prior.Order); err != nil {
 		return Order{}, err
 	} else if queued {
 		rc.Queued = true

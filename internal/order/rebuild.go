@@ -25,25 +25,25 @@ func rebuildKey(id int64) string { return fmt.Sprintf("seckill:rebuild:%d", id) 
 // so nobody buys twice. It runs in the background, once per process and,
 // under a lease in Redis, once across processes; purchases meanwhile get
 // ErrRebuilding, never "sold out".
-func (s *Service) rebuild(p Product) {
-	if _, running := s.rebuilding.LoadOrStore(p.ID, struct{}{}); running {
+func (c *Catalogue) rebuild(p Product) {
+	if _, running := c.rebuilding.LoadOrStore(p.ID, struct{}{}); running {
 		return
 	}
-	if err := s.enter(); err != nil {
-		s.rebuilding.Delete(p.ID)
+	if err := c.enter(); err != nil {
+		c.rebuilding.Delete(p.ID)
 		return
 	}
 	go func() {
-		defer s.working.Done()
-		defer s.rebuilding.Delete(p.ID)
+		defer c.working.Done()
+		defer c.rebuilding.Delete(p.ID)
 		ctx, cancel := context.WithTimeout(context.Background(), rebuildLease)
 		defer cancel()
-		done, err := s.Rebuild(ctx, p.ID, p.Epoch)
+		done, err := c.Rebuild(ctx, p.ID, p.Epoch)
 		switch {
 		case err != nil:
-			s.log.Error("rebuilding the stock of a product", "product", p.ID, "error", err)
+			c.log.Error("rebuilding the stock of a product", "product", p.ID, "error", err)
 		case done:
-			s.log.Warn("rebuilt the stock of a product from its orders after Redis lost it", "product", p.ID)
+			c.log.Warn("rebuilt the stock of a product from its orders after Redis lost it", "product", p.ID)
 		}
 	}()
 }
@@ -58,15 +58,15 @@ func (s *Service) rebuild(p Product) {
 // and is counted, or is refused after and its purchase takes again from the
 // new layout. The new keys are written before that transaction commits, so
 // no purchase finds the new epoch without its stock.
-func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
-	release, err := s.lease(ctx, rebuildKey(id), rebuildLease)
+func (c *Catalogue) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
+	release, err := c.rec.lease(ctx, rebuildKey(id), rebuildLease)
 	if err != nil || release == nil {
 		return false, err
 	}
 	defer release()
 
 	var p Product
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&Product{}).Where("id = ? AND epoch = ?", id, epoch).
 			Updates(map[string]any{"epoch": gorm.Expr("epoch + 1"), "rebuilt_at": time.Now()})
 		if res.Error != nil || res.RowsAffected == 0 {
@@ -87,10 +87,10 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 			}
 			entries = append(entries, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard, At: o.CreatedAt})
 		}
-		if err := s.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
+		if err := c.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
 			return err
 		}
-		return s.stock.Record(ctx, p.stock().Layout, entries)
+		return c.stock.Record(ctx, p.stock().Layout, entries)
 	})
 	if errors.Is(err, errAlreadyRebuilt) {
 		return false, nil
@@ -98,9 +98,9 @@ func (s *Service) Rebuild(ctx context.Context, id, epoch int64) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("rebuilding product %d: %w", id, err)
 	}
-	s.products.Store(id, p)
-	s.stock.ClearSoldOut(id)
-	s.announce(ctx, resetChannel, id)
+	c.products.Store(id, p)
+	c.stock.ClearSoldOut(id)
+	c.announce(ctx, resetChannel, id)
 	return true, nil
 }
 
@@ -115,7 +115,7 @@ var errAlreadyRebuilt = errors.New("order: rebuilt already")
 // settings: the durability is read again on its next use.
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
 	s.durable.Stale()
-	if err := s.serverSeen(ctx, cn); err != nil {
+	if err := s.rec.serverSeen(ctx, cn); err != nil {
 		return err
 	}
 	return s.ids.Connected(ctx, cn)

@@ -48,8 +48,8 @@ var ErrBusy = errors.New("order: another process holds the lease")
 // returns ErrBusy when another process is reconciling the product. It reads
 // every order of the sale: it is the complete pass, whatever this process
 // remembers from its scheduled ones.
-func (s *Service) Reconcile(ctx context.Context, id int64) (api.Reconciliation, error) {
-	return s.pass(ctx, id, true)
+func (rec *Reconciler) Reconcile(ctx context.Context, id int64) (api.Reconciliation, error) {
+	return rec.pass(ctx, id, true)
 }
 
 // passState is what a pass leaves for the next scheduled pass of the same
@@ -66,12 +66,12 @@ type passState struct {
 
 // pass runs a pass; full reads every order of the sale, otherwise the
 // pass starts from what this process's last pass over the layout settled.
-func (s *Service) pass(ctx context.Context, id int64, full bool) (api.Reconciliation, error) {
-	if err := s.enter(); err != nil {
+func (rec *Reconciler) pass(ctx context.Context, id int64, full bool) (api.Reconciliation, error) {
+	if err := rec.enter(); err != nil {
 		return api.Reconciliation{}, err
 	}
-	defer s.working.Done()
-	release, err := s.lease(ctx, reconcileLeaseKey(id), s.Budget().Purchase())
+	defer rec.working.Done()
+	release, err := rec.lease(ctx, reconcileLeaseKey(id), rec.Budget().Purchase())
 	if err != nil {
 		return api.Reconciliation{}, err
 	}
@@ -79,34 +79,34 @@ func (s *Service) pass(ctx context.Context, id int64, full bool) (api.Reconcilia
 		return api.Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
 	}
 	defer release()
-	p, err := s.refresh(ctx, id)
+	p, err := rec.cat.refresh(ctx, id)
 	if err != nil {
 		return api.Reconciliation{}, err
 	}
 	var prev *passState
-	if v, ok := s.passes.Load(id); ok && !full {
+	if v, ok := rec.passes.Load(id); ok && !full {
 		prev = v.(*passState)
 	}
-	r, next, err := s.reconcile(ctx, p, prev)
+	r, next, err := rec.reconcile(ctx, p, prev)
 	if err == nil && p.Store == string(stock.InRedis) {
-		err = s.forgetSettled(ctx, p)
+		err = rec.forgetSettled(ctx, p)
 	}
 	if next != nil {
-		s.passes.Store(id, next)
+		rec.passes.Store(id, next)
 	} else {
-		s.passes.Delete(id)
+		rec.passes.Delete(id)
 	}
 	r.At = time.Now().UTC()
 	if err != nil {
 		r.Error = err.Error()
 	}
 	if b, jerr := json.Marshal(r); jerr == nil {
-		if werr := s.rdb.Set(ctx, reconciledKey(id), b, 0).Err(); werr != nil {
-			s.log.Warn("the reconciler's pass was not recorded", "product", id, "error", werr)
+		if werr := rec.rdb.Set(ctx, reconciledKey(id), b, 0).Err(); werr != nil {
+			rec.log.Warn("the reconciler's pass was not recorded", "product", id, "error", werr)
 		}
 	}
 	if r.Returned > 0 {
-		s.announce(ctx, returnChannel, id)
+		rec.cat.announce(ctx, returnChannel, id)
 	}
 	return r, err
 }
@@ -117,44 +117,44 @@ const idChunk = 1000
 // reconcile passes over p's current sale, from prev if it describes the
 // same layout, and returns what the next pass may start from (nil: from
 // nothing).
-func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (api.Reconciliation, *passState, error) {
+func (rec *Reconciler) reconcile(ctx context.Context, p Product, prev *passState) (api.Reconciliation, *passState, error) {
 	var r api.Reconciliation
 	if p.Store != string(stock.InRedis) {
 		// The db mode takes and writes in one transaction: only the
 		// payment deadlines that never reached the delay queue are left.
-		n, err := s.expireOverdue(ctx, p)
+		n, err := rec.life.expireOverdue(ctx, p)
 		r.Expired = n
 		return r, nil, err
 	}
 	if prev != nil && (prev.sale != p.Sale || prev.epoch != p.Epoch) {
 		prev = nil
 	}
-	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
+	ledger, err := rec.stock.Ledger(ctx, p.stock().Layout)
 	if err != nil {
 		return r, nil, err
 	}
 	// The takes of purchases that ended with their outcome unknown are
 	// over: no grace to wait for (see docs/INVARIANT.md).
-	over, err := s.stock.Unsettled(ctx, p.stock().Layout)
+	over, err := rec.stock.Unsettled(ctx, p.stock().Layout)
 	if err != nil {
 		return r, nil, err
 	}
 	// On a Redis Cluster a take's buyer key is settled in a step of its
 	// own, which a lost node or a dead process may have missed.
-	if err := s.stock.SettleBuyers(ctx, p.stock().Layout, ledger); err != nil {
+	if err := rec.stock.SettleBuyers(ctx, p.stock().Layout, ledger); err != nil {
 		return r, nil, err
 	}
-	byID, liveCount, err := s.ordersOf(ctx, p, ledger, prev)
+	byID, liveCount, err := rec.ordersOf(ctx, p, ledger, prev)
 	if err != nil {
 		return r, nil, err
 	}
 	next := &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(ledger))}
 	matched := 0 // takes with a live order
 	r.Takes = len(ledger)
-	grace := time.Now().Add(-s.opt.ReconcileGrace)
+	grace := time.Now().Add(-rec.opt.ReconcileGrace)
 	var locker lock.Locker
 	if p.mode().Locked {
-		if locker, err = s.locker(p.Lock); err != nil {
+		if locker, err = rec.locker(p.Lock); err != nil {
 			return r, nil, err
 		}
 	}
@@ -178,7 +178,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 		// order may be one of them, and the client was told 202.
 		if e.MQ {
 			if depth < 0 {
-				if depth, err = s.queueDepth(ctx); err != nil {
+				if depth, err = rec.queueDepth(ctx); err != nil {
 					return r, nil, err
 				}
 				r.Queue = depth
@@ -198,7 +198,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 	for i, e := range candidates {
 		ids[i] = e.Order
 	}
-	queued, err := s.queuedAmong(ctx, ids)
+	queued, err := rec.queue.queuedAmong(ctx, ids)
 	if err != nil {
 		return r, nil, err
 	}
@@ -210,7 +210,7 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 		now := time.Now()
 		o := Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
 			Lock: p.Lock, Mode: p.Mode, Key: e.Key, AcceptedAt: &now, CreatedAt: now}
-		_, live, err := s.settle(ctx, o)
+		_, live, err := rec.sales.settle(ctx, o)
 		if err != nil {
 			return r, nil, err
 		}
@@ -221,15 +221,15 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 			continue
 		}
 		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
-			Mode: p.mode().Take, Locker: locker, Lock: lock.Options{TTL: s.opt.LockTTL},
-			GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
-		back, err := s.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
+			Mode: p.mode().Take, Locker: locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
+			GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
+		back, err := rec.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
 			return r, nil, err
 		}
 		if back {
 			r.Returned++
-			s.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
+			rec.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		}
 	}
 	if liveCount < 0 {
@@ -246,13 +246,13 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 	}
 	if r.Orphans > 0 {
 		// The store forgot takes whose orders exist: take their units back.
-		fixed, err := s.restoreForgotten(ctx, p, ledger, locker)
+		fixed, err := rec.restoreForgotten(ctx, p, ledger, locker)
 		r.Orphans, r.Restored, r.Short = fixed.Orphans, fixed.Restored, fixed.Short
 		if err != nil {
 			return r, nil, err
 		}
 	}
-	n, err := s.expireOverdue(ctx, p)
+	n, err := rec.life.expireOverdue(ctx, p)
 	r.Expired = n
 	return r, next, err
 }
@@ -262,11 +262,11 @@ func (s *Service) reconcile(ctx context.Context, p Product, prev *passState) (ap
 // the sale's rows that are not live (few: cancelled and void), the rows of
 // the takes prev did not settle, by id, and the number of live orders of
 // the sale.
-func (s *Service) ordersOf(ctx context.Context, p Product, ledger map[int64]stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
+func (rec *Reconciler) ordersOf(ctx context.Context, p Product, ledger map[int64]stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
 	cols := []string{"id", "user_id", "buyer", "status"}
 	if prev == nil {
 		var rows []Order
-		err := s.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
+		err := rec.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading the orders of product %d: %w", p.ID, err)
 		}
@@ -277,13 +277,13 @@ func (s *Service) ordersOf(ctx context.Context, p Product, ledger map[int64]stoc
 		return byID, -1, nil
 	}
 	var liveCount int64
-	err := s.db.WithContext(ctx).Model(&Order{}).Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).
+	err := rec.db.WithContext(ctx).Model(&Order{}).Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).
 		Count(&liveCount).Error
 	if err != nil {
 		return nil, 0, fmt.Errorf("counting the live orders of product %d: %w", p.ID, err)
 	}
 	var rows []Order
-	err = s.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ? AND status NOT IN ?", p.ID, p.Sale, live).
+	err = rec.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ? AND status NOT IN ?", p.ID, p.Sale, live).
 		Find(&rows).Error
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the orders of product %d that are not live: %w", p.ID, err)
@@ -302,7 +302,7 @@ func (s *Service) ordersOf(ctx context.Context, p Product, ledger map[int64]stoc
 		chunk := ask[:min(idChunk, len(ask))]
 		ask = ask[len(chunk):]
 		rows = rows[:0]
-		err := s.db.WithContext(ctx).Select(cols).Where("id IN ? AND product_id = ? AND sale = ?", chunk, p.ID, p.Sale).
+		err := rec.db.WithContext(ctx).Select(cols).Where("id IN ? AND product_id = ? AND sale = ?", chunk, p.ID, p.Sale).
 			Find(&rows).Error
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading orders of product %d by id: %w", p.ID, err)
@@ -316,16 +316,16 @@ func (s *Service) ordersOf(ctx context.Context, p Product, ledger map[int64]stoc
 
 // queueDepth is the mq mode's broker queue depth; without a broker, mq
 // takes cannot be judged.
-func (s *Service) queueDepth(ctx context.Context) (int, error) {
-	if s.opt.Broker == nil {
+func (rec *Reconciler) queueDepth(ctx context.Context) (int, error) {
+	if rec.opt.Broker == nil {
 		return 0, errors.New("a take of the mq mode, and this process has no broker to read its queue (RABBITMQ_URL)")
 	}
-	return s.opt.Broker.Depth(ctx)
+	return rec.opt.Broker.Depth(ctx)
 }
 
 // LastReconciliation returns the last pass recorded for a product, if any.
-func (s *Service) LastReconciliation(ctx context.Context, id int64) (*api.Reconciliation, error) {
-	b, err := s.rdb.Get(ctx, reconciledKey(id)).Bytes()
+func (rec *Reconciler) LastReconciliation(ctx context.Context, id int64) (*api.Reconciliation, error) {
+	b, err := rec.rdb.Get(ctx, reconciledKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -341,31 +341,31 @@ func (s *Service) LastReconciliation(ctx context.Context, id int64) (*api.Reconc
 
 // reconcileOnSchedule passes over the products this process sold in the
 // last hour, and, at start, those reset in the last day, until Close.
-func (s *Service) reconcileOnSchedule() {
-	s.touchRecent()
-	t := time.NewTicker(s.opt.ReconcileEvery)
+func (rec *Reconciler) reconcileOnSchedule() {
+	rec.touchRecent()
+	t := time.NewTicker(rec.opt.ReconcileEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-rec.stop:
 			return
 		case <-t.C:
 		}
-		s.touched.Range(func(k, v any) bool {
+		rec.touched.Range(func(k, v any) bool {
 			id := k.(int64)
 			if time.Since(v.(time.Time)) > time.Hour {
-				s.touched.Delete(id)
-				s.passes.Delete(id)
+				rec.touched.Delete(id)
+				rec.passes.Delete(id)
 				return true
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
+			ctx, cancel := context.WithTimeout(context.Background(), rec.Budget().Purchase())
 			defer cancel()
-			_, err := s.pass(ctx, id, false)
+			_, err := rec.pass(ctx, id, false)
 			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosing) && !errors.Is(err, ErrNotFound) {
-				s.log.Warn("a reconciliation pass failed", "product", id, "error", err)
+				rec.log.Warn("a reconciliation pass failed", "product", id, "error", err)
 			}
 			select {
-			case <-s.stop:
+			case <-rec.stop:
 				return false
 			default:
 				return true
@@ -376,18 +376,18 @@ func (s *Service) reconcileOnSchedule() {
 
 // touchRecent adds the products reset in the last day to those the
 // reconciler passes over: after a restart, this process has sold nothing yet.
-func (s *Service) touchRecent() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opt.Step)
+func (rec *Reconciler) touchRecent() {
+	ctx, cancel := context.WithTimeout(context.Background(), rec.opt.Step)
 	defer cancel()
 	var ids []int64
-	err := s.db.WithContext(ctx).Model(&Product{}).Where("store = ? AND updated_at > ?", stock.InRedis, time.Now().Add(-24*time.Hour)).
+	err := rec.db.WithContext(ctx).Model(&Product{}).Where("store = ? AND updated_at > ?", stock.InRedis, time.Now().Add(-24*time.Hour)).
 		Limit(1000).Pluck("id", &ids).Error
 	if err != nil {
-		s.log.Warn("the reconciler does not know the recent products", "error", err)
+		rec.log.Warn("the reconciler does not know the recent products", "error", err)
 		return
 	}
 	for _, id := range ids {
-		s.touched.LoadOrStore(id, time.Now())
+		rec.touched.LoadOrStore(id, time.Now())
 	}
 }
 
@@ -399,9 +399,9 @@ var (
 
 // lease takes key for ttl unless another holds it; it returns the release,
 // or nil when another holds it.
-func (s *Service) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
+func (rec *Reconciler) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
 	token := rand.Text()
-	ok, err := s.rdb.SetNX(ctx, key, token, ttl).Result()
+	ok, err := rec.rdb.SetNX(ctx, key, token, ttl).Result()
 	if err != nil {
 		return nil, fmt.Errorf("taking the lease %s: %w", key, err)
 	}
@@ -409,10 +409,10 @@ func (s *Service) lease(ctx context.Context, key string, ttl time.Duration) (fun
 		return nil, nil
 	}
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opt.Step)
+		ctx, cancel := context.WithTimeout(context.Background(), rec.opt.Step)
 		defer cancel()
-		if err := releaseLeaseScript.Run(ctx, s.rdb, []string{key}, token).Err(); err != nil {
-			s.log.Warn("a lease was not released; it expires", "key", key, "error", err)
+		if err := releaseLeaseScript.Run(ctx, rec.rdb, []string{key}, token).Err(); err != nil {
+			rec.log.Warn("a lease was not released; it expires", "key", key, "error", err)
 		}
 	}, nil
 }

@@ -60,7 +60,7 @@ func (s *Service) record(ctx context.Context, p Product, req stock.Request, e st
 	n, err := insert(rctx, s.db, o, p.Epoch)
 	switch {
 	case err == nil && n == 1:
-		s.schedule(ctx, o)
+		s.life.schedule(ctx, o)
 		return o, nil
 	case err == nil: // the layout changed after the take: its keys are gone
 		s.giveBack(ctx, req, e, "the product was laid out anew")
@@ -77,7 +77,7 @@ func (s *Service) record(ctx context.Context, p Product, req stock.Request, e st
 	case serr != nil:
 		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
 	case live:
-		s.schedule(ctx, row)
+		s.life.schedule(ctx, row)
 		return row, nil
 	}
 	s.giveBack(ctx, req, e, err)
@@ -135,7 +135,7 @@ func (s *Service) settle(ctx context.Context, o Order) (Order, bool, error) {
 // definite reports whether a failed write surely did not commit: the
 // server answered with an error. A timeout or a broken connection leaves
 // the write's outcome unknown.
-func (s *Service) definite(err error) bool { return definite(s.db, err) }
+func (b *base) definite(err error) bool { return definite(b.db, err) }
 
 func definite(db *gorm.DB, err error) bool {
 	if db.Dialector.Name() == "sqlite" {
@@ -173,7 +173,7 @@ var transientCodes = map[uint16]bool{
 	3024: true, // max_execution_time exceeded
 }
 
-func (s *Service) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool, error) {
+func (b *base) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool, error) {
 	var o Order
 	err := db.WithContext(ctx).Where("id = ?", int64(id)).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -186,9 +186,9 @@ func (s *Service) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bo
 }
 
 // findBuyer returns a buyer's live order in a sale.
-func (s *Service) findBuyer(ctx context.Context, product, sale, user int64) (Order, bool, error) {
+func (b *base) findBuyer(ctx context.Context, product, sale, user int64) (Order, bool, error) {
 	var o Order
-	err := s.db.WithContext(ctx).Where("product_id = ? AND sale = ? AND buyer = ?", product, sale, user).Take(&o).Error
+	err := b.db.WithContext(ctx).Where("product_id = ? AND sale = ? AND buyer = ?", product, sale, user).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, false, nil
 	}
@@ -201,18 +201,18 @@ func (s *Service) findBuyer(ctx context.Context, product, sale, user int64) (Ord
 // giveBack returns the unit of a take whose order will not be written, on a
 // context of its own: the purchase's may be the very thing that ran out. If
 // it fails, the take stays in the ledger and the reconciler returns it.
-func (s *Service) giveBack(ctx context.Context, req stock.Request, e stock.Entry, cause any) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().GiveBack())
+func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, cause any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Budget().GiveBack())
 	defer cancel()
 	req.Ticket = stock.Ticket{User: e.User, Order: e.Order, Key: e.Key}
-	back, err := s.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
+	back, err := b.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 	if err != nil {
-		s.log.Error("a unit could not be given back; the reconciler will return it",
+		b.log.Error("a unit could not be given back; the reconciler will return it",
 			"product", req.Product.ID, "shard", e.Shard, "order", e.Order, "cause", cause, "error", err)
 		return
 	}
 	if back {
-		s.announce(ctx, returnChannel, req.Product.ID)
+		b.cat.announce(ctx, returnChannel, req.Product.ID)
 	}
 }
 
@@ -290,7 +290,7 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 	err = tx.Commit().Error
 	s.release(ctx, held, rc)
 	if err == nil {
-		s.schedule(ctx, o)
+		s.life.schedule(ctx, o)
 		return o, nil
 	}
 	if s.definite(err) {
@@ -301,7 +301,7 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 	case serr != nil:
 		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
 	case live:
-		s.schedule(ctx, row)
+		s.life.schedule(ctx, row)
 		return row, nil
 	}
 	return Order{}, fmt.Errorf("committing order %s (voided, nothing was sold): %w", o.ID, err)

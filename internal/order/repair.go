@@ -21,16 +21,16 @@ import (
 // before) does not name. It reads the live orders of the sale; each
 // restore checks the shard's ledger again, so an order whose take landed
 // after ledger was read is left as it is.
-func (s *Service) restoreForgotten(ctx context.Context, p Product, ledger map[int64]stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
+func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger map[int64]stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
 	var r api.Reconciliation
 	var rows []Order
-	err := s.db.WithContext(ctx).Select("id", "user_id", "shard", "idem_key", "created_at").
+	err := rec.db.WithContext(ctx).Select("id", "user_id", "shard", "idem_key", "created_at").
 		Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).Find(&rows).Error
 	if err != nil {
 		return r, fmt.Errorf("reading the live orders of product %d: %w", p.ID, err)
 	}
 	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
-		Lock: lock.Options{TTL: s.opt.LockTTL}, GiveBackWait: s.Budget().GiveBackWait(), Guard: !p.Lab}
+		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
 	restored := make(map[int64]stock.Entry)
 	for _, o := range rows {
 		if e, ok := ledger[o.UserID]; ok && e.Order == o.ID {
@@ -41,7 +41,7 @@ func (s *Service) restoreForgotten(ctx context.Context, p Product, ledger map[in
 			continue
 		}
 		e := stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard, At: o.CreatedAt}
-		what, err := s.stock.Restore(ctx, req, e)
+		what, err := rec.stock.Restore(ctx, req, e)
 		if err != nil {
 			return r, err
 		}
@@ -49,17 +49,17 @@ func (s *Service) restoreForgotten(ctx context.Context, p Product, ledger map[in
 		case stock.Restored:
 			r.Restored++
 			restored[e.User] = e
-			s.log.Warn("took back the unit of an order whose take the store forgot", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
+			rec.log.Warn("took back the unit of an order whose take the store forgot", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		case stock.Short:
 			r.Short++
 			restored[e.User] = e
-			s.log.Error("an order's take the store forgot was sold again: no unit left to take back", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
+			rec.log.Error("an order's take the store forgot was sold again: no unit left to take back", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		case stock.Conflict:
 			r.Orphans++
 		}
 	}
 	// On a cluster the buyer's key is in a slot of its own.
-	if err := s.stock.SettleBuyers(ctx, p.stock().Layout, restored); err != nil {
+	if err := rec.stock.SettleBuyers(ctx, p.stock().Layout, restored); err != nil {
 		return r, err
 	}
 	return r, nil

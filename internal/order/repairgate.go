@@ -43,7 +43,7 @@ type repairFlight struct {
 // serverSeen is the part of the Redis client's connection hook that tells
 // a server change: a master whose run id and replication id are not those
 // met at its address before.
-func (s *Service) serverSeen(ctx context.Context, cn *redis.Conn) error {
+func (rec *Reconciler) serverSeen(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server", "replication").Result()
 	var reply redis.Error
 	switch {
@@ -67,7 +67,7 @@ func (s *Service) serverSeen(ctx context.Context, cn *redis.Conn) error {
 	if runID == "" {
 		return nil
 	}
-	g := &s.gate
+	g := &rec.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.servers == nil {
@@ -75,7 +75,7 @@ func (s *Service) serverSeen(ctx context.Context, cn *redis.Conn) error {
 	}
 	addr, id := cn.String(), runID+" "+replID
 	if was, met := g.servers[addr]; met && was != id && role == "master" {
-		s.log.Warn("Redis changed under the service (a restart, a promotion): repairing the products before they sell again", "server", addr)
+		rec.log.Warn("Redis changed under the service (a restart, a promotion): repairing the products before they sell again", "server", addr)
 		g.changes.Add(1)
 	}
 	g.servers[addr] = id
@@ -86,12 +86,12 @@ func (s *Service) serverSeen(ctx context.Context, cn *redis.Conn) error {
 // change whenever a slot's master is another node: a failover, forced or
 // not, promotes a replica on which connections may already be open, so the
 // connection hook does not see it.
-func (s *Service) watchMasters(cc *redis.ClusterClient) {
+func (rec *Reconciler) watchMasters(cc *redis.ClusterClient) {
 	t := time.NewTicker(masterPoll)
 	defer t.Stop()
 	var last string
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opt.Step)
+		ctx, cancel := context.WithTimeout(context.Background(), rec.opt.Step)
 		slots, err := cc.ClusterSlots(ctx).Result()
 		cancel()
 		if err == nil {
@@ -104,14 +104,14 @@ func (s *Service) watchMasters(cc *redis.ClusterClient) {
 			}
 			if now := b.String(); now != last {
 				if last != "" {
-					s.log.Warn("a Redis Cluster slot has a new master: repairing the products before they sell again")
-					s.gate.changes.Add(1)
+					rec.log.Warn("a Redis Cluster slot has a new master: repairing the products before they sell again")
+					rec.gate.changes.Add(1)
 				}
 				last = now
 			}
 		}
 		select {
-		case <-s.stop:
+		case <-rec.stop:
 			return
 		case <-t.C:
 		}
@@ -125,12 +125,12 @@ const masterPoll = 200 * time.Millisecond
 // awaitRepair returns once product id was repaired after the last server
 // change seen, starting the repair if none runs; ErrRebuilding if that
 // takes longer than a step, or fails.
-func (s *Service) awaitRepair(ctx context.Context, id int64) (uint64, error) {
-	want := s.gate.changes.Load()
+func (rec *Reconciler) awaitRepair(ctx context.Context, id int64) (uint64, error) {
+	want := rec.gate.changes.Load()
 	if want == 0 {
 		return 0, nil
 	}
-	v, _ := s.gate.flights.LoadOrStore(id, new(repairFlight))
+	v, _ := rec.gate.flights.LoadOrStore(id, new(repairFlight))
 	f := v.(*repairFlight)
 	f.mu.Lock()
 	if f.done >= want {
@@ -138,16 +138,16 @@ func (s *Service) awaitRepair(ctx context.Context, id int64) (uint64, error) {
 		return want, nil
 	}
 	if f.running == nil {
-		if err := s.enter(); err != nil {
+		if err := rec.enter(); err != nil {
 			f.mu.Unlock()
 			return 0, err
 		}
 		f.running = make(chan struct{})
-		go s.runRepair(id, f)
+		go rec.runRepair(id, f)
 	}
 	running := f.running
 	f.mu.Unlock()
-	t := time.NewTimer(s.opt.Step)
+	t := time.NewTimer(rec.opt.Step)
 	defer t.Stop()
 	select {
 	case <-running:
@@ -162,14 +162,14 @@ func (s *Service) awaitRepair(ctx context.Context, id int64) (uint64, error) {
 	return want, nil
 }
 
-func (s *Service) runRepair(id int64, f *repairFlight) {
-	defer s.working.Done()
-	seen := s.gate.changes.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), s.Budget().Purchase())
+func (rec *Reconciler) runRepair(id int64, f *repairFlight) {
+	defer rec.working.Done()
+	seen := rec.gate.changes.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), rec.Budget().Purchase())
 	defer cancel()
-	err := s.repair(ctx, id)
+	err := rec.repair(ctx, id)
 	if err != nil {
-		s.log.Error("repairing a product after a change of its Redis", "product", id, "error", err)
+		rec.log.Error("repairing a product after a change of its Redis", "product", id, "error", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -182,27 +182,27 @@ func (s *Service) runRepair(id int64, f *repairFlight) {
 
 // repair restores the takes of product id's live orders that its shards
 // forgot.
-func (s *Service) repair(ctx context.Context, id int64) error {
-	p, err := s.refresh(ctx, id)
+func (rec *Reconciler) repair(ctx context.Context, id int64) error {
+	p, err := rec.cat.refresh(ctx, id)
 	if err != nil || p.Store != string(stock.InRedis) {
 		return err
 	}
 	var locker lock.Locker
 	if p.mode().Locked {
-		if locker, err = s.locker(p.Lock); err != nil {
+		if locker, err = rec.locker(p.Lock); err != nil {
 			return err
 		}
 	}
-	ledger, err := s.stock.Ledger(ctx, p.stock().Layout)
+	ledger, err := rec.stock.Ledger(ctx, p.stock().Layout)
 	if err != nil {
 		return err
 	}
-	r, err := s.restoreForgotten(ctx, p, ledger, locker)
+	r, err := rec.restoreForgotten(ctx, p, ledger, locker)
 	if errors.Is(err, stock.ErrNotLaidOut) {
 		return nil // the stock is gone: the first take finds so, and the product is rebuilt
 	}
 	if r.Restored+r.Short > 0 {
-		s.log.Warn("repaired a product after a change of its Redis", "product", id, "restored", r.Restored, "short", r.Short)
+		rec.log.Warn("repaired a product after a change of its Redis", "product", id, "restored", r.Restored, "short", r.Short)
 	}
 	return err
 }
@@ -210,4 +210,4 @@ func (s *Service) repair(ctx context.Context, id int64) error {
 // changedSince reports whether a server change was seen since gen, which
 // awaitRepair returned: a take that ran meanwhile may have taken a unit a
 // forgotten take still holds.
-func (s *Service) changedSince(gen uint64) bool { return s.gate.changes.Load() != gen }
+func (rec *Reconciler) changedSince(gen uint64) bool { return rec.gate.changes.Load() != gen }

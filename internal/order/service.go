@@ -128,8 +128,9 @@ func (b Budget) Purchase() time.Duration {
 	return b.Step + 2*b.Take() + b.Record() + b.GiveBack()
 }
 
-// Service sells products.
-type Service struct {
+// base is what every part of the service shares: the backends, the
+// options, and the work in flight that Close waits for.
+type base struct {
 	db    *gorm.DB
 	rdb   redis.UniversalClient
 	stock *stock.Store
@@ -141,11 +142,6 @@ type Service struct {
 	opt     Options
 	log     *slog.Logger
 
-	products sync.Map // int64 → Product: the catalogue's cache
-
-	sub  *redis.PubSub
-	done chan struct{} // closed when followNotices returns
-
 	// Purchases and background jobs in flight, which Close waits for: once
 	// a unit is taken, the backends must stay open until it is in an order
 	// or back in the store.
@@ -154,11 +150,65 @@ type Service struct {
 	working sync.WaitGroup
 	stop    chan struct{} // closed by Close: the schedules end
 
-	touched    sync.Map // int64 → time.Time: products sold here, for the reconciler
-	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
-	passes     sync.Map // int64 → *passState: the last scheduled pass's, for the next
-	gate       repairGate
+	*parts
 }
+
+// parts are the service's jobs, a type each; a part asks another through
+// these.
+type parts struct {
+	cat   *Catalogue
+	life  *Lifecycle
+	rec   *Reconciler
+	queue *Queue
+	sales *Service
+}
+
+// Service sells products: it takes a unit as the product's mode says and
+// writes its order (purchase.go, record.go, mode_*.go). Its other jobs are
+// parts of their own, which it builds and closes: the Catalogue of
+// products, the Lifecycle of orders (pay, cancel, expire), the Reconciler
+// (stranded takes, audits, repairs) and the Queue's view of queued orders.
+type Service struct{ *base }
+
+// Catalogue keeps the products: their specs and layouts, a cache of them
+// kept fresh by other processes' notices, resets and rebuilds.
+type Catalogue struct {
+	*base
+	products   sync.Map // int64 → Product: the cache
+	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
+
+	sub  *redis.PubSub
+	done chan struct{} // closed when followNotices returns
+}
+
+// Lifecycle moves orders through their lives: paid, cancelled, expired
+// unpaid with the unit returned.
+type Lifecycle struct{ *base }
+
+// Reconciler finds takes with no order and settles them, audits a sale,
+// and repairs the shards of a Redis that came back without takes.
+type Reconciler struct {
+	*base
+	touched sync.Map // int64 → time.Time: products sold here
+	passes  sync.Map // int64 → *passState: the last scheduled pass's, for the next
+	gate    repairGate
+}
+
+// Queue shows the orders queued and not written yet: the async mode's
+// pending index and streams.
+type Queue struct{ *base }
+
+// Catalogue is the service's catalogue of products.
+func (s *Service) Catalogue() *Catalogue { return s.cat }
+
+// Lifecycle is the service's part that pays, cancels and expires orders.
+func (s *Service) Lifecycle() *Lifecycle { return s.life }
+
+// Reconciler is the service's reconciler and auditor.
+func (s *Service) Reconciler() *Reconciler { return s.rec }
+
+// Queue is the service's view of the queued orders.
+func (s *Service) Queue() *Queue { return s.queue }
 
 // NewService returns a service on db and rdb, locking with locks, and
 // starts following other processes' notices and the reconciler's schedule;
@@ -180,54 +230,60 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if opt.DueLease <= 0 {
 		opt.DueLease = DefaultDueLease
 	}
-	s := &Service{
+	b := &base{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
 		stock: stock.NewStore(rdb, db).ForDeployment(opt.Deployment),
 		ids:   idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db}),
 		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
-		done:  make(chan struct{}),
 		stop:  make(chan struct{}),
 	}
-	s.durable = durability.NewWatch(rdb, 0, s.durabilityDropped)
+	b.parts = &parts{
+		cat:   &Catalogue{base: b, done: make(chan struct{})},
+		life:  &Lifecycle{base: b},
+		rec:   &Reconciler{base: b},
+		queue: &Queue{base: b},
+		sales: &Service{base: b},
+	}
+	b.durable = durability.NewWatch(rdb, 0, b.cat.durabilityDropped)
 	if opt.StockBack != nil {
-		s.stock.OnCleared(opt.StockBack)
+		b.stock.OnCleared(opt.StockBack)
 	}
-	if s.opt.ReconcileGrace <= 0 {
-		s.opt.ReconcileGrace = s.Budget().Purchase()
+	if b.opt.ReconcileGrace <= 0 {
+		b.opt.ReconcileGrace = b.Budget().Purchase()
 	}
-	s.stock.ClaimWindow(s.Budget().Purchase())
-	if err := s.subscribe(); err != nil {
+	b.stock.ClaimWindow(b.Budget().Purchase())
+	if err := b.cat.subscribe(); err != nil {
 		return nil, err
 	}
 	if opt.ReconcileEvery > 0 {
-		s.working.Go(s.reconcileOnSchedule)
+		b.working.Go(b.rec.reconcileOnSchedule)
 	}
 	if opt.DueEvery > 0 {
-		s.working.Go(s.expireOnSchedule)
+		b.working.Go(b.life.expireOnSchedule)
 	}
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		s.working.Go(func() { s.watchMasters(cc) })
+		b.working.Go(func() { b.rec.watchMasters(cc) })
 	}
-	return s, nil
+	return b.sales, nil
 }
 
 // SoldOut reports this process's sold-out flag for a product: set, its
 // purchases are refused without a look at Redis until a unit comes back.
-func (s *Service) SoldOut(id int64) bool { return s.stock.SoldOut(id) }
+func (c *Catalogue) SoldOut(id int64) bool { return c.stock.SoldOut(id) }
 
 // Budget is the service's purchase time budget.
-func (s *Service) Budget() Budget {
-	return Budget{LockWait: s.opt.LockWait, MaxHold: MaxHold, Step: s.opt.Step}
+func (b *base) Budget() Budget {
+	return Budget{LockWait: b.opt.LockWait, MaxHold: MaxHold, Step: b.opt.Step}
 }
 
 // enter registers a purchase or a job in flight; it fails once Close began.
-func (s *Service) enter() error {
-	s.flight.Lock()
-	defer s.flight.Unlock()
-	if s.closing {
+func (b *base) enter() error {
+	b.flight.Lock()
+	defer b.flight.Unlock()
+	if b.closing {
 		return ErrClosing
 	}
-	s.working.Add(1)
+	b.working.Add(1)
 	return nil
 }
 
@@ -245,8 +301,8 @@ func (s *Service) Close() error {
 	s.flight.Unlock()
 	s.working.Wait()
 	s.ids.Close()
-	err := s.sub.Close()
-	<-s.done
+	err := s.cat.sub.Close()
+	<-s.cat.done
 	return err
 }
 
@@ -317,7 +373,7 @@ func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
 	case found:
 		return o, nil
 	}
-	q, queued, err := s.queued(ctx, id)
+	q, queued, err := s.queue.queued(ctx, id)
 	switch {
 	case err != nil:
 		return Order{}, err
@@ -328,8 +384,8 @@ func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
 }
 
 // queued looks an order up in the async mode's pending index.
-func (s *Service) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
-	v, err := s.rdb.HGet(ctx, stock.PendingKey(id.Time()), id.String()).Result()
+func (q *Queue) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
+	v, err := q.rdb.HGet(ctx, stock.PendingKey(id.Time()), id.String()).Result()
 	if errors.Is(err, redis.Nil) {
 		return Order{}, false, nil
 	}
@@ -350,13 +406,13 @@ func (s *Service) queued(ctx context.Context, id idgen.ID) (Order, bool, error) 
 
 // queuedAmong reports which of ids are in the async mode's pending index
 // (queued, or failed and not yet settled), as queued does, in pipelines.
-func (s *Service) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
+func (q *Queue) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
 	out := make(map[idgen.ID]bool)
 	for len(ids) > 0 {
 		chunk := ids[:min(idChunk, len(ids))]
 		ids = ids[len(chunk):]
 		cmds := make([]*redis.BoolCmd, len(chunk))
-		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		_, err := q.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, id := range chunk {
 				cmds[i] = pipe.HExists(ctx, stock.PendingKey(id.Time()), id.String())
 			}
@@ -375,8 +431,8 @@ func (s *Service) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID
 }
 
 // Backlog is the async mode's queue, over every product.
-func (s *Service) Backlog(ctx context.Context) (api.Backlog, error) {
-	b, err := s.stock.Backlog(ctx)
+func (q *Queue) Backlog(ctx context.Context) (api.Backlog, error) {
+	b, err := q.stock.Backlog(ctx)
 	if err != nil {
 		return api.Backlog{}, err
 	}
@@ -385,12 +441,12 @@ func (s *Service) Backlog(ctx context.Context) (api.Backlog, error) {
 
 // DeliveredTo counts, per consumer name, the queued orders delivered to it
 // and not acknowledged yet (see stock.Store.DeliveredTo).
-func (s *Service) DeliveredTo(ctx context.Context) (map[string]int64, error) {
-	return s.stock.DeliveredTo(ctx)
+func (q *Queue) DeliveredTo(ctx context.Context) (map[string]int64, error) {
+	return q.stock.DeliveredTo(ctx)
 }
 
 // Streams lists the order streams of the service's deployment.
-func (s *Service) Streams(ctx context.Context) ([]string, error) { return s.stock.Streams(ctx) }
+func (q *Queue) Streams(ctx context.Context) ([]string, error) { return q.stock.Streams(ctx) }
 
 // MaxLookup bounds the ids of one Written call.
 const MaxLookup = 1000

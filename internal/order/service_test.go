@@ -52,7 +52,7 @@ func newFixture(t *testing.T, opt order.Options) *fixture {
 
 func (f *fixture) reset(spec order.ProductSpec) order.Product {
 	f.t.Helper()
-	p, err := f.svc.Reset(f.t.Context(), spec)
+	p, err := f.svc.Catalogue().Reset(f.t.Context(), spec)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func (f *fixture) reset(spec order.ProductSpec) order.Product {
 
 func (f *fixture) audit(id int64) api.Audit {
 	f.t.Helper()
-	_, a, err := f.svc.Audit(f.t.Context(), id)
+	_, a, err := f.svc.Reconciler().Audit(f.t.Context(), id)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 		t.Errorf("the same options on a lab product: %v", err)
 	}
 	// A product's lab flag is fixed when it is created.
-	if _, err := f.svc.Reset(t.Context(), order.ProductSpec{ID: 1, Stock: 10, Lab: true}); !errors.Is(err, order.ErrInvalid) {
+	if _, err := f.svc.Catalogue().Reset(t.Context(), order.ProductSpec{ID: 1, Stock: 10, Lab: true}); !errors.Is(err, order.ErrInvalid) {
 		t.Errorf("turning a product into a lab product: %v, want ErrInvalid", err)
 	}
 }
@@ -302,7 +302,7 @@ func TestRebuildAfterRedisLostTheStock(t *testing.T) {
 			}
 			var a api.Audit
 			waitFor(t, "the rebuild", func() bool {
-				_, got, err := f.svc.Audit(t.Context(), 1)
+				_, got, err := f.svc.Reconciler().Audit(t.Context(), 1)
 				a = got
 				return err == nil
 			})
@@ -339,7 +339,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	if a := f.audit(1); a.Unsettled != 1 || a.Verdict != api.VerdictLost {
 		t.Fatalf("audit with a stranded take %+v: want 1 unsettled, LOST", a)
 	}
-	r, err := f.svc.Reconcile(t.Context(), 1)
+	r, err := f.svc.Reconciler().Reconcile(t.Context(), 1)
 	if err != nil || r.Returned != 0 || r.Pending != 1 {
 		t.Fatalf("a pass within the grace period: %+v, %v; want the take left pending", r, err)
 	}
@@ -353,7 +353,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	}
 	t.Cleanup(func() { svc.Close() })
 	f.svc = svc
-	if r, err = svc.Reconcile(t.Context(), 1); err != nil || r.Returned != 1 || r.Takes != 2 || r.Orphans != 0 {
+	if r, err = svc.Reconciler().Reconcile(t.Context(), 1); err != nil || r.Returned != 1 || r.Takes != 2 || r.Orphans != 0 {
 		t.Fatalf("a pass after the grace period: %+v, %v; want the stranded unit returned", r, err)
 	}
 	a := f.audit(1)
@@ -388,7 +388,7 @@ func TestCreateIfAbsentLeavesAForeignLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc2.Close() })
-	if _, err := svc2.CreateIfAbsent(t.Context(), order.ProductSpec{ID: 1, Stock: 100}); !errors.Is(err, order.ErrExists) {
+	if _, err := svc2.Catalogue().CreateIfAbsent(t.Context(), order.ProductSpec{ID: 1, Stock: 100}); !errors.Is(err, order.ErrExists) {
 		t.Fatalf("CreateIfAbsent beside a live layout: %v, want ErrExists", err)
 	}
 	if a := f.audit(1); a.Remaining != 9 || a.Orders != 1 {
@@ -419,11 +419,11 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 		}
 		pass := func(what string, want api.Reconciliation, remembered int) {
 			t.Helper()
-			r, err := f.svc.ReconcileScheduled(t.Context(), 1)
+			r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1)
 			if err != nil || r.Returned != want.Returned || r.Takes != want.Takes || r.Pending != want.Pending || r.Orphans != want.Orphans {
 				t.Fatalf("%s: %+v, %v; want %+v", what, r, err, want)
 			}
-			if got := f.svc.Remembered(1); got != remembered {
+			if got := f.svc.Reconciler().Remembered(1); got != remembered {
 				t.Fatalf("%s: %d takes left settled for the next pass, want %d", what, got, remembered)
 			}
 		}
@@ -463,10 +463,10 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 		if err := f.db.Create(&orphan).Error; err != nil {
 			t.Fatal(err)
 		}
-		if r, err := f.svc.ReconcileScheduled(t.Context(), 1); err != nil || r.Restored != 1 || r.Orphans != 0 || r.Takes != 2 {
+		if r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1); err != nil || r.Restored != 1 || r.Orphans != 0 || r.Takes != 2 {
 			t.Fatalf("a pass with an order whose take was forgotten: %+v, %v; want it restored", r, err)
 		}
-		if r, err := f.svc.Reconcile(t.Context(), 1); err != nil || r.Orphans != 0 || r.Restored != 0 || r.Takes != 3 || r.Returned != 0 {
+		if r, err := f.svc.Reconciler().Reconcile(t.Context(), 1); err != nil || r.Orphans != 0 || r.Restored != 0 || r.Takes != 3 || r.Returned != 0 {
 			t.Fatalf("the complete pass after the restore: %+v, %v; want 3 takes, nothing to do", r, err)
 		}
 		if a := f.audit(1); a.Orders != 3 || a.Remaining != 7 || a.Verdict != api.VerdictOK || a.Repaired == nil || a.Repaired.Units != 1 {
@@ -483,14 +483,14 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 			}
 		}
 		for _, what := range []string{"the first pass", "the next"} {
-			if r, err := f.svc.ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 3 {
+			if r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 3 {
 				t.Fatalf("%s with 3 queued orders older than the grace: %+v, %v; want them pending", what, r, err)
 			}
 		}
 		f.consumer(order.ConsumerOptions{})
 		f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 3 })
-		if r, err := f.svc.ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 0 || f.svc.Remembered(1) != 3 {
-			t.Fatalf("the pass after the drain: %+v, %v, %d settled; want 3 settled", r, err, f.svc.Remembered(1))
+		if r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 0 || f.svc.Reconciler().Remembered(1) != 3 {
+			t.Fatalf("the pass after the drain: %+v, %v, %d settled; want 3 settled", r, err, f.svc.Reconciler().Remembered(1))
 		}
 		if a := f.audit(1); a.Orders != 3 || a.Remaining != 7 || a.Verdict != api.VerdictOK {
 			t.Fatalf("audit %+v: want 3 orders, 7 left, OK", a)

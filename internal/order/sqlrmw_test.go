@@ -48,7 +48,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 			}
 			t.Cleanup(func() { a.Close() })
 			id := testenv.ProductID(t)
-			_, err = a.Orders.Reset(t.Context(), order.ProductSpec{ID: id, Stock: 6, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
+			_, err = a.Orders.Catalogue().Reset(t.Context(), order.ProductSpec{ID: id, Stock: 6, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 			if unexpectedError != nil {
 				t.Fatal(unexpectedError)
 			}
-			_, au, err := a.Orders.Audit(t.Context(), id)
+			_, au, err := a.Orders.Reconciler().Audit(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close() })
 	id := testenv.ProductID(t)
-	_, err = a.Orders.Reset(t.Context(), order.ProductSpec{ID: id, Stock: 5, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
+	_, err = a.Orders.Catalogue().Reset(t.Context(), order.ProductSpec{ID: id, Stock: 5, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,16 +160,16 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 			Lab: order.LabOptions{Hold: 300 * time.Millisecond}})
 		held <- err
 	}()
-	p, _ := a.Orders.Product(t.Context(), id)
+	p, _ := a.Orders.Catalogue().Product(t.Context(), id)
 	lockKey := stock.Layout{ID: id, Shards: 1, Epoch: p.Epoch}.LockKey(0)
 	waitFor(t, "the purchase holding the shard's lock", func() bool { return a.Redis().Exists(t.Context(), lockKey).Val() == 1 })
-	if _, err := a.Orders.Cancel(t.Context(), first.ID, 1); err != nil {
+	if _, err := a.Orders.Lifecycle().Cancel(t.Context(), first.ID, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	if _, au, err := a.Orders.Audit(t.Context(), id); err != nil || au.Remaining != 4 || au.Orders != 1 || au.Verdict != api.VerdictOK {
+	if _, au, err := a.Orders.Reconciler().Audit(t.Context(), id); err != nil || au.Remaining != 4 || au.Orders != 1 || au.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v, %v: want the returned unit kept (4 left, 1 order), OK", au, err)
 	}
 }

@@ -62,13 +62,13 @@ func (s *Service) retryAfter() time.Duration {
 // forgetSettled drops from p's unsettled set the orders that are settled:
 // their take is out of the ledger (given back, or never landed), or their
 // order is written. It runs after a reconciler's pass.
-func (s *Service) forgetSettled(ctx context.Context, p Product) error {
+func (rec *Reconciler) forgetSettled(ctx context.Context, p Product) error {
 	l := p.stock().Layout
-	marked, err := s.stock.Unsettled(ctx, l)
+	marked, err := rec.stock.Unsettled(ctx, l)
 	if err != nil || len(marked) == 0 {
 		return err
 	}
-	ledger, err := s.stock.Ledger(ctx, l)
+	ledger, err := rec.stock.Ledger(ctx, l)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (s *Service) forgetSettled(ctx context.Context, p Product) error {
 	}
 	if len(held) > 0 {
 		var written []int64
-		if err := s.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND status IN ?", held, live).
+		if err := rec.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND status IN ?", held, live).
 			Pluck("id", &written).Error; err != nil {
 			return fmt.Errorf("reading the unsettled orders of product %d: %w", p.ID, err)
 		}
@@ -94,5 +94,5 @@ func (s *Service) forgetSettled(ctx context.Context, p Product) error {
 			settled = append(settled, idgen.ID(id))
 		}
 	}
-	return s.stock.ForgetUnsettled(ctx, l, settled)
+	return rec.stock.ForgetUnsettled(ctx, l, settled)
 }

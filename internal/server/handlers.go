@@ -104,7 +104,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		}
 		spec.Shards = *req.Shards
 	}
-	p, err := s.deps.Orders.Reset(c.Request.Context(), spec)
+	p, err := s.deps.Orders.Catalogue().Reset(c.Request.Context(), spec)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -120,7 +120,7 @@ func (s *Server) handleProduct(c *gin.Context) {
 }
 
 func (s *Server) respondProduct(c *gin.Context, id int64) {
-	v, _, err := s.deps.Orders.Audit(c.Request.Context(), id)
+	v, _, err := s.deps.Orders.Reconciler().Audit(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -133,7 +133,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	_, a, err := s.deps.Orders.Audit(c.Request.Context(), id)
+	_, a, err := s.deps.Orders.Reconciler().Audit(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -146,7 +146,7 @@ func (s *Server) handleDrain(c *gin.Context) {
 	if !ok {
 		return
 	}
-	d, err := s.deps.Orders.Drain(c.Request.Context(), id)
+	d, err := s.deps.Orders.Reconciler().Drain(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -160,7 +160,7 @@ func (s *Server) handleReconcile(c *gin.Context) {
 	if !ok {
 		return
 	}
-	r, err := s.deps.Orders.Reconcile(c.Request.Context(), id)
+	r, err := s.deps.Orders.Reconciler().Reconcile(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -214,7 +214,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 	// Lock none's lease is a no-op: its section runs from read to write.
 	t := trace.API(rc.Lock != "none")
 	if err != nil {
-		if errors.Is(err, stock.ErrSoldOut) && s.deps.Orders.SoldOut(*req.ProductID) {
+		if errors.Is(err, stock.ErrSoldOut) && s.deps.Orders.Catalogue().SoldOut(*req.ProductID) {
 			// For the edge gate: only the flag, which a returning unit
 			// clears (and the gate is told), says the whole product is
 			// sold out; one empty shard without fallback does not.
@@ -260,8 +260,8 @@ func (s *Server) handleOrder(c *gin.Context) {
 }
 
 // handlePay and handleCancel change an order's state for its buyer.
-func (s *Server) handlePay(c *gin.Context)    { s.changeOrder(c, s.deps.Orders.Pay) }
-func (s *Server) handleCancel(c *gin.Context) { s.changeOrder(c, s.deps.Orders.Cancel) }
+func (s *Server) handlePay(c *gin.Context)    { s.changeOrder(c, s.deps.Orders.Lifecycle().Pay) }
+func (s *Server) handleCancel(c *gin.Context) { s.changeOrder(c, s.deps.Orders.Lifecycle().Cancel) }
 
 func (s *Server) changeOrder(c *gin.Context, change func(context.Context, idgen.ID, int64) (order.Order, error)) {
 	id, ok := s.orderID(c)

@@ -135,7 +135,7 @@ func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
 func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	q, err := b.orders.Backlog(ctx)
+	q, err := b.orders.Queue().Backlog(ctx)
 	if err != nil {
 		return // Redis did not answer: no sample rather than a wrong one
 	}
