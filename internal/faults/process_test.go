@@ -86,7 +86,7 @@ func testDatabasePausedThenInstanceKilled(t *testing.T) {
 	p := s.read().p
 	layout := stock.Layout{ID: s.product, Shards: p.Shards, Epoch: p.Epoch}
 	takes := func() int {
-		n, err := stock.NewStore(s.rdb, nil).Takes(context.Background(), layout)
+		n, err := stock.NewStore(s.rdb, nil).Ledgers().Takes(context.Background(), layout)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -368,14 +368,14 @@ func (s *sale) read() state {
 	}
 	layout := stock.Layout{ID: s.product, Shards: st.p.Shards, Epoch: st.p.Epoch}
 	store := stock.NewStore(s.rdb, s.db)
-	levels, err := store.Levels(ctx, stock.Product{Layout: layout, Where: stock.InRedis})
+	levels, err := store.Ledgers().Levels(ctx, stock.Product{Layout: layout, Where: stock.InRedis})
 	if err != nil {
 		s.t.Fatalf("reading the stock: %v", err)
 	}
 	for _, n := range levels {
 		st.remaining += n
 	}
-	if st.ledger, err = store.Ledger(ctx, layout); err != nil {
+	if st.ledger, err = store.Ledgers().Ledger(ctx, layout); err != nil {
 		s.t.Fatalf("reading the ledger: %v", err)
 	}
 	for user, e := range st.ledger {

@@ -52,7 +52,7 @@ func (e etcdStock) take(ctx context.Context, l lock.Locker, user int64, hold tim
 // sold returns the units left and the takes the ledger records.
 func (e etcdStock) sold(t *testing.T) (left, takes int) {
 	t.Helper()
-	levels, err := e.s.Levels(t.Context(), e.p)
+	levels, err := e.s.Ledgers().Levels(t.Context(), e.p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestFencedStaleHolder(t *testing.T) {
 	if err := <-stale; !errors.Is(err, stock.ErrLeaseLost) {
 		t.Errorf("A's late write: %v, want refused (stock.ErrLeaseLost)", err)
 	}
-	if levels, err := s.Levels(t.Context(), p); err != nil || levels[0] != 4 {
+	if levels, err := s.Ledgers().Levels(t.Context(), p); err != nil || levels[0] != 4 {
 		t.Errorf("stock %v, %v: want 4, one unit taken, by B only", levels, err)
 	}
 }

@@ -122,11 +122,11 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	var c stock.Counts
 	switch {
 	case p.Store == string(stock.InRedis) && withQueue:
-		c, err = rec.stock.CountWithQueue(ctx, p.stock())
+		c, err = rec.stock.Ledgers().CountWithQueue(ctx, p.stock())
 	case p.Store == string(stock.InRedis):
-		c, err = rec.stock.Count(ctx, p.stock())
+		c, err = rec.stock.Ledgers().Count(ctx, p.stock())
 	default:
-		c.Levels, err = rec.stock.Levels(ctx, p.stock())
+		c.Levels, err = rec.stock.Ledgers().Levels(ctx, p.stock())
 	}
 	if errors.Is(err, stock.ErrNotLaidOut) {
 		// Stale (reset elsewhere) or lost: read the product again to tell.
@@ -180,7 +180,7 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	if rp := c.Repairs; rp.Restored+rp.Short > 0 {
 		a.Repaired = &api.Repaired{Takes: rp.Restored + rp.Short, Units: rp.Restored, Short: rp.Short}
 	}
-	if a.DeadLettered, err = rec.stock.DeadLettered(ctx, id, p.Sale); err != nil {
+	if a.DeadLettered, err = rec.stock.Queue().DeadLettered(ctx, id, p.Sale); err != nil {
 		return View{}, api.Audit{}, err
 	}
 	if a.Reconciled, err = rec.LastReconciliation(ctx, id); err != nil {

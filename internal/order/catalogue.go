@@ -139,7 +139,7 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 	}
 	// A layout recorded in Redis by a process whose database did not know
 	// the product: the new epoch must not reuse its keys.
-	marker, _, err := c.stock.ReadMarker(ctx, p.ID)
+	marker, _, err := c.stock.Ledgers().ReadMarker(ctx, p.ID)
 	if err != nil {
 		return Product{}, err
 	}
@@ -222,7 +222,7 @@ func (c *Catalogue) createIfAbsent(ctx context.Context, spec ProductSpec) (Produ
 	if !errors.Is(err, ErrNotFound) {
 		return Product{}, err
 	}
-	if _, found, err := c.stock.ReadMarker(ctx, spec.ID); err != nil || found {
+	if _, found, err := c.stock.Ledgers().ReadMarker(ctx, spec.ID); err != nil || found {
 		return Product{}, cmp.Or(err, fmt.Errorf("%w: product %d is laid out in Redis but not in this database", ErrExists, spec.ID))
 	}
 	return c.reset(ctx, spec, true)

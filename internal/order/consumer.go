@@ -159,7 +159,7 @@ func (c *Consumer) run() {
 		if len(streams) == 0 {
 			c.sleep(c.opt.Block)
 		} else {
-			good, bad, err := c.stock.Read(ctx, c.name, streams, c.opt.Batch, c.opt.Block)
+			good, bad, err := c.stock.Queue().Read(ctx, c.name, streams, c.opt.Batch, c.opt.Block)
 			// Delivered to this consumer even when another stream's node
 			// failed: written now, or they would wait for the claim.
 			c.handle(ctx, good, bad)
@@ -183,7 +183,7 @@ func (c *Consumer) streamList(ctx context.Context) ([]string, error) {
 	if time.Since(c.listed) < time.Second && c.streams != nil {
 		return c.streams, nil
 	}
-	streams, err := c.stock.Streams(ctx)
+	streams, err := c.stock.Queue().Streams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func (c *Consumer) claim(ctx context.Context) {
 		return
 	}
 	for _, st := range streams {
-		good, bad, err := c.stock.Claim(ctx, c.name, st, c.opt.ClaimIdle, c.opt.Batch)
+		good, bad, err := c.stock.Queue().Claim(ctx, c.name, st, c.opt.ClaimIdle, c.opt.Batch)
 		if err != nil {
 			c.opt.Log.Warn("the consumer cannot claim orders", "stream", st, "error", err)
 			continue
@@ -209,7 +209,7 @@ func (c *Consumer) claim(ctx context.Context) {
 		}
 		c.handle(ctx, good, bad)
 	}
-	if _, err := c.stock.ForgetDrained(ctx); err != nil {
+	if _, err := c.stock.Queue().ForgetDrained(ctx); err != nil {
 		c.opt.Log.Warn("the consumer cannot drop drained streams", "error", err)
 	}
 	c.mu.Lock()
@@ -242,7 +242,7 @@ func (c *Consumer) handle(ctx context.Context, good, bad []stock.QueuedOrder) {
 				c.deadLetter(ctx, r.q, r.reason)
 			}
 			c.svc.life.schedule(ctx, w.rows()...)
-			if err := c.stock.Ack(ctx, append(w.written, w.voided...)); err != nil {
+			if err := c.stock.Queue().Ack(ctx, append(w.written, w.voided...)); err != nil {
 				c.unacked.Add(int64(len(w.written) + len(w.voided)))
 				// Unacknowledged, they are delivered again and skipped
 				// as written: nothing is lost.
@@ -394,7 +394,7 @@ func queuedOrder(q stock.QueuedOrder) Order {
 func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason string) {
 	c.opt.Log.Error("a queued order was refused; it goes to the dead letters and its unit back on sale",
 		"order", q.Order, "stream", q.Stream, "reason", reason)
-	if err := c.stock.DeadLetter(ctx, q, reason); err != nil {
+	if err := c.stock.Queue().DeadLetter(ctx, q, reason); err != nil {
 		c.opt.Log.Error("parking an order in the dead letters", "order", q.Order, "error", err)
 		return
 	}

@@ -95,7 +95,7 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	}
 	store := stock.NewStore(f.rdb, f.db)
 	stream := stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}.StreamKey(0)
-	got, _, err := store.Read(t.Context(), "died", []string{stream}, 10, 0)
+	got, _, err := store.Queue().Read(t.Context(), "died", []string{stream}, 10, 0)
 	if err != nil || len(got) != 4 {
 		t.Fatalf("the dead consumer's read: %d orders, %v", len(got), err)
 	}

@@ -293,7 +293,7 @@ func (lc *Lifecycle) schedule(ctx context.Context, os ...Order) {
 			ds = append(ds, stock.Deadline{Product: o.ProductID, Shard: o.Shard, Order: o.ID, Due: *o.DueAt})
 		}
 	}
-	if err := lc.stock.Schedule(ctx, ds); err != nil {
+	if err := lc.stock.Deadlines().Schedule(ctx, ds); err != nil {
 		lc.log.Warn("payment deadlines not scheduled; the reconciler will find them", "orders", len(ds), "error", err)
 	}
 }
@@ -324,19 +324,19 @@ func (lc *Lifecycle) ExpireDue(ctx context.Context) error {
 		return err
 	}
 	defer lc.working.Done()
-	keys, err := lc.stock.DueSets(ctx)
+	keys, err := lc.stock.Deadlines().DueSets(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, key := range keys {
-		ids, err := lc.stock.ClaimDue(ctx, key, time.Now(), lc.opt.DueLease, 100)
+		ids, err := lc.stock.Deadlines().ClaimDue(ctx, key, time.Now(), lc.opt.DueLease, 100)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		done, err := lc.expireAll(ctx, ids)
-		errs = append(errs, err, lc.stock.Unschedule(ctx, key, done...))
+		errs = append(errs, err, lc.stock.Deadlines().Unschedule(ctx, key, done...))
 	}
 	return errors.Join(errs...)
 }

@@ -174,7 +174,7 @@ func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
 	time.Sleep(time.Until(*o.DueAt) + 2*time.Millisecond) // the window has ended
 	store := stock.NewStore(f.rdb, f.db)
 	key := stock.Layout{ID: p.ID}.DueKey(o.Shard)
-	ids, err := store.ClaimDue(t.Context(), key, time.Now(), 200*time.Millisecond, 10) // and dies
+	ids, err := store.Deadlines().ClaimDue(t.Context(), key, time.Now(), 200*time.Millisecond, 10) // and dies
 	if err != nil || len(ids) != 1 || ids[0] != o.ID {
 		t.Fatalf("the dead process's claim: %v, %v", ids, err)
 	}

@@ -283,7 +283,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 		// The sold-out flag and an empty shard answer before the buyer's
 		// record is read: a retry whose first attempt took a unit must get
 		// that outcome, not "sold out". Only retries pay this round trip.
-		if prior, found, ferr := s.stock.FindTake(ctx, sl.p.stock().Layout, sl.req.Ticket.User); ferr == nil && found {
+		if prior, found, ferr := s.stock.Ledgers().FindTake(ctx, sl.p.stock().Layout, sl.req.Ticket.User); ferr == nil && found {
 			return s.resume(ctx, sl.p, sl.req, prior, rc)
 		}
 		return Order{}, err

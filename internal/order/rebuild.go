@@ -90,7 +90,7 @@ func (c *Catalogue) Rebuild(ctx context.Context, id, epoch int64) (bool, error) 
 		if err := c.stock.LayOut(ctx, p.stock(), levels, p.Initial); err != nil {
 			return err
 		}
-		return c.stock.Record(ctx, p.stock().Layout, entries)
+		return c.stock.Ledgers().Record(ctx, p.stock().Layout, entries)
 	})
 	if errors.Is(err, errAlreadyRebuilt) {
 		return false, nil

@@ -129,13 +129,13 @@ func (rec *Reconciler) reconcile(ctx context.Context, p Product, prev *passState
 	if prev != nil && (prev.sale != p.Sale || prev.epoch != p.Epoch) {
 		prev = nil
 	}
-	ledger, err := rec.stock.Ledger(ctx, p.stock().Layout)
+	ledger, err := rec.stock.Ledgers().Ledger(ctx, p.stock().Layout)
 	if err != nil {
 		return r, nil, err
 	}
 	// The takes of purchases that ended with their outcome unknown are
 	// over: no grace to wait for (see docs/INVARIANT.md).
-	over, err := rec.stock.Unsettled(ctx, p.stock().Layout)
+	over, err := rec.stock.Ledgers().Unsettled(ctx, p.stock().Layout)
 	if err != nil {
 		return r, nil, err
 	}

@@ -432,7 +432,7 @@ func (q *Queue) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]b
 
 // Backlog is the async mode's queue, over every product.
 func (q *Queue) Backlog(ctx context.Context) (api.Backlog, error) {
-	b, err := q.stock.Backlog(ctx)
+	b, err := q.stock.Queue().Backlog(ctx)
 	if err != nil {
 		return api.Backlog{}, err
 	}
@@ -442,11 +442,11 @@ func (q *Queue) Backlog(ctx context.Context) (api.Backlog, error) {
 // DeliveredTo counts, per consumer name, the queued orders delivered to it
 // and not acknowledged yet (see stock.Store.DeliveredTo).
 func (q *Queue) DeliveredTo(ctx context.Context) (map[string]int64, error) {
-	return q.stock.DeliveredTo(ctx)
+	return q.stock.Queue().DeliveredTo(ctx)
 }
 
 // Streams lists the order streams of the service's deployment.
-func (q *Queue) Streams(ctx context.Context) ([]string, error) { return q.stock.Streams(ctx) }
+func (q *Queue) Streams(ctx context.Context) ([]string, error) { return q.stock.Queue().Streams(ctx) }
 
 // MaxLookup bounds the ids of one Written call.
 const MaxLookup = 1000

@@ -39,11 +39,11 @@ func (s *Service) answer(ctx context.Context, p Product, err error) error {
 	var unsettled *UnsettledError
 	switch {
 	case errors.As(err, &unsettled):
-		if merr := s.stock.MarkUnsettled(ctx, l, unsettled.Order); merr != nil {
+		if merr := s.stock.Ledgers().MarkUnsettled(ctx, l, unsettled.Order); merr != nil {
 			s.log.Warn("an order of unknown outcome was not marked unsettled", "order", unsettled.Order, "error", merr)
 		}
 	case errors.Is(err, stock.ErrSoldOut):
-		if some, aerr := s.stock.AnyUnsettled(ctx, l); aerr == nil && some {
+		if some, aerr := s.stock.Ledgers().AnyUnsettled(ctx, l); aerr == nil && some {
 			return &SoldOutForNowError{RetryAfter: s.retryAfter()}
 		}
 	}
@@ -64,11 +64,11 @@ func (s *Service) retryAfter() time.Duration {
 // order is written. It runs after a reconciler's pass.
 func (rec *Reconciler) forgetSettled(ctx context.Context, p Product) error {
 	l := p.stock().Layout
-	marked, err := rec.stock.Unsettled(ctx, l)
+	marked, err := rec.stock.Ledgers().Unsettled(ctx, l)
 	if err != nil || len(marked) == 0 {
 		return err
 	}
-	ledger, err := rec.stock.Ledger(ctx, l)
+	ledger, err := rec.stock.Ledgers().Ledger(ctx, l)
 	if err != nil {
 		return err
 	}
@@ -94,5 +94,5 @@ func (rec *Reconciler) forgetSettled(ctx context.Context, p Product) error {
 			settled = append(settled, idgen.ID(id))
 		}
 	}
-	return rec.stock.ForgetUnsettled(ctx, l, settled)
+	return rec.stock.Ledgers().ForgetUnsettled(ctx, l, settled)
 }

@@ -56,7 +56,7 @@ func TestAsyncTakeQueuesTheOrder(t *testing.T) {
 	if ok, _ := rdb.SIsMember(ctx, stock.StreamsKey, p.StreamKey(taken.Shard)).Result(); !ok {
 		t.Error("the stream is not registered for the consumers")
 	}
-	q, err := s.Queued(ctx, p.Layout)
+	q, err := s.Ledgers().Queued(ctx, p.Layout)
 	if err != nil || q[taken.Shard] != 1 {
 		t.Errorf("queued %v, %v", q, err)
 	}

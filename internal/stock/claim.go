@@ -119,7 +119,7 @@ func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) 
 				// This purchase's own, from an attempt whose outcome was
 				// unknown, or one that is over: it may have taken, on any
 				// shard. Settle it from the ledgers, or forget it.
-				e, found, err := s.FindTake(ctx, p.Layout, t.User)
+				e, found, err := s.ledgers.FindTake(ctx, p.Layout, t.User)
 				if err != nil {
 					return "", err
 				}
@@ -171,10 +171,10 @@ const (
 
 // FindTake looks for the buyer's take in every shard's ledger, in one
 // round trip.
-func (s *Store) FindTake(ctx context.Context, l Layout, user int64) (Entry, bool, error) {
+func (lg *Ledgers) FindTake(ctx context.Context, l Layout, user int64) (Entry, bool, error) {
 	field := strconv.FormatInt(user, 10)
 	cmds := make([]*redis.StringCmd, l.Shards)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = pipe.HGet(ctx, l.LedgerKey(i), field)
 		}

@@ -118,7 +118,7 @@ func TestClusterTakes(t *testing.T) {
 						t.Errorf("a take failed: %v", err)
 					}
 				}
-				counts, err := s.Count(ctx, p)
+				counts, err := s.Ledgers().Count(ctx, p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,7 +139,7 @@ func TestClusterTakes(t *testing.T) {
 						t.Errorf("a take failed: %v, want ErrAlreadyBought", err)
 					}
 				}
-				counts, err := s.Count(ctx, p)
+				counts, err := s.Ledgers().Count(ctx, p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -208,7 +208,7 @@ func TestSettleBuyers(t *testing.T) {
 	c.Client.Del(ctx, p.BuyerKey(1))
 	c.Client.Set(ctx, p.BuyerKey(2), "claim k1 1", 0)
 	c.Client.Set(ctx, p.BuyerKey(3), "claim other 1", 0)
-	ledger, err := s.Ledger(ctx, p.Layout)
+	ledger, err := s.Ledgers().Ledger(ctx, p.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}

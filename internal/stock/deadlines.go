@@ -44,18 +44,18 @@ type Deadline struct {
 }
 
 // Schedule adds deadlines to their shards' sets, in one round trip.
-func (s *Store) Schedule(ctx context.Context, ds []Deadline) error {
+func (dl *Deadlines) Schedule(ctx context.Context, ds []Deadline) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := dl.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for _, d := range ds {
 			key := Layout{ID: d.Product}.DueKey(d.Shard)
 			// The millisecond at or after the deadline: a claim at the
 			// score must not come before the row's due time.
 			ms := (d.Due.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 			pipe.ZAdd(ctx, key, redis.Z{Score: float64(ms), Member: d.Order.String()})
-			pipe.SAdd(ctx, s.dueSets, key)
+			pipe.SAdd(ctx, dl.dueSets, key)
 		}
 		return nil
 	})
@@ -66,8 +66,8 @@ func (s *Store) Schedule(ctx context.Context, ds []Deadline) error {
 }
 
 // DueSets lists the deadline sets that may hold deadlines.
-func (s *Store) DueSets(ctx context.Context) ([]string, error) {
-	keys, err := s.rdb.SMembers(ctx, s.dueSets).Result()
+func (dl *Deadlines) DueSets(ctx context.Context) ([]string, error) {
+	keys, err := dl.rdb.SMembers(ctx, dl.dueSets).Result()
 	if err != nil {
 		return nil, fmt.Errorf("listing the deadline sets: %w", err)
 	}
@@ -75,8 +75,8 @@ func (s *Store) DueSets(ctx context.Context) ([]string, error) {
 }
 
 // ClaimDue claims up to n orders of a set whose deadline is past, for lease.
-func (s *Store) ClaimDue(ctx context.Context, key string, now time.Time, lease time.Duration, n int) ([]idgen.ID, error) {
-	raw, err := claimDueScript.Run(ctx, s.rdb, []string{key}, now.UnixMilli(), lease.Milliseconds(), n).StringSlice()
+func (dl *Deadlines) ClaimDue(ctx context.Context, key string, now time.Time, lease time.Duration, n int) ([]idgen.ID, error) {
+	raw, err := claimDueScript.Run(ctx, dl.rdb, []string{key}, now.UnixMilli(), lease.Milliseconds(), n).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("claiming the deadlines of %s: %w", key, err)
 	}
@@ -92,7 +92,7 @@ func (s *Store) ClaimDue(ctx context.Context, key string, now time.Time, lease t
 }
 
 // Unschedule removes orders from a set: their windows are settled.
-func (s *Store) Unschedule(ctx context.Context, key string, ids ...idgen.ID) error {
+func (dl *Deadlines) Unschedule(ctx context.Context, key string, ids ...idgen.ID) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -100,7 +100,7 @@ func (s *Store) Unschedule(ctx context.Context, key string, ids ...idgen.ID) err
 	for i, id := range ids {
 		members[i] = id.String()
 	}
-	if err := s.rdb.ZRem(ctx, key, members...).Err(); err != nil {
+	if err := dl.rdb.ZRem(ctx, key, members...).Err(); err != nil {
 		return fmt.Errorf("settling deadlines of %s: %w", key, err)
 	}
 	return nil
@@ -111,16 +111,16 @@ func (s *Store) Unschedule(ctx context.Context, key string, ids ...idgen.ID) err
 // slots, so the check and the drop cannot be one step, and a deadline
 // scheduled between them would sit in a set nobody reads. The registry
 // then keeps a member per product shard sold with a payment window.
-func (s *Store) ForgetIdleDueSets(ctx context.Context) error {
-	if s.split() {
+func (dl *Deadlines) ForgetIdleDueSets(ctx context.Context) error {
+	if dl.store.split() {
 		return nil
 	}
-	keys, err := s.DueSets(ctx)
+	keys, err := dl.DueSets(ctx)
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
-		if err := forgetIdleDueScript.Run(ctx, s.rdb, []string{k, s.dueSets}).Err(); err != nil {
+		if err := forgetIdleDueScript.Run(ctx, dl.rdb, []string{k, dl.dueSets}).Err(); err != nil {
 			return fmt.Errorf("dropping deadline set %s: %w", k, err)
 		}
 	}

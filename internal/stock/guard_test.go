@@ -169,11 +169,11 @@ func (g *guardCase) run(t *testing.T, lab bool) {
 	if errB != nil {
 		t.Fatalf("B, inside A's section: %v", errB)
 	}
-	levels, err := g.s.Levels(ctx, p)
+	levels, err := g.s.Ledgers().Levels(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger, err := g.s.Ledger(ctx, p.Layout)
+	ledger, err := g.s.Ledgers().Ledger(ctx, p.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,8 +92,8 @@ func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
 }
 
 // Streams lists the streams that may hold queued orders.
-func (s *Store) Streams(ctx context.Context) ([]string, error) {
-	keys, err := s.rdb.SMembers(ctx, s.streams).Result()
+func (qu *Queue) Streams(ctx context.Context) ([]string, error) {
+	keys, err := qu.rdb.SMembers(ctx, qu.streams).Result()
 	if err != nil {
 		return nil, fmt.Errorf("listing the order streams: %w", err)
 	}
@@ -109,25 +109,25 @@ func errNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Err
 // stream whose node fails does not stop the others: what they delivered
 // comes back beside the error, and the caller must handle it, or it stays
 // delivered and unacknowledged until a claim.
-func (s *Store) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
+func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
 	if len(streams) == 0 {
 		return nil, nil, nil
 	}
-	if s.split() {
-		return s.readEach(ctx, consumer, streams, count, block)
+	if qu.store.split() {
+		return qu.readEach(ctx, consumer, streams, count, block)
 	}
 	args := append(append([]string{}, streams...), make([]string, len(streams))...)
 	for i := range streams {
 		args[len(streams)+i] = ">"
 	}
-	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: args, Count: count, Block: block}).Result()
+	res, err := qu.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: args, Count: count, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil, nil
 	}
 	if errNoGroup(err) {
 		// A stream in the registry without its group: dropped while
 		// registered. Forget those, and read the others next time.
-		return nil, nil, s.forgetMissing(ctx, streams)
+		return nil, nil, qu.forgetMissing(ctx, streams)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the order streams: %w", err)
@@ -146,11 +146,11 @@ const readPoll = 20 * time.Millisecond
 // streams in different slots: one XREADGROUP per stream, without BLOCK, in
 // one pipeline (one round trip per node), again every readPoll until one
 // delivers or block has passed.
-func (s *Store) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
+func (qu *Queue) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
 	deadline := time.Now().Add(block)
 	for {
 		cmds := make([]*redis.XStreamSliceCmd, len(streams))
-		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, st := range streams {
 				cmds[i] = pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: []string{st, ">"}, Count: count, Block: -1})
 			}
@@ -178,7 +178,7 @@ func (s *Store) readEach(ctx context.Context, consumer string, streams []string,
 			return good, bad, fmt.Errorf("reading the order streams: %w", err)
 		}
 		if len(missing) > 0 {
-			return good, bad, s.forgetMissing(ctx, missing)
+			return good, bad, qu.forgetMissing(ctx, missing)
 		}
 		if len(good)+len(bad) > 0 || !time.Now().Before(deadline) {
 			return good, bad, nil
@@ -201,14 +201,14 @@ func collect(stream string, msgs []redis.XMessage, good, bad []QueuedOrder) ([]Q
 	return good, bad
 }
 
-func (s *Store) forgetMissing(ctx context.Context, streams []string) error {
+func (qu *Queue) forgetMissing(ctx context.Context, streams []string) error {
 	for _, st := range streams {
-		n, err := s.rdb.Exists(ctx, st).Result()
+		n, err := qu.rdb.Exists(ctx, st).Result()
 		if err != nil {
 			return fmt.Errorf("checking stream %s: %w", st, err)
 		}
 		if n == 0 {
-			if err := s.rdb.SRem(ctx, s.streams, st).Err(); err != nil {
+			if err := qu.rdb.SRem(ctx, qu.streams, st).Err(); err != nil {
 				return fmt.Errorf("forgetting stream %s: %w", st, err)
 			}
 		}
@@ -219,8 +219,8 @@ func (s *Store) forgetMissing(ctx context.Context, streams []string) error {
 // Claim takes over, for consumer, up to count orders of a stream that were
 // delivered to a consumer and left unacknowledged for at least minIdle:
 // that consumer died or stalls. XAUTOCLAIM hands each to one claimer only.
-func (s *Store) Claim(ctx context.Context, consumer, stream string, minIdle time.Duration, count int64) (good, bad []QueuedOrder, err error) {
-	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+func (qu *Queue) Claim(ctx context.Context, consumer, stream string, minIdle time.Duration, count int64) (good, bad []QueuedOrder, err error) {
+	msgs, _, err := qu.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 		Stream: stream, Group: Group, Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: count,
 	}).Result()
 	if errNoGroup(err) || errors.Is(err, redis.Nil) {
@@ -234,8 +234,8 @@ func (s *Store) Claim(ctx context.Context, consumer, stream string, minIdle time
 }
 
 // Ack removes written orders from their streams and from the pending index.
-func (s *Store) Ack(ctx context.Context, qs []QueuedOrder) error {
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+func (qu *Queue) Ack(ctx context.Context, qs []QueuedOrder) error {
+	_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for _, q := range qs {
 			pipe.XAck(ctx, q.Stream, Group, q.MsgID)
 			pipe.XDel(ctx, q.Stream, q.MsgID)
@@ -252,7 +252,7 @@ func (s *Store) Ack(ctx context.Context, qs []QueuedOrder) error {
 }
 
 // DeadLetter parks an order the database refused (see dead_letter.lua).
-func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) error {
+func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) error {
 	var fields strings.Builder
 	for k, v := range q.Fields {
 		fmt.Fprintf(&fields, "%s\t%v\t", k, v)
@@ -260,7 +260,7 @@ func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) er
 	l := q.Layout
 	reason = strings.ReplaceAll(reason, "\t", " ")
 	keys := []string{q.Stream, l.StockKey(q.Shard), l.LedgerKey(q.Shard)}
-	if s.split() {
+	if qu.store.split() {
 		// On a cluster, in steps: the dead letter first, so that a crash
 		// after it leaves the order to be parked again (twice in the dead
 		// letters), not lost; the buyer and the pending index after.
@@ -268,29 +268,29 @@ func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) er
 		for k, v := range q.Fields {
 			vals = append(vals, k, v)
 		}
-		if err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: DeadLetterKey, Values: append(vals, "reason", reason)}).Err(); err != nil {
+		if err := qu.rdb.XAdd(ctx, &redis.XAddArgs{Stream: DeadLetterKey, Values: append(vals, "reason", reason)}).Err(); err != nil {
 			return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 		}
 	} else {
 		keys = append(keys, DeadLetterKey, l.BuyerKey(q.User), PendingKey(q.Order.Time()), DeadCountKey)
 	}
-	err := deadLetterScript.Run(ctx, s.rdb, keys, Group, q.MsgID, q.Order.String(), q.User, reason, fields.String(),
+	err := deadLetterScript.Run(ctx, qu.rdb, keys, Group, q.MsgID, q.Order.String(), q.User, reason, fields.String(),
 		deadField(l.ID, q.Sale)).Err()
 	if err != nil {
 		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 	}
-	if s.split() {
-		if err := s.forget(ctx, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
+	if qu.store.split() {
+		if err := qu.store.forget(ctx, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
 			return err
 		}
-		if err := s.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), "failed "+reason).Err(); err != nil {
+		if err := qu.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), "failed "+reason).Err(); err != nil {
 			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)
 		}
-		if err := s.rdb.HIncrBy(ctx, DeadCountKey, deadField(l.ID, q.Sale), 1).Err(); err != nil {
+		if err := qu.rdb.HIncrBy(ctx, DeadCountKey, deadField(l.ID, q.Sale), 1).Err(); err != nil {
 			return fmt.Errorf("counting dead order %s: %w", q.Order, err)
 		}
 	}
-	s.ClearSoldOut(l.ID)
+	qu.store.ClearSoldOut(l.ID)
 	return nil
 }
 
@@ -298,17 +298,17 @@ func (s *Store) DeadLetter(ctx context.Context, q QueuedOrder, reason string) er
 // async take on one registers it again. It returns how many it dropped. On
 // a Redis Cluster it drops none, for the reason ForgetIdleDueSets gives:
 // the registry keeps one stream per product shard sold in the async mode.
-func (s *Store) ForgetDrained(ctx context.Context) (int, error) {
-	if s.split() {
+func (qu *Queue) ForgetDrained(ctx context.Context) (int, error) {
+	if qu.store.split() {
 		return 0, nil
 	}
-	streams, err := s.Streams(ctx)
+	streams, err := qu.Streams(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, st := range streams {
-		dropped, err := forgetDrainedScript.Run(ctx, s.rdb, []string{st, s.streams}).Int()
+		dropped, err := forgetDrainedScript.Run(ctx, qu.rdb, []string{st, qu.streams}).Int()
 		if err != nil {
 			return n, fmt.Errorf("dropping drained stream %s: %w", st, err)
 		}
@@ -331,8 +331,8 @@ type Backlog struct {
 }
 
 // Backlog reads the queue's state: two commands per stream.
-func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
-	streams, err := s.Streams(ctx)
+func (qu *Queue) Backlog(ctx context.Context) (Backlog, error) {
+	streams, err := qu.Streams(ctx)
 	if err != nil {
 		return Backlog{}, err
 	}
@@ -342,7 +342,7 @@ func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 		pend  *redis.XPendingCmd
 	}
 	cs := make([]cmds, len(streams))
-	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err = qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, st := range streams {
 			cs[i] = cmds{pipe.XRangeN(ctx, st, "-", "+", 1), pipe.XLen(ctx, st), pipe.XPending(ctx, st, Group)}
 		}
@@ -368,14 +368,14 @@ func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 
 // DeliveredTo counts, per consumer name, the orders delivered to it and
 // not acknowledged yet, over every registered stream: one XPENDING each.
-func (s *Store) DeliveredTo(ctx context.Context) (map[string]int64, error) {
-	streams, err := s.Streams(ctx)
+func (qu *Queue) DeliveredTo(ctx context.Context) (map[string]int64, error) {
+	streams, err := qu.Streams(ctx)
 	if err != nil {
 		return nil, err
 	}
 	held := make(map[string]int64)
 	for _, st := range streams {
-		p, err := s.rdb.XPending(ctx, st, Group).Result()
+		p, err := qu.rdb.XPending(ctx, st, Group).Result()
 		if errNoGroup(err) || errors.Is(err, redis.Nil) {
 			continue
 		}
@@ -395,8 +395,8 @@ func deadField(product, sale int64) string {
 
 // DeadLettered counts the orders of a product's sale that went to the dead
 // letters: answered 202, refused by the database, their units back on sale.
-func (s *Store) DeadLettered(ctx context.Context, product, sale int64) (int, error) {
-	n, err := s.rdb.HGet(ctx, DeadCountKey, deadField(product, sale)).Int()
+func (qu *Queue) DeadLettered(ctx context.Context, product, sale int64) (int, error) {
+	n, err := qu.rdb.HGet(ctx, DeadCountKey, deadField(product, sale)).Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}

@@ -60,15 +60,47 @@ func (p Product) Accepts(m Mode) error {
 // round-robin counter and a sold-out flag that spares Redis the requests
 // that would only find every shard empty.
 type Store struct {
-	rdb         redis.Cmdable
-	db          *gorm.DB
-	streams     string // the registry of order streams (StreamsKey)
-	dueSets     string // the registry of deadline sets (DueSetsKey)
+	*backend
 	claimWindow time.Duration
 	products    sync.Map // int64 → *state
 	// cleared is told each product whose flag went from set to clear.
 	cleared func(id int64)
 }
+
+// backend is what the store and its parts share: the servers, the
+// registries' keys, and each other.
+type backend struct {
+	rdb     redis.Cmdable
+	db      *gorm.DB
+	streams string // the registry of order streams (StreamsKey)
+	dueSets string // the registry of deadline sets (DueSetsKey)
+
+	store     *Store
+	queue     *Queue
+	deadlines *Deadlines
+	ledgers   *Ledgers
+}
+
+// Queue holds the async mode's queued orders: the shards' streams, read,
+// claimed and acknowledged by the consumers, and the dead letters.
+type Queue struct{ *backend }
+
+// Deadlines holds the orders' payment deadlines: a delay queue the
+// processes claim due entries from.
+type Deadlines struct{ *backend }
+
+// Ledgers reads and writes what the shards recorded: the takes, the stock
+// levels, the counts an audit compares with the orders.
+type Ledgers struct{ *backend }
+
+// Queue is the store's queue of orders not written yet.
+func (s *Store) Queue() *Queue { return s.queue }
+
+// Deadlines is the store's delay queue of payment deadlines.
+func (s *Store) Deadlines() *Deadlines { return s.deadlines }
+
+// Ledgers is the store's view of its shards' records.
+func (s *Store) Ledgers() *Ledgers { return s.ledgers }
 
 type state struct {
 	next atomic.Uint64
@@ -92,7 +124,10 @@ func (st *state) clear() bool {
 // NewStore returns a store on rdb and db. rdb may be a *redis.ClusterClient:
 // the store then sends no command whose keys span slots (see claim.go).
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	return &Store{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, claimWindow: DefaultClaimWindow}
+	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey}
+	b.store = &Store{backend: b, claimWindow: DefaultClaimWindow}
+	b.queue, b.deadlines, b.ledgers = &Queue{b}, &Deadlines{b}, &Ledgers{b}
+	return b.store
 }
 
 // ForDeployment names the deployment the store serves, that is the
@@ -195,8 +230,8 @@ func LayOutSQL(tx *gorm.DB, p Product, levels []int) error {
 
 // ReadMarker returns the layout recorded for a product in Redis, and false
 // when there is none.
-func (s *Store) ReadMarker(ctx context.Context, id int64) (Marker, bool, error) {
-	vals, err := s.rdb.HMGet(ctx, MarkerKey(id), "epoch", "shards", "initial").Result()
+func (lg *Ledgers) ReadMarker(ctx context.Context, id int64) (Marker, bool, error) {
+	vals, err := lg.rdb.HMGet(ctx, MarkerKey(id), "epoch", "shards", "initial").Result()
 	if err != nil {
 		return Marker{}, false, fmt.Errorf("reading the layout marker of product %d: %w", id, err)
 	}
@@ -218,7 +253,7 @@ func (s *Store) ReadMarker(ctx context.Context, id int64) (Marker, bool, error) 
 // stock, fences and ledgers, and the buyers its ledgers name. Best effort:
 // nobody reads them any more.
 func (s *Store) Drop(ctx context.Context, l Layout) error {
-	ledger, err := s.Ledger(ctx, l)
+	ledger, err := s.ledgers.Ledger(ctx, l)
 	if err != nil {
 		return err
 	}
@@ -241,10 +276,10 @@ func (s *Store) Drop(ctx context.Context, l Layout) error {
 // Levels returns the stock of each shard, in shard order, from the store
 // that holds the product's stock. In Redis a missing key reads as
 // ErrNotLaidOut: the stock was lost, not sold.
-func (s *Store) Levels(ctx context.Context, p Product) ([]int, error) {
+func (lg *Ledgers) Levels(ctx context.Context, p Product) ([]int, error) {
 	if p.Where == InSQL {
 		var rows []Shard
-		err := s.db.WithContext(ctx).Where("product_id = ?", p.ID).Order("shard").Find(&rows).Error
+		err := lg.db.WithContext(ctx).Where("product_id = ?", p.ID).Order("shard").Find(&rows).Error
 		if err != nil {
 			return nil, fmt.Errorf("reading SQL stock of product %d: %w", p.ID, err)
 		}
@@ -257,7 +292,7 @@ func (s *Store) Levels(ctx context.Context, p Product) ([]int, error) {
 	// GETs in a pipeline rather than one MGET: the shards are in different
 	// cluster slots.
 	cmds := make([]*redis.StringCmd, p.Shards)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = pipe.Get(ctx, p.StockKey(i))
 		}
@@ -281,9 +316,9 @@ func (s *Store) Levels(ctx context.Context, p Product) ([]int, error) {
 }
 
 // Ledger returns every take recorded in a layout's ledgers, by buyer.
-func (s *Store) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error) {
+func (lg *Ledgers) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error) {
 	cmds := make([]*redis.MapStringStringCmd, l.Shards)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = pipe.HGetAll(ctx, l.LedgerKey(i))
 		}
@@ -310,9 +345,9 @@ func (s *Store) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error) {
 }
 
 // Takes counts the takes recorded in a layout's ledgers.
-func (s *Store) Takes(ctx context.Context, l Layout) (int, error) {
+func (lg *Ledgers) Takes(ctx context.Context, l Layout) (int, error) {
 	cmds := make([]*redis.IntCmd, l.Shards)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = pipe.HLen(ctx, l.LedgerKey(i))
 		}
@@ -330,8 +365,8 @@ func (s *Store) Takes(ctx context.Context, l Layout) (int, error) {
 
 // Record writes takes into a layout's ledgers and buyer keys, as the takes
 // themselves would have: a rebuild re-derives them from the orders.
-func (s *Store) Record(ctx context.Context, l Layout, entries []Entry) error {
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+func (lg *Ledgers) Record(ctx context.Context, l Layout, entries []Entry) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for _, e := range entries {
 			pipe.HSet(ctx, l.LedgerKey(e.Shard), strconv.FormatInt(e.User, 10), e.record())
 			pipe.Set(ctx, l.BuyerKey(e.User), e.record(), 0)
@@ -393,9 +428,9 @@ func Purge(ctx context.Context, rdb redis.UniversalClient, ids []int64, extra ..
 
 // Queued counts the orders queued on a layout's streams, per shard: taken
 // and not yet written (the async mode).
-func (s *Store) Queued(ctx context.Context, l Layout) ([]int, error) {
+func (lg *Ledgers) Queued(ctx context.Context, l Layout) ([]int, error) {
 	cmds := make([]*redis.IntCmd, l.Shards)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = pipe.XLen(ctx, l.StreamKey(i))
 		}
@@ -426,18 +461,18 @@ type Counts struct {
 
 // Count reads a Redis product's stock, queued orders, takes and repairs in one
 // round trip. A missing stock key reads as ErrNotLaidOut.
-func (s *Store) Count(ctx context.Context, p Product) (Counts, error) {
-	return s.count(ctx, p, false)
+func (lg *Ledgers) Count(ctx context.Context, p Product) (Counts, error) {
+	return lg.count(ctx, p, false)
 }
 
 // CountWithQueue is Count that also reads the queued entries' order ids,
 // in the same round trip: a whole stream each, for an audit that must tell
 // entries whose orders are written already from the others.
-func (s *Store) CountWithQueue(ctx context.Context, p Product) (Counts, error) {
-	return s.count(ctx, p, true)
+func (lg *Ledgers) CountWithQueue(ctx context.Context, p Product) (Counts, error) {
+	return lg.count(ctx, p, true)
 }
 
-func (s *Store) count(ctx context.Context, p Product, withQueue bool) (Counts, error) {
+func (lg *Ledgers) count(ctx context.Context, p Product, withQueue bool) (Counts, error) {
 	type shard struct {
 		stock        *redis.StringCmd
 		queued, took *redis.IntCmd
@@ -445,7 +480,7 @@ func (s *Store) count(ctx context.Context, p Product, withQueue bool) (Counts, e
 		repairs      *redis.SliceCmd
 	}
 	cmds := make([]shard, p.Shards)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = shard{stock: pipe.Get(ctx, p.StockKey(i)), queued: pipe.XLen(ctx, p.StreamKey(i)), took: pipe.HLen(ctx, p.LedgerKey(i)),
 				repairs: pipe.HMGet(ctx, p.RepairKey(i), "restored", "short")}

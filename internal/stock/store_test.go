@@ -75,7 +75,7 @@ func ticket(user int64) stock.Ticket {
 
 func (f *fixture) levels(p stock.Product) []int {
 	f.t.Helper()
-	l, err := f.s.Levels(f.t.Context(), p)
+	l, err := f.s.Ledgers().Levels(f.t.Context(), p)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -263,14 +263,14 @@ func TestLedgerAndDrop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ledger, err := f.s.Ledger(t.Context(), p.Layout)
+	ledger, err := f.s.Ledgers().Ledger(t.Context(), p.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ledger) != 3 || ledger[2].Order != ticket(2).Order || ledger[2].Key != ticket(2).Key {
 		t.Fatalf("ledger %+v: want three takes with their records", ledger)
 	}
-	if n, err := f.s.Takes(t.Context(), p.Layout); err != nil || n != 3 {
+	if n, err := f.s.Ledgers().Takes(t.Context(), p.Layout); err != nil || n != 3 {
 		t.Errorf("Takes = %d, %v; want 3", n, err)
 	}
 	if time.Since(ledger[1].At) > time.Minute {
@@ -293,7 +293,7 @@ func TestLedgerAndDrop(t *testing.T) {
 	if _, err := f.take(r, 9); !errors.Is(err, stock.ErrNotLaidOut) {
 		t.Errorf("a take from a dropped layout: %v, want ErrNotLaidOut", err)
 	}
-	if _, err := f.s.Levels(t.Context(), p); !errors.Is(err, stock.ErrNotLaidOut) {
+	if _, err := f.s.Ledgers().Levels(t.Context(), p); !errors.Is(err, stock.ErrNotLaidOut) {
 		t.Errorf("levels of a dropped layout: %v, want ErrNotLaidOut", err)
 	}
 }

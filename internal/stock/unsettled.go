@@ -21,17 +21,17 @@ const unsettledTTL = 24 * time.Hour
 
 // MarkUnsettled records that order's purchase ended with its outcome
 // unknown.
-func (s *Store) MarkUnsettled(ctx context.Context, l Layout, order idgen.ID) error {
+func (lg *Ledgers) MarkUnsettled(ctx context.Context, l Layout, order idgen.ID) error {
 	k := l.UnsettledKey()
-	if err := s.rdb.SAdd(ctx, k, order.String()).Err(); err != nil {
+	if err := lg.rdb.SAdd(ctx, k, order.String()).Err(); err != nil {
 		return fmt.Errorf("marking order %s unsettled: %w", order, err)
 	}
-	return s.rdb.Expire(ctx, k, unsettledTTL).Err()
+	return lg.rdb.Expire(ctx, k, unsettledTTL).Err()
 }
 
 // AnyUnsettled reports whether the layout has orders marked unsettled.
-func (s *Store) AnyUnsettled(ctx context.Context, l Layout) (bool, error) {
-	n, err := s.rdb.SCard(ctx, l.UnsettledKey()).Result()
+func (lg *Ledgers) AnyUnsettled(ctx context.Context, l Layout) (bool, error) {
+	n, err := lg.rdb.SCard(ctx, l.UnsettledKey()).Result()
 	if err != nil {
 		return false, fmt.Errorf("reading the unsettled orders of product %d: %w", l.ID, err)
 	}
@@ -39,8 +39,8 @@ func (s *Store) AnyUnsettled(ctx context.Context, l Layout) (bool, error) {
 }
 
 // Unsettled returns the layout's orders marked unsettled.
-func (s *Store) Unsettled(ctx context.Context, l Layout) (map[idgen.ID]bool, error) {
-	raw, err := s.rdb.SMembers(ctx, l.UnsettledKey()).Result()
+func (lg *Ledgers) Unsettled(ctx context.Context, l Layout) (map[idgen.ID]bool, error) {
+	raw, err := lg.rdb.SMembers(ctx, l.UnsettledKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the unsettled orders of product %d: %w", l.ID, err)
 	}
@@ -54,7 +54,7 @@ func (s *Store) Unsettled(ctx context.Context, l Layout) (map[idgen.ID]bool, err
 }
 
 // ForgetUnsettled drops orders from the layout's unsettled set.
-func (s *Store) ForgetUnsettled(ctx context.Context, l Layout, orders []idgen.ID) error {
+func (lg *Ledgers) ForgetUnsettled(ctx context.Context, l Layout, orders []idgen.ID) error {
 	if len(orders) == 0 {
 		return nil
 	}
@@ -62,5 +62,5 @@ func (s *Store) ForgetUnsettled(ctx context.Context, l Layout, orders []idgen.ID
 	for i, id := range orders {
 		members[i] = id.String()
 	}
-	return s.rdb.SRem(ctx, l.UnsettledKey(), members...).Err()
+	return lg.rdb.SRem(ctx, l.UnsettledKey(), members...).Err()
 }
