@@ -118,93 +118,152 @@ const idChunk = 1000
 // same layout, and returns what the next pass may start from (nil: from
 // nothing).
 func (rec *Reconciler) reconcile(ctx context.Context, p Product, prev *passState) (api.Reconciliation, *passState, error) {
-	var r api.Reconciliation
 	if p.Store != string(stock.InRedis) {
 		// The db mode takes and writes in one transaction: only the
 		// payment deadlines that never reached the delay queue are left.
 		n, err := rec.life.expireOverdue(ctx, p)
-		r.Expired = n
-		return r, nil, err
+		return api.Reconciliation{Expired: n}, nil, err
 	}
 	if prev != nil && (prev.sale != p.Sale || prev.epoch != p.Epoch) {
 		prev = nil
 	}
-	ledger, err := rec.stock.Ledgers().Ledger(ctx, p.stock().Layout)
+	pr, err := rec.begin(ctx, p, prev)
 	if err != nil {
-		return r, nil, err
+		return pr.r, nil, err
+	}
+	candidates, err := pr.sort(ctx, prev)
+	if err != nil {
+		return pr.r, nil, err
+	}
+	if err := pr.settle(ctx, candidates); err != nil {
+		return pr.r, nil, err
+	}
+	pr.countOrphans()
+	if pr.r.Orphans > 0 {
+		// The store forgot takes whose orders exist: take their units back.
+		fixed, err := rec.restoreForgotten(ctx, p, pr.ledger, pr.locker)
+		pr.r.Orphans, pr.r.Restored, pr.r.Short = fixed.Orphans, fixed.Restored, fixed.Short
+		if err != nil {
+			return pr.r, nil, err
+		}
+	}
+	n, err := rec.life.expireOverdue(ctx, p)
+	pr.r.Expired = n
+	return pr.r, pr.next, err
+}
+
+// passRun is one pass over a product's ledger.
+type passRun struct {
+	rec    *Reconciler
+	p      Product
+	r      api.Reconciliation
+	ledger map[int64]stock.Entry
+	// over: takes whose purchases ended with their outcome unknown.
+	over map[idgen.ID]bool
+	// byID: the orders the pass looks at; those no take names are left.
+	byID      map[idgen.ID]Order
+	liveCount int // the sale's live orders, or -1: count byID's
+	next      *passState
+	matched   int // takes with a live order
+	locker    lock.Locker
+}
+
+// begin reads what a pass compares: the ledger, the unsettled takes, the
+// orders.
+func (rec *Reconciler) begin(ctx context.Context, p Product, prev *passState) (*passRun, error) {
+	pr := &passRun{rec: rec, p: p}
+	l := p.stock().Layout
+	var err error
+	if pr.ledger, err = rec.stock.Ledgers().Ledger(ctx, l); err != nil {
+		return pr, err
 	}
 	// The takes of purchases that ended with their outcome unknown are
 	// over: no grace to wait for (see docs/INVARIANT.md).
-	over, err := rec.stock.Ledgers().Unsettled(ctx, p.stock().Layout)
-	if err != nil {
-		return r, nil, err
+	if pr.over, err = rec.stock.Ledgers().Unsettled(ctx, l); err != nil {
+		return pr, err
 	}
 	// On a Redis Cluster a take's buyer key is settled in a step of its
 	// own, which a lost node or a dead process may have missed.
-	if err := rec.stock.SettleBuyers(ctx, p.stock().Layout, ledger); err != nil {
-		return r, nil, err
+	if err := rec.stock.SettleBuyers(ctx, l, pr.ledger); err != nil {
+		return pr, err
 	}
-	byID, liveCount, err := rec.ordersOf(ctx, p, ledger, prev)
-	if err != nil {
-		return r, nil, err
+	if pr.byID, pr.liveCount, err = rec.ordersOf(ctx, p, pr.ledger, prev); err != nil {
+		return pr, err
 	}
-	next := &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(ledger))}
-	matched := 0 // takes with a live order
-	r.Takes = len(ledger)
-	grace := time.Now().Add(-rec.opt.ReconcileGrace)
-	var locker lock.Locker
+	pr.next = &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(pr.ledger))}
+	pr.r.Takes = len(pr.ledger)
 	if p.mode().Locked {
-		if locker, err = rec.locker(p.Lock); err != nil {
-			return r, nil, err
+		if pr.locker, err = rec.locker(p.Lock); err != nil {
+			return pr, err
 		}
 	}
+	return pr, nil
+}
+
+// live notes a take whose order is live.
+func (pr *passRun) live(e stock.Entry) {
+	delete(pr.byID, e.Order)
+	pr.next.settled[e.User] = e.Order
+	pr.matched++
+}
+
+// sort settles the takes with a live order, counts those still within
+// their grace or held by the broker's queue as pending, and returns the
+// rest: the candidates for a give-back.
+func (pr *passRun) sort(ctx context.Context, prev *passState) ([]stock.Entry, error) {
+	grace := time.Now().Add(-pr.rec.opt.ReconcileGrace)
 	depth := -1 // the broker's queue, read once, when an mq take asks
 	var candidates []stock.Entry
-	for _, e := range ledger {
-		o, ok := byID[e.Order]
+	for _, e := range pr.ledger {
+		o, ok := pr.byID[e.Order]
 		if ok && o.Live() || !ok && prev != nil && prev.settled[e.User] == e.Order {
 			// Found live now, or live at the last pass and not among
 			// the rows that are not live (ordersOf read them all).
-			delete(byID, e.Order)
-			next.settled[e.User] = e.Order
-			matched++
+			pr.live(e)
 			continue
 		}
-		if e.At.After(grace) && !over[e.Order] {
-			r.Pending++
+		if e.At.After(grace) && !pr.over[e.Order] {
+			pr.r.Pending++
 			continue
 		}
 		// The mq mode: while the broker's queue holds messages, the take's
 		// order may be one of them, and the client was told 202.
 		if e.MQ {
 			if depth < 0 {
-				if depth, err = rec.queueDepth(ctx); err != nil {
-					return r, nil, err
+				var err error
+				if depth, err = pr.rec.queueDepth(ctx); err != nil {
+					return nil, err
 				}
-				r.Queue = depth
+				pr.r.Queue = depth
 			}
 			if depth > 0 {
-				r.Pending++
-				r.Held++
+				pr.r.Pending++
+				pr.r.Held++
 				continue
 			}
 		}
 		candidates = append(candidates, e)
 	}
-	// Queued (the async mode): the unit is in the queue, and the consumer
-	// writes its order. Asked in pipelines: a backlog of queued takes
-	// older than the grace is thousands of them.
+	return candidates, nil
+}
+
+// settle decides each candidate: queued (the async mode: the consumer
+// writes its order), written after all, or stranded, its unit given back.
+func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
+	rec, p := pr.rec, pr.p
+	// Asked in pipelines: a backlog of queued takes older than the grace
+	// is thousands of them.
 	ids := make([]idgen.ID, len(candidates))
 	for i, e := range candidates {
 		ids[i] = e.Order
 	}
 	queued, err := rec.queue.queuedAmong(ctx, ids)
 	if err != nil {
-		return r, nil, err
+		return err
 	}
 	for _, e := range candidates {
 		if queued[e.Order] {
-			r.Pending++
+			pr.r.Pending++
 			continue
 		}
 		now := time.Now()
@@ -212,49 +271,41 @@ func (rec *Reconciler) reconcile(ctx context.Context, p Product, prev *passState
 			Lock: p.Lock, Mode: p.Mode, Key: e.Key, AcceptedAt: &now, CreatedAt: now}
 		_, live, err := rec.sales.settle(ctx, o)
 		if err != nil {
-			return r, nil, err
+			return err
 		}
 		if live {
-			delete(byID, e.Order)
-			next.settled[e.User] = e.Order
-			matched++
+			pr.live(e)
 			continue
 		}
 		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
-			Mode: p.mode().Take, Locker: locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
+			Mode: p.mode().Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
 			GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
 		back, err := rec.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
-			return r, nil, err
+			return err
 		}
 		if back {
-			r.Returned++
+			pr.r.Returned++
 			rec.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		}
 	}
-	if liveCount < 0 {
-		for _, o := range byID {
-			if o.Live() {
-				r.Orphans++
-			}
-		}
-	} else {
+	return nil
+}
+
+// countOrphans counts the live orders no take names.
+func (pr *passRun) countOrphans() {
+	if pr.liveCount >= 0 {
 		// Every live order is named by at most one take (ids are unique):
 		// those no take names are the orphans. The count was read before
 		// the rows, so an order written meanwhile is not one.
-		r.Orphans = max(liveCount-matched, 0)
+		pr.r.Orphans = max(pr.liveCount-pr.matched, 0)
+		return
 	}
-	if r.Orphans > 0 {
-		// The store forgot takes whose orders exist: take their units back.
-		fixed, err := rec.restoreForgotten(ctx, p, ledger, locker)
-		r.Orphans, r.Restored, r.Short = fixed.Orphans, fixed.Restored, fixed.Short
-		if err != nil {
-			return r, nil, err
+	for _, o := range pr.byID {
+		if o.Live() {
+			pr.r.Orphans++
 		}
 	}
-	n, err := rec.life.expireOverdue(ctx, p)
-	r.Expired = n
-	return r, next, err
 }
 
 // ordersOf returns the orders that a pass over ledger must look at, by id.
