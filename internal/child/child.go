@@ -17,8 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"seckill/internal/freeze"
 )
 
 // StartTimeout bounds a child's start-up.
@@ -96,12 +94,12 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // its threads, timers and connections freeze while the kernel keeps its
 // sockets open.
 func (p *Process) Pause() error {
-	return freeze.Stop(p.cmd.Process)
+	return Freeze(p.cmd.Process)
 }
 
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() error {
-	return freeze.Continue(p.cmd.Process)
+	return Thaw(p.cmd.Process)
 }
 
 // PauseFor pauses the process for d, then resumes it, unless ctx ends first
@@ -152,16 +150,17 @@ func (p *Process) Stop(grace time.Duration) error {
 }
 
 // Run runs this process as the child args ask for, if they do: args[1] is
-// ServeFlag (a service instance) or RedisFlag (an embedded Redis). It
-// reports whether they did, and the child's error. A binary that starts
-// children calls it first thing, in main or TestMain.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (bool, error) {
+// ServeFlag (a service instance, started by start), RedisFlag (an embedded
+// Redis) or EtcdFlag (an etcd member). It reports whether they did, and the
+// child's error. A binary that starts children calls it first thing, in main
+// or TestMain.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, start StartService) (bool, error) {
 	if len(args) < 2 {
 		return false, nil
 	}
 	switch args[1] {
 	case ServeFlag:
-		return true, serve(ctx, args[2:], getenv, stdin, stdout, stderr)
+		return true, serve(ctx, start, args[2:], getenv, stdin, stdout, stderr)
 	case RedisFlag:
 		if len(args) != 3 {
 			return true, errors.New(RedisFlag + " takes one argument, the address")
@@ -177,10 +176,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 }
 
 // Main is the entry point of a binary that starts children of itself,
-// typically a test binary's TestMain (child.Main(m.Run)): it runs the child
-// its arguments ask for and exits, or else exits with run's status.
-func Main(run func() int) {
-	if ok, err := Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); ok {
+// typically a test binary's TestMain (child.Main(m.Run, start)): it runs the
+// child its arguments ask for and exits, or else exits with run's status.
+func Main(run func() int, start StartService) {
+	if ok, err := Run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr, start); ok {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -10,10 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/child"
+	"seckill/internal/testenv"
 )
 
 // TestMain lets this test binary be the children it starts.
-func TestMain(m *testing.M) { child.Main(m.Run) }
+func TestMain(m *testing.M) { child.Main(m.Run, testenv.StartService) }
 
 func exe(t *testing.T) string {
 	t.Helper()

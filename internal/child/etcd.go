@@ -14,7 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 )
 
 // EtcdFlag is the hidden first argument that makes a binary an embedded etcd
@@ -23,9 +23,9 @@ const EtcdFlag = "-serve-etcd"
 
 // etcdChild is what an embedded member in a process of its own is told.
 type etcdChild struct {
-	Member  etcdembed.Member
+	Member  embedded.Member
 	Cluster string
-	Timing  etcdembed.Timing
+	Timing  embedded.Timing
 }
 
 // Etcd is one member of an etcd cluster of the parent's own, in a process of
@@ -33,7 +33,7 @@ type etcdChild struct {
 // PATH, else the parent's binary serving an embedded member.
 type Etcd struct {
 	*Process
-	etcdembed.Member
+	embedded.Member
 	// Kind is "etcd" (the real binary) or "embedded".
 	Kind string
 }
@@ -41,12 +41,12 @@ type Etcd struct {
 // StartEtcdCluster starts an n-member etcd cluster on free loopback ports,
 // its data under dir, and returns once every member answers and the cluster
 // has a leader. exe is a binary that calls Run, for the embedded members.
-func StartEtcdCluster(ctx context.Context, exe, dir string, n int, t etcdembed.Timing, stderr io.Writer) ([]*Etcd, error) {
-	members, err := etcdembed.Layout(dir, n)
+func StartEtcdCluster(ctx context.Context, exe, dir string, n int, t embedded.Timing, stderr io.Writer) ([]*Etcd, error) {
+	members, err := embedded.Layout(dir, n)
 	if err != nil {
 		return nil, err
 	}
-	cluster := etcdembed.InitialCluster(members)
+	cluster := embedded.InitialCluster(members)
 	real, _ := exec.LookPath("etcd")
 	var procs []*Etcd
 	stop := func() {
@@ -60,7 +60,7 @@ func StartEtcdCluster(ctx context.Context, exe, dir string, n int, t etcdembed.T
 			e.Kind = "etcd"
 			// Killed with its parent: etcd does not watch its stdin.
 			attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			e.Process, _, err = start(ctx, real, etcdembed.Args(m, cluster, t), stderr, "", attr)
+			e.Process, _, err = start(ctx, real, embedded.Args(m, cluster, t), stderr, "", attr)
 		} else {
 			arg, _ := json.Marshal(etcdChild{Member: m, Cluster: cluster, Timing: t})
 			e.Process, _, err = start(ctx, exe, []string{EtcdFlag, string(arg)}, stderr, "", nil)
@@ -83,7 +83,7 @@ func waitEtcd(ctx context.Context, procs []*Etcd) error {
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	for _, p := range procs {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.ClientURL}, DialTimeout: time.Second, Logger: etcdembed.NopLogger()})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.ClientURL}, DialTimeout: time.Second, Logger: embedded.NopLogger()})
 		if err != nil {
 			return err
 		}
@@ -121,12 +121,12 @@ func serveEtcd(arg string, stdin io.Reader) error {
 	gone := awaitParent(stdin)
 	started := make(chan struct{})
 	var (
-		s   *etcdembed.Server
+		s   *embedded.Server
 		err error
 	)
 	go func() { // Start waits for a quorum, which the parent may never give
 		defer close(started)
-		s, err = etcdembed.Start(c.Member, c.Cluster, c.Timing)
+		s, err = embedded.Start(c.Member, c.Cluster, c.Timing)
 	}()
 	select {
 	case <-started:

@@ -2,13 +2,11 @@ package child
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
-
-	"seckill/internal/app"
 )
 
 // ServeFlag is the hidden first argument that makes a binary one service
@@ -35,26 +33,36 @@ func StartInstance(ctx context.Context, exe string, args []string, stderr io.Wri
 	return &Instance{Process: p, URL: url}, nil
 }
 
+// Service is a started service instance, as the service's *app.Server is.
+type Service interface {
+	Done() <-chan struct{}
+	Shutdown(context.Context) error
+}
+
+// StartService starts the service from its flags args for a ServeFlag
+// child: it returns the running service, the URL it serves and how long its
+// shutdown may take. child does not import the service, whose own packages
+// test with child's processes (the lock's tests pause MySQL with Freeze):
+// the binary that starts instances passes it to Run.
+type StartService func(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (svc Service, url string, shutdown time.Duration, err error)
+
 // serve is the instance's side: it prints its URL, then serves until its
 // stdin closes (the parent is gone) or it is signalled.
-func serve(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	cfg, fs, err := app.ParseConfig("service instance", args, getenv)
-	if err != nil {
-		fs.SetOutput(stderr)
-		return err
+func serve(ctx context.Context, start StartService, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if start == nil {
+		return errors.New(ServeFlag + ": this binary starts no service instance")
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := app.Start(ctx, cfg, log, app.Extras{})
+	srv, url, shutdown, err := start(ctx, args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, listening+srv.URL)
+	fmt.Fprintln(stdout, listening+url)
 	select {
 	case <-ctx.Done():
 	case <-awaitParent(stdin):
 	case <-srv.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdown)
 	defer cancel()
 	return srv.Shutdown(sctx)
 }

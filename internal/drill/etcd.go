@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 	"seckill/internal/lock"
 )
 
@@ -28,7 +28,7 @@ const (
 )
 
 func etcdClient(endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: etcdembed.NopLogger()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: embedded.NopLogger()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client of %v: %w", endpoints, err)
 	}

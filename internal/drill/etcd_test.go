@@ -8,12 +8,13 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/child"
 	"seckill/internal/redistest"
+	"seckill/internal/testenv"
 )
 
 // The etcd members and the failover's Redis servers are processes of their
 // own: this binary re-executed (see child.Run) when etcd or redis-server is
 // not on PATH.
-func TestMain(m *testing.M) { child.Main(m.Run) }
+func TestMain(m *testing.M) { child.Main(m.Run, testenv.StartService) }
 
 // etcdCluster starts a 3-member cluster of the test's own.
 func etcdCluster(t *testing.T) EtcdCluster {

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/child"
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 )
 
 // ErrNeedsRedisServer: the failover drill needs replication, which the
@@ -70,7 +70,7 @@ func StartFailover(ctx context.Context, exe, dir, storeAddr, lockName string, st
 }
 
 // DrillTiming is the drills' Raft clock: elections in about half a second.
-var DrillTiming = etcdembed.Timing{Tick: 50 * time.Millisecond, Election: 500 * time.Millisecond}
+var DrillTiming = embedded.Timing{Tick: 50 * time.Millisecond, Election: 500 * time.Millisecond}
 
 // StartEtcdCluster starts a 3-member etcd cluster of the caller's own (the
 // etcd binary when on PATH, else exe serving embedded members) and returns

@@ -1,5 +1,5 @@
 // Package etcdtest gives tests an etcd: the cluster ETCD_ENDPOINTS names,
-// else an embedded one-member etcd of the test's own (see etcdembed), so
+// else an embedded one-member etcd of the test's own (see internal/embedded), so
 // that the etcd lock's tests run on a machine with only Go installed.
 package etcdtest
 
@@ -13,7 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 )
 
 // Endpoints returns ETCD_ENDPOINTS's cluster, or starts an embedded etcd
@@ -34,7 +34,7 @@ func Start() (endpoints []string, stop func(), err error) {
 	if env := os.Getenv("ETCD_ENDPOINTS"); env != "" {
 		return strings.Split(env, ","), func() {}, nil
 	}
-	s, err := etcdembed.StartSingle()
+	s, err := embedded.StartSingle()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,7 +53,7 @@ func Client(tb testing.TB) *clientv3.Client {
 // NewClient returns a client of endpoints, closed when the test ends.
 func NewClient(tb testing.TB, endpoints []string) *clientv3.Client {
 	tb.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: etcdembed.NopLogger()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: embedded.NopLogger()})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -79,11 +79,11 @@ func Server(tb testing.TB) (endpoints []string, kind string) {
 	if err != nil {
 		return Endpoints(tb), "embedded"
 	}
-	ms, err := etcdembed.Layout(tb.TempDir(), 1)
+	ms, err := embedded.Layout(tb.TempDir(), 1)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(bin, etcdembed.Args(ms[0], etcdembed.InitialCluster(ms), etcdembed.Timing{})...)
+	cmd := exec.Command(bin, embedded.Args(ms[0], embedded.InitialCluster(ms), embedded.Timing{})...)
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}

@@ -21,10 +21,11 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/child"
 	"seckill/internal/gate"
+	"seckill/internal/testenv"
 )
 
 // TestMain lets this test binary be the service processes it starts.
-func TestMain(m *testing.M) { child.Main(m.Run) }
+func TestMain(m *testing.M) { child.Main(m.Run, testenv.StartService) }
 
 const secret = "test-gate-secret"
 

@@ -19,7 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 	"seckill/internal/etcdtest"
 	"seckill/internal/redistest"
 )
@@ -109,7 +109,7 @@ func BenchmarkLock(b *testing.B) {
 			// keep-alive stream) are counted as rtt/op, as Redis commands are.
 			eps, kind := etcdtest.Server(b)
 			b.Logf("etcd: %s", kind)
-			cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: etcdembed.NopLogger(),
+			cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: embedded.NopLogger(),
 				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rts.unary), grpc.WithChainStreamInterceptor(rts.stream)}})
 			if err != nil {
 				b.Fatal(err)

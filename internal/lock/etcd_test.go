@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 	"seckill/internal/etcdtest"
 )
 
@@ -64,7 +64,7 @@ func TestEtcdUnavailable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: etcdembed.NopLogger()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: embedded.NopLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

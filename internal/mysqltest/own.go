@@ -19,7 +19,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"seckill/internal/freeze"
+	"seckill/internal/child"
 )
 
 // Server is a MySQL server of the test's own, in a process of its own, that
@@ -95,7 +95,7 @@ func (s *Server) Database(tb testing.TB, options string) string {
 // queries wait, as behind a frozen VM or a saturated disk.
 func (s *Server) Pause(tb testing.TB) {
 	tb.Helper()
-	if err := freeze.Stop(s.cmd.Process); err != nil {
+	if err := child.Freeze(s.cmd.Process); err != nil {
 		tb.Fatalf("pausing %s: %v", s.Kind, err)
 	}
 }
@@ -103,7 +103,7 @@ func (s *Server) Pause(tb testing.TB) {
 // Resume continues a paused server.
 func (s *Server) Resume(tb testing.TB) {
 	tb.Helper()
-	if err := freeze.Continue(s.cmd.Process); err != nil {
+	if err := child.Thaw(s.cmd.Process); err != nil {
 		tb.Fatalf("resuming %s: %v", s.Kind, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"seckill/internal/app"
+	"seckill/internal/child"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 )
@@ -200,4 +202,21 @@ func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
 		t.Fatal(err)
 	}
 	return rdb, db, mr
+}
+
+// StartService starts a service instance in a child process of a test (see
+// child.Run and child.Main): the service's flags args, its log at warn on
+// stderr. loadtest has its own, as its binary may not link this package.
+func StartService(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (child.Service, string, time.Duration, error) {
+	cfg, fs, err := app.ParseConfig("service instance", args, getenv)
+	if err != nil {
+		fs.SetOutput(stderr)
+		return nil, "", 0, err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := app.Start(ctx, cfg, log, app.Extras{})
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return srv, srv.URL, cfg.ShutdownTimeout, nil
 }

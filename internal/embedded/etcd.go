@@ -1,13 +1,13 @@
-// Package etcdembed runs etcd inside the process (go.etcd.io/etcd/server/v3/embed)
-// on loopback, so that the etcd lock strategy, its tests and the harness run
-// on a machine with nothing but Go. It also lays out multi-member clusters on
-// free ports, whose members a test or the harness may run in processes of
-// their own (see internal/child) to kill or pause them.
+package embedded
+
+// etcd runs inside the process (go.etcd.io/etcd/server/v3/embed) on
+// loopback, so that the etcd lock strategy, its tests and the harness run on
+// a machine with nothing but Go. Layout also lays out multi-member clusters
+// on free ports, whose members a test or the harness may run in processes of
+// their own (see internal/testkit/child) to kill or pause them.
 //
-// The etcd server is a large dependency: only the paths that use the etcd
-// strategy import this package's Start, and the service starts it on first
-// use of the strategy, not at boot.
-package etcdembed
+// The etcd server is a large dependency: the service starts it on first use
+// of the etcd strategy (StartSingle), not at boot.
 
 import (
 	"fmt"

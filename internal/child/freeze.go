@@ -1,9 +1,10 @@
-// Package freeze pauses a whole process (SIGSTOP) and resumes it (SIGCONT),
-// as a frozen VM or a long stop-the-world pause would. A signal is
-// delivered asynchronously: Stop returns only once the kernel reports the
-// process stopped, so that whatever the caller does next meets a process
-// that no longer runs.
-package freeze
+package child
+
+// Freeze pauses a whole process (SIGSTOP) and Thaw resumes it (SIGCONT), as
+// a frozen VM or a long stop-the-world pause would. A signal is delivered
+// asynchronously: Freeze returns only once the kernel reports the process
+// stopped, so that whatever the caller does next meets a process that no
+// longer runs.
 
 import (
 	"bytes"
@@ -14,17 +15,17 @@ import (
 	"time"
 )
 
-// stopWait bounds how long Stop waits for the kernel to stop the process.
+// stopWait bounds how long Freeze waits for the kernel to stop the process.
 const stopWait = 5 * time.Second
 
-// Stop sends p SIGSTOP and waits until it is stopped.
-func Stop(p *os.Process) error {
+// Freeze sends p SIGSTOP and waits until it is stopped.
+func Freeze(p *os.Process) error {
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("pausing process %d: %w", p.Pid, err)
 	}
 	deadline := time.Now().Add(stopWait)
 	for {
-		state, err := state(p.Pid)
+		state, err := procState(p.Pid)
 		if err != nil {
 			return nil // no /proc to ask: the signal was sent
 		}
@@ -38,18 +39,18 @@ func Stop(p *os.Process) error {
 	}
 }
 
-// Continue resumes a stopped process (SIGCONT).
-func Continue(p *os.Process) error {
+// Thaw resumes a stopped process (SIGCONT).
+func Thaw(p *os.Process) error {
 	if err := p.Signal(syscall.SIGCONT); err != nil {
 		return fmt.Errorf("resuming process %d: %w", p.Pid, err)
 	}
 	return nil
 }
 
-// state reads a process's state letter from /proc/PID/stat (Linux): the
+// procState reads a process's state letter from /proc/PID/stat (Linux): the
 // field after the command name, which is in parentheses and may hold any
 // character.
-func state(pid int) (byte, error) {
+func procState(pid int) (byte, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
