@@ -17,10 +17,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"seckill/internal/app"
-	"seckill/internal/child"
 	"seckill/internal/embedded"
 	"seckill/internal/harness"
-	"seckill/internal/netcut"
+	"seckill/internal/testkit/child"
 )
 
 // cluster is the service instances a run drives: the first in this process,
@@ -31,7 +30,7 @@ type cluster struct {
 	first    *app.Server
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
-	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
+	dbProxy  *child.Proxy      // between the instances and MYSQL_DSN's server, when a fault cuts it
 	dropDB   func() error      // drops the database of the cluster's own, if it made one
 	etcd     *embedded.Server  // the instances' shared etcd when none is named; nil else
 	tmpDir   string
@@ -340,7 +339,7 @@ func (c *cluster) proxyDatabase(dsn string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading MYSQL_DSN to put a proxy in front of it: %w", err)
 	}
-	if c.dbProxy, err = netcut.Start(d.Addr); err != nil {
+	if c.dbProxy, err = child.StartProxy(d.Addr); err != nil {
 		return "", err
 	}
 	d.Addr = c.dbProxy.Addr()

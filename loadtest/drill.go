@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/child"
 	"seckill/internal/drill"
 	"seckill/internal/embedded"
+	"seckill/internal/testkit/child"
 )
 
 // lockDrill is a scenario whose fault lies below the service's HTTP API (a

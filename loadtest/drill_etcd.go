@@ -8,7 +8,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/drill"
-	"seckill/internal/etcdtest"
+	"seckill/internal/testkit/child"
 )
 
 // The drills of issue 12 and issue 11's failover: the Redis failover that
@@ -106,7 +106,7 @@ func failoverVariant(lockName, want string) drillVariant {
 
 func etcdPauseVariant(name string, fence bool, want string) drillVariant {
 	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (drill.Outcome, error) {
-		eps, stop, err := etcdtest.Start()
+		eps, stop, err := child.StartEtcd()
 		if err != nil {
 			return drill.Outcome{}, err
 		}

@@ -31,8 +31,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/child"
 	"seckill/internal/harness"
+	"seckill/internal/testkit/child"
 )
 
 func main() {

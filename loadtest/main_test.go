@@ -20,12 +20,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
-	"seckill/internal/child"
 	"seckill/internal/gate"
 	"seckill/internal/harness"
 	"seckill/internal/order"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/child"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets the test binary be a service instance or a Redis: the

@@ -5,17 +5,17 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // clockJumpNodes returns n Redlock nodes whose first one's clock can jump:
 // an embedded Redis, since a redis-server cannot be given a clock of its
 // own here (see embedded.Redis.JumpClock); the others are redis-server
 // processes when one is on PATH.
-func clockJumpNodes(t *testing.T, n int) (ClockJump, *redistest.Server) {
-	jumper := redistest.NewEmbedded(t)
-	servers := append([]*redistest.Server{jumper}, redistest.Nodes(t, n-1)...)
-	return ClockJump{StoreAddr: redistest.Real(t).Addr(), Nodes: redistest.Clients(servers)}, jumper
+func clockJumpNodes(t *testing.T, n int) (ClockJump, *testkit.RedisServer) {
+	jumper := testkit.NewEmbeddedRedis(t)
+	servers := append([]*testkit.RedisServer{jumper}, testkit.RedisNodes(t, n-1)...)
+	return ClockJump{StoreAddr: testkit.RealRedis(t).Addr(), Nodes: testkit.RedisClients(servers)}, jumper
 }
 
 // TestRedlockClockJump is Kleppmann's counter-example: A holds a bare

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"seckill/internal/api"
-	"seckill/internal/child"
-	"seckill/internal/redistest"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/child"
+	"seckill/internal/testkit/testenv"
 )
 
 // The etcd members and the failover's Redis servers are processes of their
@@ -32,7 +32,7 @@ func etcdCluster(t *testing.T) EtcdCluster {
 // drill on them; it skips, naming redis-server, where there is none.
 func failover(t *testing.T, lock string) Failover {
 	t.Helper()
-	f, stop, err := StartFailover(t.Context(), os.Args[0], t.TempDir(), redistest.Real(t).Addr(), lock, os.Stderr)
+	f, stop, err := StartFailover(t.Context(), os.Args[0], t.TempDir(), testkit.RealRedis(t).Addr(), lock, os.Stderr)
 	if errors.Is(err, ErrNeedsRedisServer) {
 		t.Skip(err)
 	}
@@ -53,7 +53,7 @@ func failover(t *testing.T, lock string) Failover {
 // under a held lock, the lock survives and no second holder appears.
 func TestAPvsCP(t *testing.T) {
 	t.Run("CP/etcd leader killed", func(t *testing.T) {
-		out, err := EtcdLeaderKill(t.Context(), redistest.Real(t).Addr(), etcdCluster(t), "etcd, leader killed")
+		out, err := EtcdLeaderKill(t.Context(), testkit.RealRedis(t).Addr(), etcdCluster(t), "etcd, leader killed")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestAPvsCP(t *testing.T) {
 // lock to B, who sells; the holder, unaware, writes its stale read, and the
 // fence refuses it.
 func TestEtcdMinorityPartition(t *testing.T) {
-	out, err := EtcdPartition(t.Context(), redistest.Real(t).Addr(), etcdCluster(t), "etcd, minority partition")
+	out, err := EtcdPartition(t.Context(), testkit.RealRedis(t).Addr(), etcdCluster(t), "etcd, minority partition")
 	if err != nil {
 		t.Fatal(err)
 	}

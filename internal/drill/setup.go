@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/child"
 	"seckill/internal/embedded"
+	"seckill/internal/testkit/child"
 )
 
 // ErrNeedsRedisServer: the failover drill needs replication, which the

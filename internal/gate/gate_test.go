@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/child"
 	"seckill/internal/gate"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/child"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets this test binary be the service processes it starts.
