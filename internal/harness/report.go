@@ -1,13 +1,12 @@
 package harness
 
 import (
-	"embed"
+	_ "embed"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
-	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/chartjs"
+	"seckill/web"
 )
 
 // Report is the rows of one invocation with the machine they ran on.
@@ -228,25 +227,6 @@ func agreement(r Row) string {
 //go:embed assets/report.html.tmpl
 var reportHTML string
 
-// TimelineJS draws an api.Timeline in a browser: the harness's HTML report
-// inlines it and the service's page loads it (TimelineFS), so both draw the
-// same thing.
-//
-//go:embed assets/timeline.js
-var TimelineJS string
-
-//go:embed assets/timeline.js
-var timelineFS embed.FS
-
-// TimelineFS holds timeline.js at its root, for the page to serve.
-func TimelineFS() fs.FS {
-	sub, err := fs.Sub(timelineFS, "assets")
-	if err != nil {
-		panic(err) // "assets" is a valid constant path: fs.Sub cannot fail on it
-	}
-	return sub
-}
-
 var reportTmpl = template.Must(template.New("report").Parse(reportHTML))
 
 // Chart is one bar chart of a metric per row.
@@ -294,7 +274,7 @@ func (rep Report) WriteHTML(w io.Writer) error {
 		ChartJS    template.JS
 		Timelines  []*api.Timeline
 		TimelineJS template.JS
-	}{rep, rep.MachineLines(), rep.Charts(), template.JS(chartjs.Script), timelines, template.JS(TimelineJS)}
+	}{rep, rep.MachineLines(), rep.Charts(), template.JS(web.ChartJS), timelines, template.JS(web.TimelineJS)}
 	if err := reportTmpl.Execute(w, data); err != nil {
 		return fmt.Errorf("writing the HTML report: %w", err)
 	}
