@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/drill"
 	"seckill/internal/idgen"
+	"seckill/internal/lab"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
@@ -94,7 +94,7 @@ func TestEtcdPausedHolder(t *testing.T) {
 			e := newEtcdStock(t)
 			var l lock.Locker = e.etcd
 			if !fence {
-				l = drill.Unfenced{Locker: e.etcd} // the etcd lock with its fence taken away
+				l = lab.Unfenced{Locker: e.etcd} // the etcd lock with its fence taken away
 			}
 			stale := make(chan error, 1)
 			// A: its lease is at least 1s, and at most etcd's minimum

@@ -1,4 +1,4 @@
-package drill
+package main
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"seckill/internal/embedded"
+	"seckill/internal/lab"
 	"seckill/internal/lock"
 )
 
@@ -212,7 +213,7 @@ func EtcdPause(ctx context.Context, storeAddr string, endpoints []string, fence 
 	defer d.Close()
 	var l lock.Locker = lock.NewEtcd(connect(cli))
 	if !fence {
-		l = Unfenced{l}
+		l = lab.Unfenced{Locker: l}
 	}
 	// A's lease is at least 1s and at most etcd's minimum (2s at etcd's
 	// default timing); A holds its read for twice that.
@@ -228,23 +229,6 @@ func EtcdPause(ctx context.Context, storeAddr string, endpoints []string, fence 
 	out.Detail = fmt.Sprintf("A's keep-alive stopped with its read in hand; B %s; A, waking, %s", said(b), said(a))
 	return out, nil
 }
-
-// Unfenced hides a locker's fencing token: the etcd lock without its fence.
-type Unfenced struct{ lock.Locker }
-
-type unfencedLease struct{ lock.Lease }
-
-func (u Unfenced) Acquire(ctx context.Context, key string, opt lock.Options) (lock.Lease, error) {
-	l, err := u.Locker.Acquire(ctx, key, opt)
-	if err != nil {
-		return nil, err
-	}
-	return unfencedLease{l}, nil
-}
-
-func (unfencedLease) Token() uint64           { return 0 }
-func (u unfencedLease) Lost() <-chan struct{} { return lock.Lost(u.Lease) }
-func (u unfencedLease) Abandon()              { lock.Abandon(u.Lease) }
 
 // blind hides lock.Lost: a holder that does not look, or cannot yet know.
 type blind struct{ lock.Locker }

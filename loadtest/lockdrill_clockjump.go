@@ -1,8 +1,10 @@
-// Package drill runs the lock failures whose fault lies below what the
-// service's HTTP API reaches (a node's clock, a replica's link) on the same
-// locks and stock code the service runs, and judges each from the data: the
-// units the holders were told they sold, against the stock.
-package drill
+package main
+
+// The lock drills (lockdrill_*.go) run the lock failures whose fault lies
+// below what the service's HTTP API reaches (a node's clock, a replica's
+// link) on the same locks and stock code the service runs, and judge each
+// from the data: the units the holders were told they sold, against the
+// stock.
 
 import (
 	"context"

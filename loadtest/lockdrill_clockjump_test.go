@@ -1,4 +1,4 @@
-package drill
+package main
 
 import (
 	"testing"

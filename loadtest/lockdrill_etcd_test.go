@@ -1,4 +1,4 @@
-package drill
+package main
 
 import (
 	"errors"
@@ -7,14 +7,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/testkit"
-	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
-
-// The etcd members and the failover's Redis servers are processes of their
-// own: this binary re-executed (see child.Run) when etcd or redis-server is
-// not on PATH.
-func TestMain(m *testing.M) { child.Main(m.Run, testenv.StartService) }
 
 // etcdCluster starts a 3-member cluster of the test's own.
 func etcdCluster(t *testing.T) EtcdCluster {
