@@ -19,8 +19,8 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
-	"seckill/internal/harness"
 	"seckill/internal/idgen"
+	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 )

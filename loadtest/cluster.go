@@ -18,7 +18,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/embedded"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 	"seckill/internal/testkit/child"
 )
 

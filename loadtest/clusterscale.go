@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 	"seckill/internal/testkit/child"
 )
 

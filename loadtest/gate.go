@@ -17,7 +17,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/gate"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 // gateBench runs two service processes behind the sold-out gate (Debian's

@@ -31,7 +31,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 	"seckill/internal/testkit/child"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/gate"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testkit/child"

@@ -17,8 +17,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/harness"
 	"seckill/internal/idgen"
+	"seckill/internal/lab/harness"
 	"seckill/internal/mq"
 	"seckill/internal/order"
 	"seckill/internal/testkit"
