@@ -86,18 +86,7 @@ func (c ClockJump) Run(ctx context.Context, variant string) (Outcome, error) {
 	defer store.Close()
 	aRead := &readHook{read: make(chan struct{})}
 	store.AddHook(aRead)
-	aView := make([]*redis.Client, n)
-	for i := range aView {
-		aView[i] = c.Nodes[i]
-		if i >= quorum {
-			aView[i] = cut.Client
-		}
-	}
-	lockerA, err := c.locker(aView, store)
-	if err != nil {
-		return out, err
-	}
-	lockerB, err := c.locker(c.Nodes, store)
+	lockerA, lockerB, err := c.lockers(store, cut.Client, quorum)
 	if err != nil {
 		return out, err
 	}
@@ -136,14 +125,38 @@ func (c ClockJump) Run(ctx context.Context, variant string) (Outcome, error) {
 	}
 	_, errB := take(ctx, lockerB, 2, 0)
 	a = <-aDone
+	return c.verdict(out, quorum, a.t, a.err, errB)
+}
 
-	if a.err == nil {
+// lockers are A's, which reaches the first quorum nodes and sees the others
+// through cut (a black hole), and B's, which reaches every node.
+func (c ClockJump) lockers(store, cut *redis.Client, quorum int) (lockerA, lockerB lock.Locker, err error) {
+	aView := make([]*redis.Client, len(c.Nodes))
+	for i := range aView {
+		aView[i] = c.Nodes[i]
+		if i >= quorum {
+			aView[i] = cut
+		}
+	}
+	if lockerA, err = c.locker(aView, store); err != nil {
+		return nil, nil, err
+	}
+	if lockerB, err = c.locker(c.Nodes, store); err != nil {
+		return nil, nil, err
+	}
+	return lockerA, lockerB, nil
+}
+
+// verdict counts the units A and B were told they sold against the one in
+// stock; an error other than a lock's refusal fails the drill.
+func (c ClockJump) verdict(out Outcome, quorum int, aTaken stock.Taken, errA, errB error) (Outcome, error) {
+	if errA == nil {
 		out.Sold++
 	}
 	if errB == nil {
 		out.Sold++
 	}
-	for _, err := range []error{a.err, errB} {
+	for _, err := range []error{errA, errB} {
 		if err != nil && !errors.Is(err, stock.ErrLockTimeout) && !errors.Is(err, stock.ErrLeaseLost) {
 			return out, err
 		}
@@ -152,7 +165,7 @@ func (c ClockJump) Run(ctx context.Context, variant string) (Outcome, error) {
 	if out.Sold > out.Initial {
 		out.Verdict = api.VerdictOversold
 	}
-	out.Detail = fmt.Sprintf("A on nodes 0–%d; %s; B %s; A %s", quorum-1, c.jumpNote(), outcome(errB, stock.Taken{}), outcome(a.err, a.t))
+	out.Detail = fmt.Sprintf("A on nodes 0–%d; %s; B %s; A %s", quorum-1, c.jumpNote(), outcome(errB, stock.Taken{}), outcome(errA, aTaken))
 	return out, nil
 }
 
