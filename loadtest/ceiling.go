@@ -19,8 +19,8 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
-	"seckill/internal/harness"
 	"seckill/internal/idgen"
+	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 )
@@ -182,38 +182,27 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 		}
 	}()
 	// The service's own clients: the same pools on every side.
-	rdb, db := c.first.Redis(), c.first.DB()
+	r := &ceilingRun{c: c, rdb: c.first.Redis()}
+	db := c.first.DB()
 	product := o.spec.ProductID
 	if product == 0 {
 		product = 1_000_000 + rand.Int64N(1_000_000_000)
 	}
 	idKey := fmt.Sprintf("seckill:ceiling:id:%d", product)
-	var bareKeys []string
-	var bareProducts []int64
-	defer func() { // runs before c.stop: the clients are still open
-		cctx := context.WithoutCancel(ctx)
-		err := errors.Join(rdb.Del(cctx, append(bareKeys, idKey)...).Err(), stock.Purge(cctx, rdb, bareProducts))
-		if err != nil {
-			fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' keys:", err)
-		}
-		if len(bareProducts) > 0 {
-			if err := db.WithContext(cctx).Where("product_id IN ?", bareProducts).Delete(&order.Order{}).Error; err != nil {
-				fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' orders:", err)
-			}
-		}
-	}()
-	bare, stop, err := serveLoopback(bareHandler(rdb, db, idKey))
+	defer r.cleanUp(ctx, db, idKey, stderr) // runs before c.stop: the clients are still open
+	bare, stop, err := serveLoopback(bareHandler(r.rdb, db, idKey))
 	if err != nil {
 		return err
 	}
 	defer stop()
+	r.bare = bare
 
-	client := harness.NewClient(1)
-	defer client.CloseIdleConnections()
+	r.client = harness.NewClient(1)
+	defer r.client.CloseIdleConnections()
 	rep := harness.Report{
 		Title:   "seckill lua ceiling",
 		Started: time.Now().UTC(),
-		Machine: harness.DetectMachine(ctx, client, c.URLs),
+		Machine: harness.DetectMachine(ctx, r.client, c.URLs),
 	}
 	for _, l := range rep.MachineLines() {
 		fmt.Fprintln(stdout, l)
@@ -222,78 +211,148 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	fmt.Fprintf(stdout, "lua ceiling: %d connections, %d rounds of %s, %d CPUs; service %s, bare Gin handlers %s\n",
 		conc, o.selfRounds, o.selfDur, runtime.NumCPU(), c.URLs[0], bare)
 
-	var sides []ceilingSide
-	for _, m := range modes {
-		sides = append(sides, ceilingSide{name: "service " + m, mode: m})
-	}
-	services := len(sides)
-	for _, l := range bareLevels {
-		sides = append(sides, ceilingSide{name: l.name})
-	}
+	r.sides, r.services = ceilingSides(modes)
 	// The async mode's consumers, from its first 202 to its last row: the
 	// queue is never empty meanwhile (acceptance outruns the writes), so
 	// this is what the consumers write per second.
-	drained := ceilingSide{name: "async drain"}
+	r.drained = ceilingSide{name: "async drain"}
 	load := harness.Spec{
 		Stock: order.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none",
 		Duration: harness.Duration(o.selfDur), Timeout: harness.Duration(o.selfDur + time.Minute),
 		AdminToken: c.first.Config.AdminToken,
 	}
 	for round := range o.selfRounds {
-		for i := range sides {
+		for i := range r.sides {
 			s := load
-			s.ProductID = product + int64(round*len(sides)+i)
-			var row harness.Row
-			switch {
-			case sides[i].mode == api.ModeAsync: // 202s with the consumers stopped, then the drain alone
-				s.Targets, s.Mode = c.URLs, sides[i].mode
-				var rate float64
-				row, rate, err = asyncCeiling(ctx, c, s, client)
-				if err == nil {
-					drained.rps = append(drained.rps, rate)
-				}
-			case i < services: // reset, drive, audit: the service's whole purchase
-				s.Targets, s.Mode = c.URLs, sides[i].mode
-				row, err = harness.Run(ctx, s, nil)
-			default:
-				s.Mode = api.ModeLua
-				l := stock.Layout{ID: s.ProductID, Shards: 1, Epoch: 1}
-				keys := []string{l.StockKey(0), l.LedgerKey(0)}
-				bareKeys = append(bareKeys, keys...)
-				bareProducts = append(bareProducts, s.ProductID)
-				if err = rdb.Set(ctx, keys[0], s.Stock, 0).Err(); err != nil {
-					return fmt.Errorf("stocking the bare handlers' product: %w", err)
-				}
-				s.Targets = []string{bare + bareLevels[i-services].prefix}
-				row, err = harness.Drive(ctx, s, nil)
+			s.ProductID = product + int64(round*len(r.sides)+i)
+			if err := r.round(ctx, stdout, round, i, s); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", round+1, sides[i].name, err)
-			}
-			if row.OK != row.Requests {
-				return fmt.Errorf("round %d, %s: %d of %d requests did not take a unit (%v): the comparison needs every one to",
-					round+1, sides[i].name, row.Requests-row.OK, row.Requests, row.ErrorSamples)
-			}
-			sides[i].rps = append(sides[i].rps, row.RPS)
-			extra := ""
-			if row.Verdict != "" {
-				extra = ", verdict " + row.Verdict
-			}
-			if sides[i].mode == api.ModeAsync {
-				extra += fmt.Sprintf("; then the consumers alone wrote %d rows in %.2fs: %.0f orders/s",
-					row.Sold, row.DrainS, drained.rps[len(drained.rps)-1])
-			}
-			fmt.Fprintf(stdout, "round %d %-19s %6.0f req/s (%d requests, p50 %.2fms, p99 %.2fms%s)\n",
-				round+1, sides[i].name+":", row.RPS, row.Requests, row.P50MS, row.P99MS, extra)
 		}
 	}
-	fmt.Fprintf(stdout, "medians over %d rounds:\n", o.selfRounds)
+	if err := r.printMedians(stdout, o.selfRounds); err != nil {
+		return err
+	}
+	printCeilingNotes(stdout, rep.Machine.SQL)
+	return nil
+}
+
+// ceilingRun is one -ceiling measurement: the service, the bare handlers
+// beside it, and every side's rates so far.
+type ceilingRun struct {
+	c        *cluster
+	rdb      redis.UniversalClient
+	client   *http.Client
+	bare     string // the bare handlers' base URL
+	sides    []ceilingSide
+	services int // sides[:services] are the service's modes, the rest the bare levels
+	drained  ceilingSide
+	// What the bare handlers stocked and sold, deleted at the end.
+	bareKeys     []string
+	bareProducts []int64
+}
+
+// ceilingSides are a side per service mode, then one per bare level.
+func ceilingSides(modes []string) (sides []ceilingSide, services int) {
+	for _, m := range modes {
+		sides = append(sides, ceilingSide{name: "service " + m, mode: m})
+	}
+	services = len(sides)
+	for _, l := range bareLevels {
+		sides = append(sides, ceilingSide{name: l.name})
+	}
+	return sides, services
+}
+
+// cleanUp deletes the bare handlers' keys and orders.
+func (r *ceilingRun) cleanUp(ctx context.Context, db *gorm.DB, idKey string, stderr io.Writer) {
+	cctx := context.WithoutCancel(ctx)
+	err := errors.Join(r.rdb.Del(cctx, append(r.bareKeys, idKey)...).Err(), stock.Purge(cctx, r.rdb, r.bareProducts))
+	if err != nil {
+		fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' keys:", err)
+	}
+	if len(r.bareProducts) > 0 {
+		if err := db.WithContext(cctx).Where("product_id IN ?", r.bareProducts).Delete(&order.Order{}).Error; err != nil {
+			fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' orders:", err)
+		}
+	}
+}
+
+// round drives side i for one round on s's product, records its rate and
+// prints it. Every request must take a unit, or the comparison is void.
+func (r *ceilingRun) round(ctx context.Context, stdout io.Writer, round, i int, s harness.Spec) error {
+	if i >= r.services {
+		if err := r.stockBare(ctx, &s); err != nil {
+			return err
+		}
+	}
+	row, err := r.drive(ctx, i, s)
+	if err != nil {
+		return fmt.Errorf("round %d, %s: %w", round+1, r.sides[i].name, err)
+	}
+	if row.OK != row.Requests {
+		return fmt.Errorf("round %d, %s: %d of %d requests did not take a unit (%v): the comparison needs every one to",
+			round+1, r.sides[i].name, row.Requests-row.OK, row.Requests, row.ErrorSamples)
+	}
+	r.sides[i].rps = append(r.sides[i].rps, row.RPS)
+	extra := ""
+	if row.Verdict != "" {
+		extra = ", verdict " + row.Verdict
+	}
+	if r.sides[i].mode == api.ModeAsync {
+		extra += fmt.Sprintf("; then the consumers alone wrote %d rows in %.2fs: %.0f orders/s",
+			row.Sold, row.DrainS, r.drained.rps[len(r.drained.rps)-1])
+	}
+	fmt.Fprintf(stdout, "round %d %-19s %6.0f req/s (%d requests, p50 %.2fms, p99 %.2fms%s)\n",
+		round+1, r.sides[i].name+":", row.RPS, row.Requests, row.P50MS, row.P99MS, extra)
+	return nil
+}
+
+// stockBare stocks s's product for a bare handler, in the lua mode's keys.
+func (r *ceilingRun) stockBare(ctx context.Context, s *harness.Spec) error {
+	s.Mode = api.ModeLua
+	l := stock.Layout{ID: s.ProductID, Shards: 1, Epoch: 1}
+	keys := []string{l.StockKey(0), l.LedgerKey(0)}
+	r.bareKeys = append(r.bareKeys, keys...)
+	r.bareProducts = append(r.bareProducts, s.ProductID)
+	if err := r.rdb.Set(ctx, keys[0], s.Stock, 0).Err(); err != nil {
+		return fmt.Errorf("stocking the bare handlers' product: %w", err)
+	}
+	return nil
+}
+
+// drive runs side i's load: the async mode in its two parts, another mode
+// through the service's whole purchase (reset, drive, audit), a bare level
+// on its handler.
+func (r *ceilingRun) drive(ctx context.Context, i int, s harness.Spec) (harness.Row, error) {
+	switch {
+	case r.sides[i].mode == api.ModeAsync: // 202s with the consumers stopped, then the drain alone
+		s.Targets, s.Mode = r.c.URLs, r.sides[i].mode
+		row, rate, err := asyncCeiling(ctx, r.c, s, r.client)
+		if err == nil {
+			r.drained.rps = append(r.drained.rps, rate)
+		}
+		return row, err
+	case i < r.services: // reset, drive, audit: the service's whole purchase
+		s.Targets, s.Mode = r.c.URLs, r.sides[i].mode
+		return harness.Run(ctx, s, nil)
+	default:
+		s.Targets = []string{r.bare + bareLevels[i-r.services].prefix}
+		return harness.Drive(ctx, s, nil)
+	}
+}
+
+// printMedians prints each side's median rate over the rounds, a bare
+// level's against every service mode, and the async drain's against the
+// lua mode's synchronous writes.
+func (r *ceilingRun) printMedians(stdout io.Writer, rounds int) error {
+	fmt.Fprintf(stdout, "medians over %d rounds:\n", rounds)
 	ratios := func(name string, v, bare float64) string {
 		return fmt.Sprintf("%s / this = %.0f%%", name, 100*v/bare)
 	}
-	for i, sd := range sides {
+	for i, sd := range r.sides {
 		m := harness.Median(sd.rps)
-		if i < services {
+		if i < r.services {
 			fmt.Fprintf(stdout, "  %-19s %6.0f req/s\n", sd.name, m)
 			continue
 		}
@@ -301,9 +360,9 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 			return errors.New("a bare handler served nothing")
 		}
 		line := fmt.Sprintf("  %-19s %6.0f req/s;", sd.name, m)
-		for _, svc := range sides[:services] {
+		for _, svc := range r.sides[:r.services] {
 			line += " " + ratios(svc.name, harness.Median(svc.rps), m)
-			if bareLevel(i-services) == evalOnly {
+			if bareLevel(i-r.services) == evalOnly {
 				target := "meets"
 				if harness.Median(svc.rps) < ceilingTarget*m {
 					target = "BELOW"
@@ -314,10 +373,10 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 		}
 		fmt.Fprintln(stdout, strings.TrimSuffix(line, ";"))
 	}
-	if len(drained.rps) > 0 {
-		d := harness.Median(drained.rps)
-		line := fmt.Sprintf("  %-19s %6.0f orders/s written by the consumers", drained.name, d)
-		for _, svc := range sides[:services] {
+	if len(r.drained.rps) > 0 {
+		d := harness.Median(r.drained.rps)
+		line := fmt.Sprintf("  %-19s %6.0f orders/s written by the consumers", r.drained.name, d)
+		for _, svc := range r.sides[:r.services] {
 			if svc.mode == api.ModeLua && harness.Median(svc.rps) > 0 {
 				lua := harness.Median(svc.rps)
 				target := "meets"
@@ -329,13 +388,17 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 		}
 		fmt.Fprintln(stdout, line)
 	}
+	return nil
+}
+
+// printCeilingNotes says what the comparison leaves out.
+func printCeilingNotes(stdout io.Writer, sql string) {
 	fmt.Fprintf(stdout, "note: the service's lua purchase also reads the product (cached in the process), draws an order id "+
 		"(one EVALSHA of a script around HINCRBY, within a block of ids reserved in SQL) and inserts the order into SQL (%s), behind its recovery, metrics and "+
 		"body-limit middleware; bare EVALSHA does none of that, +INCR adds the id's round trip, +INSERT the order row.\n",
-		rep.Machine.SQL)
+		sql)
 	fmt.Fprintln(stdout, "note: the async side's 202s are sent with no consumer running (the orders pile up in the streams); "+
 		"then one consumer (batches of 200, one transaction each) writes them alone, timed from its start to the last row.")
-	return nil
 }
 
 // drainBound bounds the wait for the consumers to drain a round's orders.

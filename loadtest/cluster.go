@@ -17,10 +17,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"seckill/internal/app"
-	"seckill/internal/child"
-	"seckill/internal/etcdembed"
-	"seckill/internal/harness"
-	"seckill/internal/netcut"
+	"seckill/internal/embedded"
+	"seckill/internal/lab/harness"
+	"seckill/internal/testkit/child"
 )
 
 // cluster is the service instances a run drives: the first in this process,
@@ -31,9 +30,9 @@ type cluster struct {
 	first    *app.Server
 	children []*child.Instance // instance k is children[k-1]
 	redis    *child.Redis      // nil unless the scenario asked for one
-	dbProxy  *netcut.Proxy     // between the instances and MYSQL_DSN's server, when a fault cuts it
+	dbProxy  *child.Proxy      // between the instances and MYSQL_DSN's server, when a fault cuts it
 	dropDB   func() error      // drops the database of the cluster's own, if it made one
-	etcd     *etcdembed.Server // the instances' shared etcd when none is named; nil else
+	etcd     *embedded.Server  // the instances' shared etcd when none is named; nil else
 	tmpDir   string
 
 	exe    string   // this binary, which the children run
@@ -115,7 +114,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		// Each instance would start an embedded etcd of its own, and the
 		// etcd lock would exclude nothing across them: one, in this
 		// process, serves all (never paused: faults strike the children).
-		if c.etcd, err = etcdembed.StartSingle(); err != nil {
+		if c.etcd, err = embedded.StartSingle(); err != nil {
 			return c, err
 		}
 		cfg.EtcdEndpoints = []string{c.etcd.Endpoint()}
@@ -340,7 +339,7 @@ func (c *cluster) proxyDatabase(dsn string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading MYSQL_DSN to put a proxy in front of it: %w", err)
 	}
-	if c.dbProxy, err = netcut.Start(d.Addr); err != nil {
+	if c.dbProxy, err = child.StartProxy(d.Addr); err != nil {
 		return "", err
 	}
 	d.Addr = c.dbProxy.Addr()
@@ -376,4 +375,22 @@ func (c *cluster) ownDatabase(ctx context.Context, dsn string) (string, error) {
 	fmt.Fprintf(c.stderr, "a database of the run's own: %s\n", name)
 	d.DBName = name
 	return d.FormatDSN(), nil
+}
+
+// startService starts a service instance in a child process of this binary
+// (see child.Run): the service's flags args, its log at warn on stderr. The
+// tests' children start with testenv.StartService, the same; this binary
+// may not link the testing package that one lives in.
+func startService(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (child.Service, string, time.Duration, error) {
+	cfg, fs, err := app.ParseConfig("service instance", args, getenv)
+	if err != nil {
+		fs.SetOutput(stderr)
+		return nil, "", 0, err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := app.Start(ctx, cfg, log, app.Extras{})
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return srv, srv.URL, cfg.ShutdownTimeout, nil
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
-	"seckill/internal/harness"
-	"seckill/internal/redistest"
+	"seckill/internal/lab/harness"
+	"seckill/internal/testkit/child"
 )
 
 // The cluster scenario: the same steps on instances over one Redis of the
@@ -61,7 +61,7 @@ func (o options) compareCluster(ctx context.Context, getenv func(string) string,
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintln(stderr, "starting a Redis Cluster of 6 redis-server (3 masters, a replica each)…")
-	procs, err := redistest.StartCluster(ctx, dir)
+	procs, err := child.StartCluster(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func passMasters(ctx context.Context, c *cluster, cfg app.Config) ([]string, err
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster})
 	defer cc.Close()
-	ms, err := redistest.Masters(ctx, cc)
+	ms, err := child.Masters(ctx, cc)
 	if err != nil {
 		return nil, err
 	}

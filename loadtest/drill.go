@@ -12,9 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/child"
-	"seckill/internal/drill"
 	"seckill/internal/embedded"
+	"seckill/internal/testkit/child"
 )
 
 // lockDrill is a scenario whose fault lies below the service's HTTP API (a
@@ -29,7 +28,7 @@ type lockDrill struct {
 type drillVariant struct {
 	Name string
 	Want string
-	Run  func(ctx context.Context, env *drillEnv) (drill.Outcome, error)
+	Run  func(ctx context.Context, env *drillEnv) (Outcome, error)
 }
 
 var lockDrills = []lockDrill{{
@@ -49,13 +48,13 @@ var lockDrills = []lockDrill{{
 }}
 
 func clockJumpVariant(name string, nodes int, jump, fence bool, want string) drillVariant {
-	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (drill.Outcome, error) {
+	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
 		jumper, err := embedded.StartRedis()
 		if err != nil {
-			return drill.Outcome{}, err
+			return Outcome{}, err
 		}
 		defer jumper.Close()
-		c := drill.ClockJump{StoreAddr: env.store, Fence: fence, Nodes: []*redis.Client{redis.NewClient(&redis.Options{Addr: jumper.Addr()})}}
+		c := ClockJump{StoreAddr: env.store, Fence: fence, Nodes: []*redis.Client{redis.NewClient(&redis.Options{Addr: jumper.Addr()})}}
 		for _, addr := range env.nodes[:nodes-1] {
 			c.Nodes = append(c.Nodes, redis.NewClient(&redis.Options{Addr: addr}))
 		}

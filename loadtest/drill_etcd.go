@@ -7,8 +7,7 @@ import (
 	"os"
 
 	"seckill/internal/api"
-	"seckill/internal/drill"
-	"seckill/internal/etcdtest"
+	"seckill/internal/testkit/child"
 )
 
 // The drills of issue 12 and issue 11's failover: the Redis failover that
@@ -29,10 +28,10 @@ func init() {
 				"its counter failed over with the lock and B drew A's token again. A fence drawn from the store: OK. " +
 				"Needs redis-server.",
 			Variants: []drillVariant{
-				failoverVariant(drill.FailoverToken, api.VerdictOversold),
-				failoverVariant(drill.FailoverTokenWait, api.VerdictOK),
-				failoverVariant(drill.FailoverFenced, api.VerdictOversold),
-				failoverVariant(drill.FailoverFenceStore, api.VerdictOK),
+				failoverVariant(FailoverToken, api.VerdictOversold),
+				failoverVariant(FailoverTokenWait, api.VerdictOK),
+				failoverVariant(FailoverFenced, api.VerdictOversold),
+				failoverVariant(FailoverFenceStore, api.VerdictOK),
 			},
 		},
 		lockDrill{
@@ -53,10 +52,10 @@ func init() {
 				"a grant once a majority has it: the leader killed, the lock survives, B is granted it only after A " +
 				"wrote: OK. The Redis row needs redis-server; the etcd members are the etcd binary when on PATH.",
 			Variants: []drillVariant{
-				failoverVariant(drill.FailoverToken, api.VerdictOversold),
-				{Name: "etcd, leader killed", Want: api.VerdictOK, Run: func(ctx context.Context, env *drillEnv) (drill.Outcome, error) {
-					return onEtcdCluster(ctx, func(c drill.EtcdCluster) (drill.Outcome, error) {
-						return drill.EtcdLeaderKill(ctx, env.store, c, "etcd, leader killed")
+				failoverVariant(FailoverToken, api.VerdictOversold),
+				{Name: "etcd, leader killed", Want: api.VerdictOK, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
+					return onEtcdCluster(ctx, func(c EtcdCluster) (Outcome, error) {
+						return EtcdLeaderKill(ctx, env.store, c, "etcd, leader killed")
 					})
 				}},
 			},
@@ -66,9 +65,9 @@ func init() {
 			Summary: "A minority partition of a 3-member etcd: the holder's only member (a follower) is cut off " +
 				"(paused). The holder cannot renew; the majority expires its lease and grants B the lock; the " +
 				"holder, unaware, writes its stale read and the revision fence refuses it: OK.",
-			Variants: []drillVariant{{Name: "etcd, minority partition", Want: api.VerdictOK, Run: func(ctx context.Context, env *drillEnv) (drill.Outcome, error) {
-				return onEtcdCluster(ctx, func(c drill.EtcdCluster) (drill.Outcome, error) {
-					return drill.EtcdPartition(ctx, env.store, c, "etcd, minority partition")
+			Variants: []drillVariant{{Name: "etcd, minority partition", Want: api.VerdictOK, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
+				return onEtcdCluster(ctx, func(c EtcdCluster) (Outcome, error) {
+					return EtcdPartition(ctx, env.store, c, "etcd, minority partition")
 				})
 			}}},
 		},
@@ -89,15 +88,15 @@ func drillScratch() (exe, dir string, done func(), err error) {
 
 func failoverVariant(lockName, want string) drillVariant {
 	name := "redis failover, " + lockName
-	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (drill.Outcome, error) {
+	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
 		exe, dir, done, err := drillScratch()
 		if err != nil {
-			return drill.Outcome{}, err
+			return Outcome{}, err
 		}
 		defer done()
-		f, stop, err := drill.StartFailover(ctx, exe, dir, env.store, lockName, io.Discard)
+		f, stop, err := StartFailover(ctx, exe, dir, env.store, lockName, io.Discard)
 		if err != nil {
-			return drill.Outcome{}, err
+			return Outcome{}, err
 		}
 		defer stop()
 		return f.Run(ctx, name)
@@ -105,26 +104,26 @@ func failoverVariant(lockName, want string) drillVariant {
 }
 
 func etcdPauseVariant(name string, fence bool, want string) drillVariant {
-	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (drill.Outcome, error) {
-		eps, stop, err := etcdtest.Start()
+	return drillVariant{Name: name, Want: want, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
+		eps, stop, err := child.StartEtcd()
 		if err != nil {
-			return drill.Outcome{}, err
+			return Outcome{}, err
 		}
 		defer stop()
-		return drill.EtcdPause(ctx, env.store, eps, fence, name)
+		return EtcdPause(ctx, env.store, eps, fence, name)
 	}}
 }
 
 // onEtcdCluster runs fn on a 3-member etcd cluster of its own.
-func onEtcdCluster(ctx context.Context, fn func(drill.EtcdCluster) (drill.Outcome, error)) (drill.Outcome, error) {
+func onEtcdCluster(ctx context.Context, fn func(EtcdCluster) (Outcome, error)) (Outcome, error) {
 	exe, dir, done, err := drillScratch()
 	if err != nil {
-		return drill.Outcome{}, err
+		return Outcome{}, err
 	}
 	defer done()
-	c, _, stop, err := drill.StartEtcdCluster(ctx, exe, dir, io.Discard)
+	c, _, stop, err := StartEtcdCluster(ctx, exe, dir, io.Discard)
 	if err != nil {
-		return drill.Outcome{}, err
+		return Outcome{}, err
 	}
 	defer stop()
 	return fn(c)

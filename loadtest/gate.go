@@ -17,7 +17,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/gate"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 // gateBench runs two service processes behind the sold-out gate (Debian's
@@ -81,11 +81,25 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 			return err
 		}
 	}
+	if err := gateRefusals(ctx, stdout, client, ng, c, cfg.GateSecret, o, product); err != nil {
+		return err
+	}
+	if !o.set["requests"] && !o.set["rate"] {
+		return nil
+	}
+	return gateWorkloads(ctx, stdout, stderr, client, ng, c, cfg.GateSecret, o, product)
+}
+
+// gateRefusals drives the sold-out product through the gate, through
+// nginx alone and to the service directly, round after round, and prints
+// each side's refusals per second and their medians.
+func gateRefusals(ctx context.Context, stdout io.Writer, client *http.Client, ng *gate.Nginx, c *cluster, secret string, o options, product int64) error {
+	conc := o.spec.Concurrency
 	sides := []ceilingSide{{name: "gate (nginx+Lua)"}, {name: "nginx → service"}, {name: "service direct"}}
 	targets := [][]string{{ng.URL}, {ng.PlainURL}, c.URLs}
 	for round := range o.selfRounds {
 		for i := range sides {
-			before, err := gateAnswered(ctx, client, ng, cfg.GateSecret)
+			before, err := gateAnswered(ctx, client, ng, secret)
 			if err != nil {
 				return err
 			}
@@ -98,7 +112,7 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 				return fmt.Errorf("round %d, %s: %d of %d requests were not refused sold_out (%v)",
 					round+1, sides[i].name, row.Requests-row.SoldOut, row.Requests, row.ErrorSamples)
 			}
-			after, err := gateAnswered(ctx, client, ng, cfg.GateSecret)
+			after, err := gateAnswered(ctx, client, ng, secret)
 			if err != nil {
 				return err
 			}
@@ -113,10 +127,13 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 		m := harness.Median(sd.rps)
 		fmt.Fprintf(stdout, "  %-19s %7.0f refusals/s; the gate answers %.2f× as many\n", sd.name, m, g/max(m, 1))
 	}
+	return nil
+}
 
-	if !o.set["requests"] && !o.set["rate"] {
-		return nil
-	}
+// gateWorkloads runs the workload -requests or -rate asked for twice, on
+// products of their own: through the gate and to the replicas directly,
+// and prints who answered the sold_out refusals.
+func gateWorkloads(ctx context.Context, stdout, stderr io.Writer, client *http.Client, ng *gate.Nginx, c *cluster, secret string, o options, product int64) error {
 	mode := o.modes
 	if !o.set["mode"] {
 		mode = api.ModeAsync
@@ -128,7 +145,7 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 		s := o.spec
 		s.Targets, s.Mode, s.Lock = side.targets, mode, "none"
 		s.ProductID = product + 1 + int64(i)
-		before, err := gateAnswered(ctx, client, ng, cfg.GateSecret)
+		before, err := gateAnswered(ctx, client, ng, secret)
 		if err != nil {
 			return err
 		}
@@ -142,7 +159,7 @@ func gateBench(ctx context.Context, o options, getenv func(string) string, stdou
 		if err != nil {
 			return fmt.Errorf("the workload %s: %w", side.name, err)
 		}
-		after, _ := gateAnswered(ctx, client, ng, cfg.GateSecret)
+		after, _ := gateAnswered(ctx, client, ng, secret)
 		svcAfter, _ := soldOutCount(ctx, client, c.URLs)
 		fmt.Fprintf(stdout, "workload %s (mode %s, %d units, rate %.0f/s): verdict %s, %d orders; %d requests in %.1fs = %.0f req/s "+
 			"(p50 %.2fms, p99 %.2fms); %d sales, %d sold_out: %d answered by the gate, %d by the service; errors %d; drain %.1fs, 202-to-row p99 %.0fms\n",

@@ -31,8 +31,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/child"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
+	"seckill/internal/testkit/child"
 )
 
 func main() {
@@ -161,7 +161,7 @@ func scenarioNames() string {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr); ok {
+	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr, startService); ok {
 		return err
 	}
 	// The progress bar, the in-process service's log and the children's

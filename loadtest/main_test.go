@@ -20,18 +20,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
-	"seckill/internal/child"
 	"seckill/internal/gate"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/child"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets the test binary be a service instance or a Redis: the
 // cluster re-executes the running binary (see child.Run), and under go test
 // that binary is this one.
-func TestMain(m *testing.M) { child.Main(m.Run) }
+func TestMain(m *testing.M) { child.Main(m.Run, startService) }
 
 // backends returns the environment the command sees: the real Redis when
 // REDIS_ADDR is set (its keys for product are deleted afterwards), a

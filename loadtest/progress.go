@@ -9,7 +9,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 // progressBar shows each run's progress on stderr, with its rate and ETA: a

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"seckill/internal/api"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 func progress(p api.RunProgress) harness.Progress { return harness.Progress{RunProgress: p} }

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 // helloBody is what the bare handler answers: an order's 201, minus the work.

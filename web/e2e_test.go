@@ -24,7 +24,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/lab"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 	"seckill/web"
 )
 

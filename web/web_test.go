@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"seckill/internal/chartjs"
 	"seckill/web"
 )
 
-// The page loads Chart.js from vendor/, which internal/chartjs fills: the
+// The page loads Chart.js from vendor/, which static/vendor holds: the
 // URL must keep answering with the script, served as the service serves FS.
 func TestPageServesChartJS(t *testing.T) {
 	srv := httptest.NewServer(http.FileServerFS(web.FS()))
@@ -26,8 +25,8 @@ func TestPageServesChartJS(t *testing.T) {
 		t.Fatalf("/ answered %d; want the page, loading vendor/chart.umd.min.js", status)
 	}
 	status, ctype, script := get("/vendor/chart.umd.min.js")
-	if status != http.StatusOK || script != chartjs.Script || !strings.Contains(ctype, "javascript") {
-		t.Errorf("/vendor/chart.umd.min.js answered %d, %s, %d bytes: want Chart.js, %d bytes", status, ctype, len(script), len(chartjs.Script))
+	if status != http.StatusOK || script != web.ChartJS || !strings.Contains(ctype, "javascript") {
+		t.Errorf("/vendor/chart.umd.min.js answered %d, %s, %d bytes: want Chart.js, %d bytes", status, ctype, len(script), len(web.ChartJS))
 	}
 	if status, _, license := get("/vendor/chart.LICENSE.md"); status != http.StatusOK || !strings.Contains(license, "MIT") {
 		t.Errorf("/vendor/chart.LICENSE.md answered %d: want the MIT license", status)

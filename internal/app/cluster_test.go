@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 func clusterConfig(t *testing.T, nodes ...string) Config {
@@ -39,17 +39,17 @@ func TestOpenCluster(t *testing.T) {
 		}
 	})
 	t.Run("a node not in cluster mode", func(t *testing.T) {
-		plain := redistest.Real(t)
+		plain := testkit.RealRedis(t)
 		_, err := Open(t.Context(), clusterConfig(t, plain.Addr()), quiet, Extras{})
 		if err == nil || !strings.Contains(err.Error(), plain.Addr()) || !strings.Contains(err.Error(), "not in cluster mode") {
 			t.Fatalf("Open on a plain Redis: %v, want an error naming %s as not in cluster mode", err, plain.Addr())
 		}
 	})
 	t.Run("a cluster", func(t *testing.T) {
-		if !redistest.HaveRedisServer() {
+		if !testkit.HaveRedisServer() {
 			t.Skip("the service checks its nodes with CLUSTER INFO, which miniredis lacks: needs redis-server on PATH")
 		}
-		c := redistest.NewCluster(t)
+		c := testkit.NewRedisCluster(t)
 		a, err := Open(t.Context(), clusterConfig(t, c.Addrs()[0]), quiet, Extras{})
 		if err != nil {
 			t.Fatalf("Open on a cluster: %v", err)

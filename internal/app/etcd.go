@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdembed"
+	"seckill/internal/embedded"
 )
 
 // etcdConn is the etcd lock's connection, made on the strategy's first use
@@ -23,7 +23,7 @@ type etcdConn struct {
 	mu       sync.Mutex
 	starting chan struct{} // closed when the attempt under way ends; nil when none is
 	cli      *clientv3.Client
-	srv      *etcdembed.Server
+	srv      *embedded.Server
 	err      error // the last attempt's
 	closed   bool
 }
@@ -62,18 +62,18 @@ func (c *etcdConn) connect(ctx context.Context) (*clientv3.Client, error) {
 
 func (c *etcdConn) start(done chan struct{}) {
 	var (
-		srv *etcdembed.Server
+		srv *embedded.Server
 		err error
 	)
 	eps := c.endpoints
 	if len(eps) == 0 {
-		if srv, err = etcdembed.StartSingle(); err == nil {
+		if srv, err = embedded.StartSingle(); err == nil {
 			eps = []string{srv.Endpoint()}
 		}
 	}
 	var cli *clientv3.Client
 	if err == nil {
-		cli, err = clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: etcdembed.NopLogger()})
+		cli, err = clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: embedded.NopLogger()})
 		if err != nil {
 			err = fmt.Errorf("etcd client for %v: %w", eps, err)
 		}

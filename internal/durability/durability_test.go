@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/durability"
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 func TestClassify(t *testing.T) {
@@ -35,7 +35,7 @@ func TestClassify(t *testing.T) {
 // (CONFIG GET answers), or the embedded one (no CONFIG, no INFO persistence: none, saying why). Only a
 // Redis with an append-only file is anything but none.
 func TestRead(t *testing.T) {
-	w := durability.NewWatch(redistest.Real(t).Client, 0, nil)
+	w := durability.NewWatch(testkit.RealRedis(t).Client, 0, nil)
 	r, err := w.Get(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -60,10 +60,10 @@ func TestRead(t *testing.T) {
 // master without an append-only file makes the cluster's durability none,
 // naming that master.
 func TestReadOnACluster(t *testing.T) {
-	if !redistest.HaveRedisServer() {
+	if !testkit.HaveRedisServer() {
 		t.Skip("needs redis-server on PATH: a cluster of the test's own, whose masters' settings it changes")
 	}
-	c := redistest.ProcessCluster(t)
+	c := testkit.ProcessRedisCluster(t)
 	ctx := t.Context()
 	var mu sync.Mutex
 	var masters []*redis.Client

@@ -1,5 +1,7 @@
 // Package embedded holds embedded stand-ins for the servers the service
-// needs, so that it runs, and its tests run, on a machine with nothing but Go.
+// needs, so that it runs, and its tests run, on a machine with nothing but Go:
+// Redis (miniredis, StartRedis) and etcd (etcd's own server run in this
+// process, StartSingle, or a cluster's members laid out by Layout).
 package embedded
 
 import (

@@ -146,21 +146,8 @@ func StartNginx(ctx context.Context, opt NginxOptions) (_ *Nginx, err error) {
 	if len(opt.Upstreams) == 0 {
 		return nil, errors.New("gate: nginx needs at least one upstream")
 	}
-	for _, a := range []*string{&opt.Front, &opt.Control} {
-		if *a == "" {
-			if *a, err = FreeAddr(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if opt.TTL <= 0 {
-		opt.TTL = 5 * time.Second
-	}
-	if opt.Workers <= 0 {
-		opt.Workers = 1
-	}
-	if opt.Stderr == nil {
-		opt.Stderr = io.Discard
+	if err := opt.fill(); err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "seckill-gate-")
 	if err != nil {
@@ -171,32 +158,9 @@ func StartNginx(ctx context.Context, opt NginxOptions) (_ *Nginx, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	if err := os.CopyFS(dir, gateconf.Files); err != nil {
-		return nil, fmt.Errorf("writing the gate's files: %w", err)
-	}
-	// nginx's workers run as root only when the master does; else as the
-	// master's user, who owns dir.
-	if err := fs.WalkDir(os.DirFS(dir), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Chmod(filepath.Join(dir, p), map[bool]os.FileMode{true: 0o700, false: 0o600}[d.IsDir()])
-	}); err != nil {
-		return nil, fmt.Errorf("setting the gate's files' modes: %w", err)
-	}
-	upstreams := make([]string, len(opt.Upstreams))
-	for i, u := range opt.Upstreams {
-		upstreams[i] = strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
-	}
-	var conf bytes.Buffer
-	err = nginxConf.Execute(&conf, map[string]any{"Modules": modules, "Root": os.Geteuid() == 0, "Workers": opt.Workers,
-		"Dir": dir, "TTL": opt.TTL.Seconds(), "Upstreams": upstreams, "Front": opt.Front, "Control": opt.Control, "Plain": opt.Plain})
+	confPath, err := writeGateDir(dir, modules, opt)
 	if err != nil {
-		return nil, fmt.Errorf("writing the gate's nginx.conf: %w", err)
-	}
-	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, conf.Bytes(), 0o600); err != nil {
-		return nil, fmt.Errorf("writing the gate's nginx.conf: %w", err)
+		return nil, err
 	}
 	cmd := exec.Command(path, "-p", dir, "-c", confPath)
 	cmd.Env = append(os.Environ(), "SECKILL_GATE_SECRET="+opt.Secret)
@@ -220,6 +184,63 @@ func StartNginx(ctx context.Context, opt NginxOptions) (_ *Nginx, err error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// fill gives the options' unset fields their defaults: free loopback
+// addresses for the front and the control endpoint, a 5s TTL, one worker,
+// no output.
+func (opt *NginxOptions) fill() error {
+	for _, a := range []*string{&opt.Front, &opt.Control} {
+		if *a == "" {
+			var err error
+			if *a, err = FreeAddr(); err != nil {
+				return err
+			}
+		}
+	}
+	if opt.TTL <= 0 {
+		opt.TTL = 5 * time.Second
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = 1
+	}
+	if opt.Stderr == nil {
+		opt.Stderr = io.Discard
+	}
+	return nil
+}
+
+// writeGateDir writes the gate's files and its nginx.conf for opt into dir,
+// and returns the config's path.
+func writeGateDir(dir string, modules []string, opt NginxOptions) (string, error) {
+	if err := os.CopyFS(dir, gateconf.Files); err != nil {
+		return "", fmt.Errorf("writing the gate's files: %w", err)
+	}
+	// nginx's workers run as root only when the master does; else as the
+	// master's user, who owns dir.
+	if err := fs.WalkDir(os.DirFS(dir), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chmod(filepath.Join(dir, p), map[bool]os.FileMode{true: 0o700, false: 0o600}[d.IsDir()])
+	}); err != nil {
+		return "", fmt.Errorf("setting the gate's files' modes: %w", err)
+	}
+	upstreams := make([]string, len(opt.Upstreams))
+	for i, u := range opt.Upstreams {
+		upstreams[i] = strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
+	}
+	var conf bytes.Buffer
+	err := nginxConf.Execute(&conf, map[string]any{"Modules": modules, "Root": os.Geteuid() == 0, "Workers": opt.Workers,
+		"Dir": dir, "TTL": opt.TTL.Seconds(), "Upstreams": upstreams, "Front": opt.Front, "Control": opt.Control, "Plain": opt.Plain})
+	if err != nil {
+		return "", fmt.Errorf("writing the gate's nginx.conf: %w", err)
+	}
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, conf.Bytes(), 0o600); err != nil {
+		return "", fmt.Errorf("writing the gate's nginx.conf: %w", err)
+	}
+	return confPath, nil
 }
 
 // await polls the control endpoint until it answers.

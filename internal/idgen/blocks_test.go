@@ -18,7 +18,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"seckill/internal/idgen"
-	"seckill/internal/mysqltest"
+	"seckill/internal/testkit"
 )
 
 // A Redis that lost the day key (restarted without persistence, or the key
@@ -112,12 +112,12 @@ func TestBlocksDisjoint(t *testing.T) {
 		{"sqlite", func(t *testing.T) idgen.Blocks { return sqlBlocks(t, sqlite.Open("file::memory:")) }},
 		{"mysql", func(t *testing.T) idgen.Blocks {
 			if os.Getenv("MYSQL_DSN") == "" {
-				// mysqltest.New would fall back to go-mysql-server, which
+				// testkit.NewMySQL would fall back to go-mysql-server, which
 				// stands in for MySQL's GET_LOCK only: two of its UPDATEs
 				// at once lose one. The service never runs on it.
 				t.Skip("MYSQL_DSN is unset; SQLite, the service's database without it, is the subtest above")
 			}
-			return sqlBlocks(t, mysql.Open(mysqltest.New(t)))
+			return sqlBlocks(t, mysql.Open(testkit.NewMySQL(t)))
 		}},
 	}
 	const workers, each, size = 20, 15, 7

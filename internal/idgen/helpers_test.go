@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/idgen"
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // backend is one Redis server that a test body runs against.
@@ -45,15 +45,15 @@ func backends() []backend {
 	}
 }
 
-// realRedis returns the address of a real Redis (see redistest.Real), or
+// realRedis returns the address of a real Redis (see testkit.RealRedis), or
 // skips the test when there is none: the embedded Redis it would fall back
 // to is miniredis, which the miniredis run covers already.
 func realRedis(t testing.TB) string {
 	t.Helper()
-	if os.Getenv("REDIS_ADDR") == "" && !redistest.HaveRedisServer() {
+	if os.Getenv("REDIS_ADDR") == "" && !testkit.HaveRedisServer() {
 		t.Skip("no real Redis: REDIS_ADDR is unset and redis-server is not on PATH")
 	}
-	return redistest.Real(t).Addr()
+	return testkit.RealRedis(t).Addr()
 }
 
 func newClient(t testing.TB, addr string) *redis.Client {

@@ -14,7 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/idgen"
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/child"
 )
 
 // TestRedisRestartedServers: a server that comes back with fewer draws
@@ -28,10 +29,10 @@ import (
 func TestRedisRestartedServers(t *testing.T) {
 	t.Run("draws on a cluster", testClusterDraws)
 	t.Run("one Redis back from a snapshot", func(t *testing.T) {
-		if !redistest.HaveRedisServer() {
+		if !testkit.HaveRedisServer() {
 			t.Skip("needs redis-server on PATH: the embedded Redis keeps no snapshot to come back from")
 		}
-		s := redistest.Nodes(t, 1)[0] // a process of the test's own: REDIS_ADDR's is not to be restarted
+		s := testkit.RedisNodes(t, 1)[0] // a process of the test's own: REDIS_ADDR's is not to be restarted
 		var g *idgen.Redis
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), DialerRetries: 1, OnConnect: hook(&g)})
 		t.Cleanup(func() { rdb.Close() })
@@ -66,7 +67,7 @@ func TestRedisRestartedServers(t *testing.T) {
 		if err := c.Procs().Restart(t.Context(), master); err != nil {
 			t.Fatal(err)
 		}
-		if err := redistest.WaitClusterOK(t.Context(), master); err != nil {
+		if err := child.WaitClusterOK(t.Context(), master); err != nil {
 			t.Fatal(err)
 		}
 		checkForgot(t, c.Client, key, lost)
@@ -102,7 +103,7 @@ func TestRedisRestartedServers(t *testing.T) {
 		if err := c.Procs().Resume(replica); err != nil {
 			t.Fatal(err)
 		}
-		if err := redistest.WaitFailover(t.Context(), c.Addrs(), master); err != nil {
+		if err := child.WaitFailover(t.Context(), c.Addrs(), master); err != nil {
 			t.Fatal(err)
 		}
 		checkForgot(t, c.Client, key, lost)
@@ -123,7 +124,7 @@ func testManualFailover(t *testing.T) {
 	if err := r.Do(t.Context(), "CLUSTER", "FAILOVER").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := redistest.WaitFailover(t.Context(), c.Addrs(), master); err != nil {
+	if err := child.WaitFailover(t.Context(), c.Addrs(), master); err != nil {
 		t.Fatal(err)
 	}
 	after := drawThrough(t, g, 100)
@@ -137,7 +138,7 @@ func testManualFailover(t *testing.T) {
 // testClusterDraws: many goroutines at once draw distinct ids on a cluster
 // (an embedded one on a bare machine), every draw on the day key's master.
 func testClusterDraws(t *testing.T) {
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	var g *idgen.Redis
 	cc := c.NewClient(t, &redis.ClusterOptions{OnConnect: hook(&g)})
 	g = newGuarded(t, cc)
@@ -198,11 +199,11 @@ func newGuarded(t *testing.T, rdb idgen.RedisClient) *idgen.Redis {
 
 // guardedCluster starts a cluster of the test's own and a generator on a
 // client hooked to it; key is the generator's day key.
-func guardedCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient, *idgen.Redis, string) {
-	if !redistest.HaveRedisServer() {
+func guardedCluster(t *testing.T) (*testkit.RedisCluster, *redis.ClusterClient, *idgen.Redis, string) {
+	if !testkit.HaveRedisServer() {
 		t.Skip("needs redis-server on PATH: miniredis neither fails over nor restarts from a snapshot")
 	}
-	c := redistest.ProcessCluster(t)
+	c := testkit.ProcessRedisCluster(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the cluster's logs:\n%s", c.Procs().Logs(25))
@@ -249,7 +250,7 @@ func connectTo(t *testing.T, cc *redis.ClusterClient, addr string) {
 // masterAndReplica returns the master that serves key and its replica (as
 // the master's ROLE tells: a node's CLUSTER SLOTS may not list a replica
 // yet, gossip reaching it later).
-func masterAndReplica(t *testing.T, c *redistest.Cluster, key string) (string, string) {
+func masterAndReplica(t *testing.T, c *testkit.RedisCluster, key string) (string, string) {
 	t.Helper()
 	m, err := c.Client.MasterForKey(t.Context(), key)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 // Outcomes of Start and Get a caller branches on; internal/server maps each

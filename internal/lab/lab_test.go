@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"seckill/internal/api"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 )
 
 const target = "http://127.0.0.1:1"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/harness"
+	"seckill/internal/lab/harness"
 	"seckill/internal/lock"
 )
 

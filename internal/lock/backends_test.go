@@ -9,16 +9,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/etcdtest"
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // testBackends gives the test the main Redis: the one REDIS_ADDR names,
 // else a redis-server of the test's own, else miniredis (see
-// redistest.Real). Every strategy test keeps its shared counter there.
+// testkit.RealRedis). Every strategy test keeps its shared counter there.
 func testBackends(t *testing.T) Backends {
 	t.Helper()
-	return Backends{Redis: redistest.Real(t).Client}
+	return Backends{Redis: testkit.RealRedis(t).Client}
 }
 
 // strategyBackends is testBackends plus what the strategy name needs beyond
@@ -28,12 +27,12 @@ func strategyBackends(t *testing.T, name string) Backends {
 	b := testBackends(t)
 	switch name {
 	case "redlock":
-		b.Nodes = redistest.Clients(redistest.Nodes(t, 3))
+		b.Nodes = testkit.RedisClients(testkit.RedisNodes(t, 3))
 	case "mysql":
 		b.SQL, _ = testMySQL(t)
 		b.SQLDialect = "mysql"
 	case "etcd":
-		b.Etcd = etcdtest.Connect(etcdtest.Client(t))
+		b.Etcd = testkit.ConnectEtcd(testkit.EtcdClient(t))
 	}
 	return b
 }

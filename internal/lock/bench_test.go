@@ -19,9 +19,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
-	"seckill/internal/etcdembed"
-	"seckill/internal/etcdtest"
-	"seckill/internal/redistest"
+	"seckill/internal/embedded"
+	"seckill/internal/testkit"
 )
 
 // benchTTL outlasts any wait in the benchmark, so that no lease expires
@@ -58,11 +57,11 @@ type benchPair func(ctx context.Context, key string) error
 //
 //	go test -run '^$' -bench BenchmarkLock -benchmem ./internal/lock/
 func BenchmarkLock(b *testing.B) {
-	if !redistest.HaveRedisServer() {
+	if !testkit.HaveRedisServer() {
 		b.Skip("redis-server is not on PATH: these numbers compare locks on Redis, and miniredis's would say nothing about them")
 	}
-	nodes := redistest.Nodes(b, 5)
-	single, five := nodes[0].Client, redistest.Clients(nodes)
+	nodes := testkit.RedisNodes(b, 5)
+	single, five := nodes[0].Client, testkit.RedisClients(nodes)
 	var rts roundTrips
 	for _, c := range five {
 		c.AddHook(&rts)
@@ -107,9 +106,9 @@ func BenchmarkLock(b *testing.B) {
 		{"etcd", func(b *testing.B) (benchPair, bool) {
 			// Its RPCs (each a message sent: a unary call, or one on the
 			// keep-alive stream) are counted as rtt/op, as Redis commands are.
-			eps, kind := etcdtest.Server(b)
+			eps, kind := testkit.EtcdServer(b)
 			b.Logf("etcd: %s", kind)
-			cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: etcdembed.NopLogger(),
+			cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: embedded.NopLogger(),
 				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rts.unary), grpc.WithChainStreamInterceptor(rts.stream)}})
 			if err != nil {
 				b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // hold is one stay in the critical section, from the moment Acquire
@@ -111,10 +111,10 @@ func TestLockContract(t *testing.T) {
 }
 
 // TestLockContractCluster runs the contract with the main Redis a Redis
-// Cluster (redistest.NewCluster): the lock key, its fencing counter and its
+// Cluster (testkit.NewRedisCluster): the lock key, its fencing counter and its
 // release channel share the key's slot; the counter is in another.
 func TestLockContractCluster(t *testing.T) {
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	t.Logf("cluster: %s", c.Kind())
 	for _, s := range Strategies() {
 		t.Run(s.Name, func(t *testing.T) {

@@ -9,12 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/drill"
-	"seckill/internal/etcdtest"
 	"seckill/internal/idgen"
+	"seckill/internal/lab"
 	"seckill/internal/lock"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 )
 
 // etcdStock is a one-shard product of 5 units in Redis and an etcd lock.
@@ -28,16 +27,16 @@ type etcdStock struct {
 
 func newEtcdStock(t *testing.T) etcdStock {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.Real(t).Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	cli := etcdtest.Client(t)
+	cli := testkit.EtcdClient(t)
 	s := stock.NewStore(rdb, nil)
 	p := stock.Product{Layout: stock.Layout{ID: time.Now().UnixNano(), Shards: 1, Epoch: 1}, Where: stock.InRedis}
 	if err := s.LayOut(t.Context(), p, []int{5}, 5); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stock.Purge(context.Background(), rdb, []int64{p.ID}) })
-	return etcdStock{rdb: rdb, cli: cli, etcd: lock.NewEtcd(etcdtest.Connect(cli)), s: s, p: p}
+	return etcdStock{rdb: rdb, cli: cli, etcd: lock.NewEtcd(testkit.ConnectEtcd(cli)), s: s, p: p}
 }
 
 // take buys one unit for user under l, holding its read for hold; abandon
@@ -95,7 +94,7 @@ func TestEtcdPausedHolder(t *testing.T) {
 			e := newEtcdStock(t)
 			var l lock.Locker = e.etcd
 			if !fence {
-				l = drill.Unfenced{Locker: e.etcd} // the etcd lock with its fence taken away
+				l = lab.Unfenced{Locker: e.etcd} // the etcd lock with its fence taken away
 			}
 			stale := make(chan error, 1)
 			// A: its lease is at least 1s, and at most etcd's minimum

@@ -8,14 +8,14 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdembed"
-	"seckill/internal/etcdtest"
+	"seckill/internal/embedded"
+	"seckill/internal/testkit"
 )
 
 // Each grant of a key carries a token above every earlier one, also when it
 // waited for the previous holder: the fence relies on it.
 func TestEtcdTokensGrow(t *testing.T) {
-	l := NewEtcd(etcdtest.Connect(etcdtest.Client(t)))
+	l := NewEtcd(testkit.ConnectEtcd(testkit.EtcdClient(t)))
 	key := "tokens-" + t.Name() + time.Now().Format(time.RFC3339Nano)
 	a := acquire(t, l, key, Options{TTL: longTTL})
 	type result struct {
@@ -64,12 +64,12 @@ func TestEtcdUnavailable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: etcdembed.NopLogger()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: embedded.NopLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	l := NewEtcd(etcdtest.Connect(cli))
+	l := NewEtcd(testkit.ConnectEtcd(cli))
 	start := time.Now()
 	_, err = l.Acquire(t.Context(), "unavailable", Options{Wait: time.Minute})
 	took := time.Since(start)

@@ -9,8 +9,8 @@ import (
 
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 )
 
 // TestFencedStaleHolder is the pause that a lease cannot prevent, through
@@ -19,7 +19,7 @@ import (
 // token, reads and writes; A wakes and writes its stale result. The store
 // refuses A: one unit taken, by B only.
 func TestFencedStaleHolder(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.Real(t).Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	fenced := lock.NewFenced(rdb)
 	t.Cleanup(func() { fenced.Close() })

@@ -18,15 +18,15 @@ import (
 	_ "github.com/glebarez/go-sqlite"  // registers "sqlite" with database/sql
 	_ "github.com/go-sql-driver/mysql" // registers "mysql" with database/sql
 
-	"seckill/internal/mysqltest"
+	"seckill/internal/testkit"
 )
 
-// testMySQL gives the test a database of its own (see mysqltest.New) and
+// testMySQL gives the test a database of its own (see testkit.NewMySQL) and
 // returns it and its DSN.
 func testMySQL(t *testing.T) (*sql.DB, string) {
 	t.Helper()
-	dsn := mysqltest.New(t)
-	return mysqltest.Open(t, dsn), dsn
+	dsn := testkit.NewMySQL(t)
+	return testkit.OpenMySQL(t, dsn), dsn
 }
 
 func TestMySQLRefused(t *testing.T) {

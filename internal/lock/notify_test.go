@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // eventually polls cond until it holds, failing the test after patience.
@@ -265,8 +265,8 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 // may be loaded); they are a fraction of a millisecond, against the tens of
 // milliseconds of a poll.
 func TestWaiterWakesOnRelease(t *testing.T) {
-	srv := redistest.Real(t)
-	if srv.Kind() == redistest.Embedded {
+	srv := testkit.RealRedis(t)
+	if srv.Kind() == testkit.RedisEmbedded {
 		t.Log("miniredis runs in this process: the delays below are not Redis's")
 	}
 	b := Backends{Redis: srv.Client}

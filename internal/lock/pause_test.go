@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // envPausedHolder makes a helper process hold a watchdog lock on the key
@@ -25,7 +25,7 @@ const envPausedHolder = "LOCK_TEST_PAUSED_HOLDER"
 // holder takes it while the paused one still believes it holds it, and the
 // paused one learns it lost the lock only when it wakes.
 func TestWatchdogPausedProcessLosesLock(t *testing.T) {
-	srv := redistest.Real(t)
+	srv := testkit.RealRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	key := newKey(t, rdb)

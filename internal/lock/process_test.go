@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
 // The cross-process test runs the contract's critical section in several OS
@@ -47,7 +47,7 @@ func TestCrossProcess(t *testing.T) {
 		{"watchdog", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Real(t)
+			srv := testkit.RealRedis(t)
 			b := Backends{Redis: srv.Client}
 			key, counter := newKey(t, b.Redis), newKey(t, b.Redis)
 			ready, gate := newKey(t, b.Redis), newKey(t, b.Redis)

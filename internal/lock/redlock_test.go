@@ -12,12 +12,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/redistest"
+	"seckill/internal/testkit"
 )
 
-func newTestRedlock(t *testing.T, nodes []*redistest.Server) *Redlock {
+func newTestRedlock(t *testing.T, nodes []*testkit.RedisServer) *Redlock {
 	t.Helper()
-	l, err := New("redlock", Backends{Nodes: redistest.Clients(nodes)})
+	l, err := New("redlock", Backends{Nodes: testkit.RedisClients(nodes)})
 	if err != nil {
 		t.Fatalf("New(redlock): %v", err)
 	}
@@ -35,7 +35,7 @@ func TestRedlockRefusedWithoutNodes(t *testing.T) {
 // majority (3 of 5) is up, refused as an outage when it is not, and obtained
 // again once a node comes back.
 func TestRedlockQuorum(t *testing.T) {
-	nodes := redistest.Nodes(t, 5)
+	nodes := testkit.RedisNodes(t, 5)
 	r := newTestRedlock(t, nodes)
 	key := "test:redlock:{" + uuid.NewString() + "}"
 	ctx := t.Context()
@@ -77,7 +77,7 @@ func TestRedlockQuorum(t *testing.T) {
 // TestRedlockContended: a held lock is refused to a second owner, then
 // obtained by it once released; a second release is refused.
 func TestRedlockContended(t *testing.T) {
-	r := newTestRedlock(t, redistest.Nodes(t, 3))
+	r := newTestRedlock(t, testkit.RedisNodes(t, 3))
 	key := "test:redlock:{" + uuid.NewString() + "}"
 	ctx := t.Context()
 
@@ -126,7 +126,7 @@ func (s slowNode) SetNX(ctx context.Context, key string, value any, ttl time.Dur
 // TestRedlockValidity: the validity a lease reports is the TTL minus at
 // least the time acquisition took, here at least one slow node's delay.
 func TestRedlockValidity(t *testing.T) {
-	nodes := redistest.Nodes(t, 5)
+	nodes := testkit.RedisNodes(t, 5)
 	const delay = 200 * time.Millisecond
 	clients := make([]RedisClient, len(nodes))
 	for i, n := range nodes {
@@ -156,7 +156,7 @@ func TestRedlockValidity(t *testing.T) {
 // acquires and releases several times and records how many holders were
 // inside at once.
 func TestRedlockExclusion(t *testing.T) {
-	r := newTestRedlock(t, redistest.Nodes(t, 5))
+	r := newTestRedlock(t, testkit.RedisNodes(t, 5))
 	// Under -race on a shared CPU a healthy node can take longer than the
 	// default; this test is about exclusion, not timeouts.
 	r.NodeTimeout = time.Second

@@ -17,12 +17,12 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/harness"
 	"seckill/internal/idgen"
+	"seckill/internal/lab/harness"
 	"seckill/internal/mq"
 	"seckill/internal/order"
-	"seckill/internal/redistest"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestMQ holds every test of the mq mode: they need RabbitMQ, which a bare
@@ -43,10 +43,10 @@ func TestMQ(t *testing.T) {
 // On a Redis Cluster of the test's own, the mq mode sells once per buyer
 // and its orders reach their rows.
 func testOnCluster(t *testing.T, url string) {
-	if !redistest.HaveRedisServer() {
+	if !testkit.HaveRedisServer() {
 		t.Skip("needs redis-server on PATH: the service checks each cluster node with CLUSTER INFO, which miniredis lacks")
 	}
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	srv, product := service(t, url, func(cfg *app.Config) { cfg.RedisAddr, cfg.RedisCluster = "", c.Addrs() })
 	createProduct(t, srv.URL, product, 5)
 	var ids []string

@@ -8,7 +8,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/order"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // BenchmarkBuy measures one purchase through the order service — take a

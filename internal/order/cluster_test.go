@@ -10,17 +10,17 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lock"
 	"seckill/internal/order"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/testenv"
 )
 
-// The service on a Redis Cluster (redistest.NewCluster): for each mode that
+// The service on a Redis Cluster (testkit.NewRedisCluster): for each mode that
 // keeps its stock in Redis, one buyer sends 50 purchases at once, each with
 // a key of its own: one order, 49 told already_bought; then 40 buyers for
 // the 29 units left: every unit sold once, and the audit exact.
 func TestServiceOnCluster(t *testing.T) {
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	t.Logf("cluster: %s", c.Kind())
 	for _, mode := range []string{api.ModeLua, api.ModeRMW, api.ModeAsync} {
 		t.Run(mode, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestServiceOnCluster(t *testing.T) {
 // forgets the buyer (whose key is on another node than the shard), who may
 // buy again; an unpaid order is cancelled at its window's end.
 func TestLifecycleOnCluster(t *testing.T) {
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	_, db, _ := testenv.Local(t)
 	locks, err := lock.OpenPool(t.Context(), lock.PoolConfig{Redis: c.Client})
 	if err != nil {

@@ -14,7 +14,7 @@ var asyncMode = Mode{
 		"(an id already written is skipped), takes over a dead consumer's, and sends a row the database refuses to the dead letters, its unit back.",
 	Breaks: "Until its row is written an order is only in Redis: a Redis that keeps nothing (no AOF) forgets 202s it answered. " +
 		"The service refuses the mode on such a Redis for products that are not lab products (409 not_durable).",
-	Test: "TestAsyncDurability", Package: "./internal/faults",
+	Test: "TestAsyncDurability", Package: "./internal/testkit/faults",
 	Take: stock.Async, Queued: true,
 	seller: async{},
 }

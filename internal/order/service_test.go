@@ -14,7 +14,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // fixture is a service on miniredis and an in-memory SQLite: what is tested

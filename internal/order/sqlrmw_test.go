@@ -10,10 +10,10 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/mysqltest"
 	"seckill/internal/order"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestSQLRMWReleaseBeforeCommit sells stock kept in SQL by read-modify-write
@@ -41,7 +41,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 				t.Skip("MYSQL_DSN is unset: go-mysql-server has no row locks, and its commits overwrite each other's orders")
 			}
 			cfg := testenv.Config(t)
-			cfg.MySQLDSN = mysqltest.New(t)
+			cfg.MySQLDSN = testkit.NewMySQL(t)
 			a, err := app.Open(t.Context(), cfg, nil, app.Extras{})
 			if err != nil {
 				t.Fatal(err)
@@ -139,7 +139,7 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 		t.Skip("MYSQL_DSN is unset: on SQLite one connection serializes the transactions, and go-mysql-server has no row locks")
 	}
 	cfg := testenv.Config(t)
-	cfg.MySQLDSN = mysqltest.New(t)
+	cfg.MySQLDSN = testkit.NewMySQL(t)
 	a, err := app.Open(t.Context(), cfg, nil, app.Extras{})
 	if err != nil {
 		t.Fatal(err)

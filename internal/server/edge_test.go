@@ -22,7 +22,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/lab"
 	"seckill/internal/server"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestBodiesAreStrictJSON: every body (products, orders, runs) goes through

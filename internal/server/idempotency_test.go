@@ -12,7 +12,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // buyWithKey sends one purchase with an Idempotency-Key and returns the

@@ -10,7 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"seckill/internal/api"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // The order lifecycle over HTTP: each transition raced by many goroutines

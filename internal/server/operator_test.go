@@ -8,7 +8,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/lab"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestOnlyTheOperatorChangesASale: with the default configuration (no

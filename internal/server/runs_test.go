@@ -11,8 +11,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/harness"
 	"seckill/internal/lab"
+	"seckill/internal/lab/harness"
 	"seckill/internal/server"
 )
 

@@ -23,7 +23,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/lock"
 	"seckill/internal/server"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // env is one service under test, spoken to over real HTTP.

@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/idgen"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 )
 
 // The async take queues the order on the shard's stream in the same step
@@ -17,7 +17,7 @@ import (
 // written), and indexes it as pending. Run on a real Redis where there is
 // one.
 func TestAsyncTakeQueuesTheOrder(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.Real(t).Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	s := stock.NewStore(rdb, nil)
 	p := stock.Product{Layout: stock.Layout{ID: 900_000_000 + rand.Int64N(1_000_000), Shards: 2, Epoch: 3},

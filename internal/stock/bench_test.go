@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"seckill/internal/lock"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/testenv"
 )
 
 // BenchmarkRMWGuard is the cost of the guarded rmw write (Request.Guard)
@@ -18,10 +18,10 @@ import (
 // instead of a GET). Each iteration is one take of each, for one buyer, on
 // a shard of its own of a redis-server.
 func BenchmarkRMWGuard(b *testing.B) {
-	if !redistest.HaveRedisServer() {
+	if !testkit.HaveRedisServer() {
 		b.Skip("redis-server is not on PATH: miniredis's timings would say nothing about Redis's")
 	}
-	rdb := redistest.Nodes(b, 1)[0].Client
+	rdb := testkit.RedisNodes(b, 1)[0].Client
 	s := stock.NewStore(rdb, nil)
 	for _, name := range []string{"token", "none"} {
 		l, err := lock.New(name, lock.Backends{Redis: rdb})

@@ -13,9 +13,9 @@ import (
 
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/testenv"
 )
 
 // clusterProduct is a product of its own on a cluster that other tests may
@@ -74,7 +74,7 @@ func slot(key string) int64 {
 // unit sold once, to buyers released at once, and one unit per buyer
 // although the buyer's key and the shards are on different nodes.
 func TestClusterTakes(t *testing.T) {
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	_, db, _ := testenv.Local(t)
 	s := stock.NewStore(c.Client, db)
 	for _, mode := range []stock.Mode{stock.Lua, stock.RMW, stock.Async} {
@@ -162,14 +162,14 @@ func TestClusterTakes(t *testing.T) {
 
 // The slot computed here is Redis's, checked against a real cluster.
 func TestSlotIsRedis(t *testing.T) {
-	c := redistest.NewCluster(t)
-	if c.Kind() == redistest.Embedded {
+	c := testkit.NewRedisCluster(t)
+	if c.Kind() == testkit.RedisEmbedded {
 		t.Log("miniredis answers CLUSTER KEYSLOT with one slot for every key: checked against the CRC16 check value only")
 	}
 	if got := slot("123456789"); got != 0x31C3%16384 {
 		t.Errorf("slot(123456789) = %d, want the CRC16/XMODEM check value 0x31C3 mod 16384", got)
 	}
-	if c.Kind() == redistest.Embedded {
+	if c.Kind() == testkit.RedisEmbedded {
 		return
 	}
 	for _, k := range []string{"seckill:stock:{42_3}:7", "a", "seckill:buyer:{42:9}:7", "{}x"} {
@@ -187,7 +187,7 @@ func TestSlotIsRedis(t *testing.T) {
 // lost) is settled by SettleBuyers: an empty key, or the taking purchase's
 // own claim, becomes the take's record; another purchase's claim is left.
 func TestSettleBuyers(t *testing.T) {
-	c := redistest.NewCluster(t)
+	c := testkit.NewRedisCluster(t)
 	_, db, _ := testenv.Local(t)
 	s := stock.NewStore(c.Client, db)
 	ctx := t.Context()

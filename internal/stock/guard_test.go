@@ -11,12 +11,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"seckill/internal/etcdtest"
 	"seckill/internal/lock"
-	"seckill/internal/mysqltest"
-	"seckill/internal/redistest"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit"
+	"seckill/internal/testkit/testenv"
 )
 
 // A holder that lost its lock between its read and its write, as one paused
@@ -29,7 +27,7 @@ import (
 // before B, and one unit is sold twice, unless the lock's own fencing token
 // refuses it (fenced, etcd).
 func TestGuardedWriteRefusesALostLease(t *testing.T) {
-	main := redistest.Real(t)
+	main := testkit.RealRedis(t)
 	for _, st := range lock.Strategies() {
 		t.Run(st.Name, func(t *testing.T) {
 			g := newGuardCase(t, main, st.Name)
@@ -53,7 +51,7 @@ type guardCase struct {
 	fenced bool // the lock issues its own fencing token
 }
 
-func newGuardCase(t *testing.T, main *redistest.Server, name string) *guardCase {
+func newGuardCase(t *testing.T, main *testkit.RedisServer, name string) *guardCase {
 	t.Helper()
 	g := &guardCase{s: stock.NewStore(main.Client, nil), fenced: name == "fenced" || name == "etcd"}
 	backends := lock.Backends{Redis: main.Client}
@@ -67,7 +65,7 @@ func newGuardCase(t *testing.T, main *redistest.Server, name string) *guardCase 
 	case "none", "local":
 		g.steal = func(*testing.T, string) {} // nothing excludes B from A's section
 	case "redlock":
-		nodes := redistest.Clients(redistest.Nodes(t, 3))
+		nodes := testkit.RedisClients(testkit.RedisNodes(t, 3))
 		backends.Nodes, bBackends.Nodes = nodes, nodes
 		g.steal = func(t *testing.T, key string) {
 			for _, n := range nodes {
@@ -82,15 +80,15 @@ func newGuardCase(t *testing.T, main *redistest.Server, name string) *guardCase 
 		}
 		// A and B on databases of their own, so that A's sessions are the
 		// ones in A's database; GET_LOCK's names are server-wide.
-		aDSN, bDSN := mysqltest.New(t), mysqltest.New(t)
-		aDB := mysqltest.Open(t, aDSN)
+		aDSN, bDSN := testkit.NewMySQL(t), testkit.NewMySQL(t)
+		aDB := testkit.OpenMySQL(t, aDSN)
 		backends.SQL, backends.SQLDialect = aDB, "mysql"
-		bBackends.SQL, bBackends.SQLDialect = mysqltest.Open(t, bDSN), "mysql"
-		admin := mysqltest.Open(t, bDSN)
+		bBackends.SQL, bBackends.SQLDialect = testkit.OpenMySQL(t, bDSN), "mysql"
+		admin := testkit.OpenMySQL(t, bDSN)
 		g.steal = func(t *testing.T, _ string) { killSessions(t, admin, aDB) } // the holder's session died
 	case "etcd":
-		cli := etcdtest.Client(t)
-		backends.Etcd, bBackends.Etcd = etcdtest.Connect(cli), etcdtest.Connect(cli)
+		cli := testkit.EtcdClient(t)
+		backends.Etcd, bBackends.Etcd = testkit.ConnectEtcd(cli), testkit.ConnectEtcd(cli)
 		g.steal = func(t *testing.T, key string) {
 			if _, err := cli.Delete(context.Background(), lock.EtcdPrefix+key+"/", clientv3.WithPrefix()); err != nil {
 				t.Fatal(err)

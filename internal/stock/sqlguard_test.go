@@ -12,7 +12,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestSQLRMWGuardRefusesALostLease: in the sqlrmw mode, purchase A reads the

@@ -15,7 +15,7 @@ import (
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
-	"seckill/internal/testenv"
+	"seckill/internal/testkit/testenv"
 )
 
 // fixture is a store on miniredis and an in-memory SQLite: what is tested

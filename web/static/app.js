@@ -1,6 +1,6 @@
 // The seckill lab page: a product's live stock, a buy form, and load runs
 // compared in charts. Plain JavaScript, no build step; the only library is
-// Chart.js, served at vendor/ from internal/chartjs.
+// Chart.js, served at vendor/ from static/vendor.
 "use strict";
 
 (() => {

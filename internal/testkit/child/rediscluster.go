@@ -1,0 +1,425 @@
+package child
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterProcs is a Redis Cluster of redis-server processes on loopback:
+// 3 masters with a replica each, empty and without persistence. It needs no
+// test: the load harness starts one too.
+type ClusterProcs struct {
+	mu    sync.Mutex
+	nodes []*RedisProc
+}
+
+// ClusterSize is the number of processes of a ClusterProcs: 3 masters and
+// their replicas.
+const ClusterSize = 6
+
+// StartCluster starts ClusterSize redis-server processes in cluster mode,
+// each in a directory under dir, and makes a cluster of them with
+// redis-cli --cluster create. Each node's port is at most 55535, so that
+// its cluster bus port (port + 10000) is a valid port too.
+func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("a Redis Cluster needs %s on PATH: %w", bin, err)
+		}
+	}
+	c := &ClusterProcs{}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	for i := range ClusterSize {
+		p, err := startClusterNode(ctx, filepath.Join(dir, "node"+strconv.Itoa(i)))
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, p)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	for _, addr := range c.Addrs() {
+		if err := WaitClusterOK(ctx, addr); err != nil {
+			return nil, err
+		}
+		if err := waitReplicaSynced(ctx, addr); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// waitReplicaSynced polls the node at addr until it is a replica whose
+// link to its master is up, or a master that streams its writes to its
+// replica: after a diskless full sync a master holds the writes back until
+// the replica's first acknowledgement (up to a second later), and a master
+// lost in that second takes them all with it.
+func waitReplicaSynced(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.Info(ctx, "replication").Result()
+		if err == nil && (strings.Contains(info, "master_link_status:up") || streaming(info)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica %s not in sync with its master before the deadline: %v %v", addr, err, info)
+		case <-tick.C:
+		}
+	}
+}
+
+func startClusterNode(ctx context.Context, dir string) (*RedisProc, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	var lastErr error
+	for range 10 {
+		port, err := freeClusterPort()
+		if err != nil {
+			return nil, err
+		}
+		p := &RedisProc{Port: port, Dir: dir, Extra: []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			// A master lost is replaced by its replica after 2s: tests of
+			// a failover wait that long, not the default 15s.
+			"--cluster-node-timeout", "2000",
+			// A replica's first full sync starts at once, not after the
+			// default 5s wait for other replicas: until it is done, the
+			// replica refuses to take over (its data is too old).
+			"--repl-diskless-sync-delay", "0",
+		}}
+		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DialerRetries: 1})
+		lastErr = p.Start(ctx, rdb)
+		rdb.Close()
+		if lastErr == nil {
+			return p, nil
+		}
+		p.Stop()
+		if !errors.Is(lastErr, ErrRedisExited) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("starting a cluster node: %w", lastErr)
+}
+
+// freeClusterPort finds a port p with p and p+10000 both free: p in
+// 20000–22767, so that both stay below Linux's ephemeral range (32768 and
+// up), where an outgoing connection could take the bus port between the
+// probe and the bind.
+func freeClusterPort() (int, error) {
+	for range 100 {
+		p := 20000 + rand.IntN(2768)
+		if free(p) && free(p+10000) {
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free pair of ports (p, p+10000) found")
+}
+
+func free(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// WaitClusterOK polls the node at addr until it reports cluster_state:ok.
+// Just after a node is lost the others still report ok until they agree it
+// failed (the node timeout): see WaitFailover.
+func WaitClusterOK(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster node %s not ok before the deadline: %v %v", addr, err, info)
+		case <-tick.C:
+		}
+	}
+}
+
+// Addrs are the nodes' host:port.
+func (c *ClusterProcs) Addrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.nodes))
+	for i, p := range c.nodes {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// Kill SIGKILLs the node at addr, as a crash would, and waits until it has
+// exited. Its replica takes over its slots after the node timeout.
+func (c *ClusterProcs) Kill(addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		if p.Addr() == addr {
+			p.Stop()
+			return nil
+		}
+	}
+	return fmt.Errorf("no node of this cluster at %s", addr)
+}
+
+// Pause SIGSTOPs the node at addr, as a long GC or a VM stall would: it
+// keeps its connections and answers nothing until Resume.
+func (c *ClusterProcs) Pause(addr string) error { return c.signal(addr, syscall.SIGSTOP) }
+
+// Resume SIGCONTs the node at addr, paused by Pause.
+func (c *ClusterProcs) Resume(addr string) error { return c.signal(addr, syscall.SIGCONT) }
+
+func (c *ClusterProcs) signal(addr string, sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		if p.Addr() == addr && p.cmd != nil {
+			return p.cmd.Process.Signal(sig)
+		}
+	}
+	return fmt.Errorf("no running node of this cluster at %s", addr)
+}
+
+// Restart starts again the node at addr, killed before, in its directory:
+// it rejoins the cluster as itself (its nodes.conf), with the data of the
+// dump.rdb a SAVE left there, if any — a server back from an old snapshot.
+func (c *ClusterProcs) Restart(ctx context.Context, addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		if p.Addr() == addr && p.cmd == nil {
+			rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+			defer rdb.Close()
+			return p.Start(ctx, rdb)
+		}
+	}
+	return fmt.Errorf("no stopped node of this cluster at %s", addr)
+}
+
+// streaming reports whether INFO replication of a master shows its replica
+// online and acknowledging (an offset above 0).
+func streaming(info string) bool {
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "slave0:") || !strings.Contains(line, "state=online") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "offset=")
+		v, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n > 0
+	}
+	return false
+}
+
+// WaitFailover polls every node of addrs but lost until each reports its
+// cluster ok and no master at lost: a replica has taken over, and a client
+// loading the slots from any living node is told so (gossip reaches the
+// nodes one by one, so one node's view is not enough).
+func WaitFailover(ctx context.Context, addrs []string, lost string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, addr := range addrs {
+		if addr == lost {
+			continue
+		}
+		if err := waitFailoverSeen(ctx, addr, lost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitFailoverSeen(ctx context.Context, via, lost string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: via, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := rdb.ClusterInfo(ctx).Result()
+		slots, serr := rdb.ClusterSlots(ctx).Result()
+		if err == nil && serr == nil && strings.Contains(info, "cluster_state:ok") && !servedBy(slots, lost) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no failover of %s seen from %s before the deadline: %v %v %v", lost, via, err, serr, info)
+		case <-tick.C:
+		}
+	}
+}
+
+func servedBy(slots []redis.ClusterSlot, addr string) bool {
+	for _, s := range slots {
+		if len(s.Nodes) > 0 && s.Nodes[0].Addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// Logs returns the last lines of every node's log, to tell on a failure
+// what the cluster did.
+func (c *ClusterProcs) Logs(lines int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, p := range c.nodes {
+		out, _ := os.ReadFile(filepath.Join(p.Dir, "redis.log"))
+		ls := strings.Split(strings.TrimSpace(string(out)), "\n")
+		fmt.Fprintf(&b, "--- %s\n%s\n", p.Addr(), strings.Join(ls[max(0, len(ls)-lines):], "\n"))
+	}
+	return b.String()
+}
+
+// Stop kills every node.
+func (c *ClusterProcs) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.nodes {
+		p.Stop()
+	}
+}
+
+// Masters lists the masters' addresses as the cluster client sees them,
+// each with the slot ranges it serves.
+func Masters(ctx context.Context, cc *redis.ClusterClient) (map[string][][2]int64, error) {
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's slots: %w", err)
+	}
+	out := make(map[string][][2]int64)
+	for _, s := range slots {
+		if len(s.Nodes) == 0 {
+			continue
+		}
+		out[s.Nodes[0].Addr] = append(out[s.Nodes[0].Addr], [2]int64{int64(s.Start), int64(s.End)})
+	}
+	return out, nil
+}
+
+// EvenSlots splits the 16384 slots into one range per master, in order.
+func EvenSlots(masters []string) []redis.ClusterSlot {
+	const n = 16384
+	out := make([]redis.ClusterSlot, len(masters))
+	for i, addr := range masters {
+		out[i] = redis.ClusterSlot{Start: i * n / len(masters), End: (i+1)*n/len(masters) - 1,
+			Nodes: []redis.ClusterNode{{Addr: addr}}}
+	}
+	return out
+}
+
+// RedisProc is a redis-server on a free loopback port, empty and without
+// persistence, so that a restart is a node that lost its memory.
+type RedisProc struct {
+	Port int
+	Dir  string // the server's working directory and log
+	// Extra are arguments beside the defaults (a cluster node's).
+	Extra []string
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the running process has exited
+}
+
+func (p *RedisProc) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
+
+// ErrRedisExited is a redis-server that exited while it was awaited.
+var ErrRedisExited = errors.New("redis-server exited")
+
+// Start launches the server and waits until it answers PING on rdb.
+func (p *RedisProc) Start(ctx context.Context, rdb *redis.Client) error {
+	log := filepath.Join(p.Dir, "redis.log")
+	args := append([]string{
+		"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--dir", p.Dir, "--logfile", log}, p.Extra...)
+	p.cmd = exec.Command("redis-server", args...)
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	p.exited = exited
+	go func(cmd *exec.Cmd) {
+		_ = cmd.Wait()
+		close(exited)
+	}(p.cmd)
+	if err := WaitRedisReady(ctx, p.Addr(), rdb, exited); err != nil {
+		out, _ := os.ReadFile(log)
+		return fmt.Errorf("redis-server on %s: %w\n%s", p.Addr(), err, out)
+	}
+	return nil
+}
+
+// WaitRedisReady polls until the server at addr answers PING on rdb, or exited
+// is closed (nil: never), or the deadline passes. It dials first, so that
+// the client's pool does not log failed dials.
+func WaitRedisReady(ctx context.Context, addr string, rdb *redis.Client, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			conn.Close()
+			if err = rdb.Ping(ctx).Err(); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%w: %w", ErrRedisExited, err)
+		case <-ctx.Done():
+			return fmt.Errorf("no PONG before the deadline: %w", err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop kills the process, as a crash would, and waits until it has exited.
+func (p *RedisProc) Stop() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	p.cmd = nil
+}
