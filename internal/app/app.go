@@ -69,74 +69,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		}
 	}()
 	connected := new(onConnect)
-	if a.rdb, err = a.openRedis(ctx, connected); err != nil {
+	if err = a.openBackends(ctx, connected); err != nil {
 		return nil, err
 	}
-	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
+	if err = a.startOrders(ctx, connected); err != nil {
 		return nil, err
 	}
-	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
-	a.etcd = &etcdConn{endpoints: cfg.EtcdEndpoints}
-	pc := lock.PoolConfig{Redis: a.rdb, NodeAddrs: cfg.RedisAddrs, Etcd: a.etcd.connect}
-	if cfg.MySQLDSN != "" {
-		pc.MySQLDSN = mysqlDSN(cfg.MySQLDSN)
-	}
-	if a.locks, err = lock.OpenPool(ctx, pc); err != nil {
-		return nil, err
-	}
-	if err = order.Migrate(ctx, a.db); err != nil {
-		return nil, err
-	}
-	if cfg.RabbitMQURL != "" {
-		if a.broker, err = mq.Dial(cfg.RabbitMQURL, MQQueue(cfg)); err != nil {
-			return nil, err
-		}
-	}
-	var stockBack func(int64)
-	if len(cfg.GateURLs) > 0 {
-		if a.gate, err = gate.New(gate.Options{URLs: cfg.GateURLs, Secret: cfg.GateSecret, Log: log}); err != nil {
-			return nil, err
-		}
-		stockBack = a.gate.StockBack
-	}
-	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
-		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
-		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
-		Deployment: deployment(cfg), Broker: a.broker, StockBack: stockBack, Log: log,
-	})
+	token, err := a.operator(ctx)
 	if err != nil {
 		return nil, err
 	}
-	connected.svc.Store(a.Orders)
-	// What a 202 survives, said once at start; the service reads it again
-	// when it may have changed (order.Service.Durability).
-	d := a.Orders.Catalogue().Durability(ctx)
-	log.Info("what Redis keeps of an answered write", "durability", d.Level, "reason", d.Reason)
-	if cfg.Consume {
-		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
-		a.Consumer.Start()
-		if a.broker != nil {
-			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
-			a.MQConsumer.Start()
-		}
-	}
-	if cfg.DemoStock > 0 {
-		if err = a.ensureDemo(ctx); err != nil {
-			return nil, err
-		}
-	}
-	token, made, err := operatorToken(ctx, a.rdb, cfg.AdminToken)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case made:
-		log.Warn("no ADMIN_TOKEN set: made an operator token; creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>",
-			"token", token, "kept_in", "redis key "+OperatorTokenKey)
-	case cfg.AdminToken == "":
-		log.Info("no ADMIN_TOKEN set: using the operator token kept in Redis (read it with redis-cli GET " + OperatorTokenKey + ")")
-	}
-	a.Config.AdminToken = token
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
@@ -148,6 +90,91 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}
 	a.Handler = server.New(deps)
 	return a, nil
+}
+
+// openBackends connects to Redis, the database, the lock servers, the
+// broker and the gate, and migrates the tables.
+func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error) {
+	cfg := a.Config
+	if a.rdb, err = a.openRedis(ctx, connected); err != nil {
+		return err
+	}
+	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
+		return err
+	}
+	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
+	a.etcd = &etcdConn{endpoints: cfg.EtcdEndpoints}
+	pc := lock.PoolConfig{Redis: a.rdb, NodeAddrs: cfg.RedisAddrs, Etcd: a.etcd.connect}
+	if cfg.MySQLDSN != "" {
+		pc.MySQLDSN = mysqlDSN(cfg.MySQLDSN)
+	}
+	if a.locks, err = lock.OpenPool(ctx, pc); err != nil {
+		return err
+	}
+	if err = order.Migrate(ctx, a.db); err != nil {
+		return err
+	}
+	if cfg.RabbitMQURL != "" {
+		if a.broker, err = mq.Dial(cfg.RabbitMQURL, MQQueue(cfg)); err != nil {
+			return err
+		}
+	}
+	if len(cfg.GateURLs) > 0 {
+		a.gate, err = gate.New(gate.Options{URLs: cfg.GateURLs, Secret: cfg.GateSecret, Log: a.log})
+	}
+	return err
+}
+
+// startOrders starts the order service, its consumers and the demo product.
+func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error) {
+	cfg, log := a.Config, a.log
+	var stockBack func(int64)
+	if a.gate != nil {
+		stockBack = a.gate.StockBack
+	}
+	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
+		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
+		Deployment: deployment(cfg), Broker: a.broker, StockBack: stockBack, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	connected.svc.Store(a.Orders)
+	// What a 202 survives, said once at start; the service reads it again
+	// when it may have changed (order.Catalogue.Durability).
+	d := a.Orders.Catalogue().Durability(ctx)
+	log.Info("what Redis keeps of an answered write", "durability", d.Level, "reason", d.Reason)
+	if cfg.Consume {
+		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
+		a.Consumer.Start()
+		if a.broker != nil {
+			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
+			a.MQConsumer.Start()
+		}
+	}
+	if cfg.DemoStock > 0 {
+		return a.ensureDemo(ctx)
+	}
+	return nil
+}
+
+// operator returns the operator's token, made and said once when none was
+// set.
+func (a *App) operator(ctx context.Context) (string, error) {
+	token, made, err := operatorToken(ctx, a.rdb, a.Config.AdminToken)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case made:
+		a.log.Warn("no ADMIN_TOKEN set: made an operator token; creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>",
+			"token", token, "kept_in", "redis key "+OperatorTokenKey)
+	case a.Config.AdminToken == "":
+		a.log.Info("no ADMIN_TOKEN set: using the operator token kept in Redis (read it with redis-cli GET " + OperatorTokenKey + ")")
+	}
+	a.Config.AdminToken = token
+	return token, nil
 }
 
 // openRedis connects to the cluster or the Redis cfg names, or starts an
