@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -385,49 +384,21 @@ func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
 
 // queued looks an order up in the async mode's pending index.
 func (q *Queue) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
-	v, err := q.rdb.HGet(ctx, stock.PendingKey(id.Time()), id.String()).Result()
-	if errors.Is(err, redis.Nil) {
-		return Order{}, false, nil
+	p, found, err := q.stock.Queue().Pending(ctx, id)
+	switch {
+	case err != nil || !found:
+		return Order{}, found, err
+	case p.Failed != "":
+		return Order{ID: id, Status: Failed, Reason: p.Failed}, true, nil
 	}
-	if err != nil {
-		return Order{}, false, fmt.Errorf("looking order %s up among the queued: %w", id, err)
-	}
-	if reason, failed := strings.CutPrefix(v, "failed "); failed {
-		return Order{ID: id, Status: Failed, Reason: reason}, true, nil
-	}
-	var product, user, sale int64
-	var shard int
-	if _, err := fmt.Sscan(v, &product, &shard, &user, &sale); err != nil {
-		return Order{}, false, fmt.Errorf("queued order %s: %q: %w", id, v, err)
-	}
-	return Order{ID: id, ProductID: product, Sale: sale, UserID: user, Shard: shard, Mode: asyncMode.Name,
+	return Order{ID: id, ProductID: p.Product, Sale: p.Sale, UserID: p.User, Shard: p.Shard, Mode: asyncMode.Name,
 		Status: Pending, CreatedAt: id.Time()}, true, nil
 }
 
 // queuedAmong reports which of ids are in the async mode's pending index
-// (queued, or failed and not yet settled), as queued does, in pipelines.
+// (queued, or failed and not yet settled), as queued does.
 func (q *Queue) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
-	out := make(map[idgen.ID]bool)
-	for len(ids) > 0 {
-		chunk := ids[:min(idChunk, len(ids))]
-		ids = ids[len(chunk):]
-		cmds := make([]*redis.BoolCmd, len(chunk))
-		_, err := q.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = pipe.HExists(ctx, stock.PendingKey(id.Time()), id.String())
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("looking %d orders up among the queued: %w", len(chunk), err)
-		}
-		for i, c := range cmds {
-			if c.Val() {
-				out[chunk[i]] = true
-			}
-		}
-	}
-	return out, nil
+	return q.stock.Queue().PendingAmong(ctx, ids)
 }
 
 // Backlog is the async mode's queue, over every product.

@@ -233,6 +233,62 @@ func (qu *Queue) Claim(ctx context.Context, consumer, stream string, minIdle tim
 	return good, bad, nil
 }
 
+// Pending is an order in the pending index: queued by the async mode's
+// take, or refused by the database (Failed says why) and not settled yet.
+type Pending struct {
+	Product, User, Sale int64
+	Shard               int
+	Failed              string
+}
+
+// Pending looks an order up in the pending index.
+func (qu *Queue) Pending(ctx context.Context, id idgen.ID) (Pending, bool, error) {
+	v, err := qu.rdb.HGet(ctx, PendingKey(id.Time()), id.String()).Result()
+	if errors.Is(err, redis.Nil) {
+		return Pending{}, false, nil
+	}
+	if err != nil {
+		return Pending{}, false, fmt.Errorf("looking order %s up among the queued: %w", id, err)
+	}
+	if reason, failed := strings.CutPrefix(v, "failed "); failed {
+		return Pending{Failed: reason}, true, nil
+	}
+	// async.lua writes "product shard user sale".
+	var p Pending
+	if _, err := fmt.Sscan(v, &p.Product, &p.Shard, &p.User, &p.Sale); err != nil {
+		return Pending{}, false, fmt.Errorf("queued order %s: %q: %w", id, v, err)
+	}
+	return p, true, nil
+}
+
+// pendingChunk bounds the lookups of one pipeline.
+const pendingChunk = 1000
+
+// PendingAmong reports which of ids are in the pending index, in pipelines.
+func (qu *Queue) PendingAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
+	out := make(map[idgen.ID]bool)
+	for len(ids) > 0 {
+		chunk := ids[:min(pendingChunk, len(ids))]
+		ids = ids[len(chunk):]
+		cmds := make([]*redis.BoolCmd, len(chunk))
+		_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = pipe.HExists(ctx, PendingKey(id.Time()), id.String())
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("looking %d orders up among the queued: %w", len(chunk), err)
+		}
+		for i, c := range cmds {
+			if c.Val() {
+				out[chunk[i]] = true
+			}
+		}
+	}
+	return out, nil
+}
+
 // Ack removes written orders from their streams and from the pending index.
 func (qu *Queue) Ack(ctx context.Context, qs []QueuedOrder) error {
 	_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
