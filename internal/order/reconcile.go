@@ -2,8 +2,6 @@ package order
 
 import (
 	"context"
-	"crypto/rand"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -442,27 +440,26 @@ func (rec *Reconciler) touchRecent() {
 	}
 }
 
-var (
-	//go:embed release_lease.lua
-	releaseLeaseLua    string
-	releaseLeaseScript = redis.NewScript(releaseLeaseLua)
-)
-
-// lease takes key for ttl unless another holds it; it returns the release,
-// or nil when another holds it.
+// lease takes key for ttl with the token lock (the pool's, not a copy),
+// unless another holds it; it returns the release, or nil when another
+// holds it.
 func (rec *Reconciler) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
-	token := rand.Text()
-	ok, err := rec.rdb.SetNX(ctx, key, token, ttl).Result()
+	l, err := rec.locks.Get("token")
+	if err != nil {
+		return nil, err
+	}
+	lease, err := l.Acquire(ctx, key, lock.Options{TTL: ttl})
+	if errors.Is(err, lock.ErrNotObtained) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("taking the lease %s: %w", key, err)
-	}
-	if !ok {
-		return nil, nil
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), rec.opt.Step)
 		defer cancel()
-		if err := releaseLeaseScript.Run(ctx, rec.rdb, []string{key}, token).Err(); err != nil {
+		// Expired already (ErrNotHeld): another may hold it now, and keeps it.
+		if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
 			rec.log.Warn("a lease was not released; it expires", "key", key, "error", err)
 		}
 	}, nil
