@@ -166,6 +166,9 @@ func TestPage(t *testing.T) {
 		if name := run[string](t, ctx, `document.querySelector("#explain-name").textContent`); name != tc.lock {
 			t.Errorf("the explanation is of %q, want %q", name, tc.lock)
 		}
+		// The chosen mode is explained beside the lock, from GET /api/modes.
+		waitFor[bool](t, ctx, "the rmw mode's explanation",
+			`document.querySelector("#explain-mode-name").textContent === "rmw" && document.querySelector("#explain-mode-breaks").textContent.length > 0`)
 		before := run[int](t, ctx, `window.seckill.runs.length`)
 		do(t, ctx, "run "+tc.lock, chromedp.Click(chromedp.ID("run")))
 		waitFor[bool](t, ctx, tc.lock+" run to finish", fmt.Sprintf(`window.seckill.runs.length > %d`, before))
