@@ -19,10 +19,12 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/embedded"
 	"seckill/internal/gate"
+	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/mq"
 	"seckill/internal/order"
 	"seckill/internal/server"
+	"seckill/internal/stock"
 )
 
 // App is the assembled service: its backends, the order service and the
@@ -41,6 +43,7 @@ type App struct {
 	broker   *mq.Broker
 	gate     *gate.Notifier
 	locks    *lock.Pool
+	ids      *idgen.Redis
 	db       *gorm.DB
 	embedded *embedded.Redis
 	etcd     *etcdConn
@@ -132,10 +135,15 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 	if a.gate != nil {
 		stockBack = a.gate.StockBack
 	}
+	// The order ids and the stock are built here and handed in: the
+	// connect hook reaches the ids straight, and the service owns neither.
+	a.ids = idgen.NewRedis(a.rdb, "order", &idgen.SQLBlocks{DB: a.db})
+	connected.ids.Store(a.ids)
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
 		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
-		Deployment: deployment(cfg), Broker: a.broker, StockBack: stockBack, Log: log,
+		IDs: a.ids, Stock: stock.NewStore(a.rdb, a.db).ForDeployment(deployment(cfg)),
+		Broker: a.broker, StockBack: stockBack, Log: log,
 	})
 	if err != nil {
 		return err
@@ -287,6 +295,9 @@ func (a *App) Close() error {
 	}
 	if a.Orders != nil {
 		errs = append(errs, a.Orders.Close())
+	}
+	if a.ids != nil { // after the service: its purchases draw ids until it closed
+		a.ids.Close()
 	}
 	if a.gate != nil { // after the service: its last notices are sent
 		errs = append(errs, a.gate.Close())

@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"seckill/internal/idgen"
 	"seckill/internal/order"
 )
 
@@ -28,12 +29,21 @@ const redisStep = 2 * (redisTimeout + 100*time.Millisecond)
 const redisTimeout = 2 * time.Second
 
 // onConnect is the Redis client's hook on each new connection (to any node
-// of a cluster): once the order service exists, its RedisConnected (which
-// drops the order ids' blocks of a Redis that restarted, before the
-// connection serves).
-type onConnect struct{ svc atomic.Pointer[order.Service] }
+// of a cluster): once they exist, the order id generator's Connected (which
+// drops the ids' blocks of a Redis that restarted, before the connection
+// serves), then the order service's RedisConnected (a server not met before
+// waits for its repair). They are made after the client, on it.
+type onConnect struct {
+	ids atomic.Pointer[idgen.Redis]
+	svc atomic.Pointer[order.Service]
+}
 
 func (h *onConnect) hook(ctx context.Context, cn *redis.Conn) error {
+	if ids := h.ids.Load(); ids != nil {
+		if err := ids.Connected(ctx, cn); err != nil {
+			return err
+		}
+	}
 	if s := h.svc.Load(); s != nil {
 		return s.RedisConnected(ctx, cn)
 	}

@@ -108,15 +108,19 @@ var errAlreadyRebuilt = errors.New("order: rebuilt already")
 
 // RedisConnected is the Redis client's OnConnect hook (app wires it, on
 // one Redis and on a cluster's every node): a server not met before makes
-// the products wait for their repair (see repairGate), and the order id
-// generator's Connected drops the id blocks of a server that restarted
-// before the connection serves anything (see idgen.Redis). A new
-// connection may also be to a server that restarted with other persistence
-// settings: the durability is read again on its next use.
+// the products wait for their repair (see repairGate). A new connection may
+// also be to a server that restarted with other persistence settings: the
+// durability is read again on its next use. When the service made its own
+// order id generator (Options.IDs unset), the generator's Connected runs
+// here too: it drops the id blocks of a server that restarted before the
+// connection serves anything (see idgen.Redis).
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
 	s.durable.Stale()
 	if err := s.rec.serverSeen(ctx, cn); err != nil {
 		return err
+	}
+	if !s.ownIDs {
+		return nil
 	}
 	return s.ids.Connected(ctx, cn)
 }

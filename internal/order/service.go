@@ -69,6 +69,14 @@ type Options struct {
 	// Redis leave this one's queue alone (stock.Store.ForDeployment).
 	// Default: none, one queue per Redis.
 	Deployment string
+	// IDs draws the order ids. The caller that hands one in owns it: it
+	// wires the generator's Connected to the Redis client's OnConnect hook
+	// and closes it after the service. Default: one on rdb, its blocks in
+	// db, which the service owns (RedisConnected and Close reach it).
+	IDs *idgen.Redis
+	// Stock is the store of the products' stock. Default: one on rdb and
+	// db, for Deployment.
+	Stock *stock.Store
 	// Broker carries the mq mode's orders to the consumers. Default: none,
 	// and the mq mode is refused.
 	Broker *mq.Broker
@@ -135,7 +143,10 @@ type base struct {
 	stock *stock.Store
 	ids   *idgen.Redis
 	locks *lock.Pool
-	limit rateLimit
+	// ownIDs: the service made ids (Options.IDs unset) and serves its
+	// hook and its Close.
+	ownIDs bool
+	limit  rateLimit
 	// durable is what Redis keeps of an answered write (durability.go).
 	durable *durability.Watch
 	opt     Options
@@ -231,10 +242,15 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	b := &base{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
-		stock: stock.NewStore(rdb, db).ForDeployment(opt.Deployment),
-		ids:   idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db}),
+		stock: opt.Stock, ids: opt.IDs, ownIDs: opt.IDs == nil,
 		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
 		stop:  make(chan struct{}),
+	}
+	if b.stock == nil {
+		b.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
+	}
+	if b.ownIDs {
+		b.ids = idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db})
 	}
 	b.parts = &parts{
 		cat:   &Catalogue{base: b, done: make(chan struct{})},
@@ -299,7 +315,9 @@ func (s *Service) Close() error {
 	close(s.stop)
 	s.flight.Unlock()
 	s.working.Wait()
-	s.ids.Close()
+	if s.ownIDs {
+		s.ids.Close()
+	}
 	err := s.cat.sub.Close()
 	<-s.cat.done
 	return err
