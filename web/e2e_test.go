@@ -365,6 +365,7 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		Bars     int    `json:"bars"`
 		Run      string `json:"run"`
 		Shown    string `json:"shown"`
+		Counts   string `json:"counts"`
 	}
 	waitFor[bool](t, ctx, what+"'s timeline", `(() => {
 		const tl = window.seckill.timeline;
@@ -376,13 +377,16 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		const tl = document.querySelector("#timeline");
 		return {sentence: tl.querySelector(".tl-sentence").textContent, red: Number(tl.dataset.red),
 			bars: window.seckill.timeline.data.bars.length, run: window.seckill.timeline.run,
-			shown: document.querySelector("#run-result .what").textContent};
+			shown: document.querySelector("#run-result .what").textContent,
+			counts: tl.querySelector(".tl-counts").textContent};
 	})()`)
 	if !sentence.MatchString(d.Sentence) {
 		t.Errorf("%s: the timeline says %q, want it to match %s", what, d.Sentence, sentence)
 	}
 	if (d.Red > 0) != red || d.Bars == 0 {
-		t.Errorf("%s: %d of %d bars drawn red, want red bars %v", what, d.Red, d.Bars, red)
+		// The counts say whether answers came back without a trace (a bar
+		// missing), which a lost update's story may need.
+		t.Errorf("%s: %d of %d bars drawn red, want red bars %v (%s)", what, d.Red, d.Bars, red, d.Counts)
 	}
 	if !strings.HasPrefix(d.Shown, "Run "+d.Run+":") {
 		t.Errorf("%s: the timeline is run %s's, the result shown is %q", what, d.Run, d.Shown)
