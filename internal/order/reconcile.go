@@ -155,7 +155,7 @@ type passRun struct {
 	rec    *Reconciler
 	p      Product
 	r      api.Reconciliation
-	ledger map[int64]stock.Entry
+	ledger []stock.Entry // every take: a buyer may hold two (stock.Ledgers.Entries)
 	// over: takes whose purchases ended with their outcome unknown.
 	over map[idgen.ID]bool
 	// byID: the orders the pass looks at; those no take names are left.
@@ -172,7 +172,7 @@ func (rec *Reconciler) begin(ctx context.Context, p Product, prev *passState) (*
 	pr := &passRun{rec: rec, p: p}
 	l := p.stock().Layout
 	var err error
-	if pr.ledger, err = rec.stock.Ledgers().Ledger(ctx, l); err != nil {
+	if pr.ledger, err = rec.stock.Ledgers().Entries(ctx, l); err != nil {
 		return pr, err
 	}
 	// The takes of purchases that ended with their outcome unknown are
@@ -311,7 +311,7 @@ func (pr *passRun) countOrphans() {
 // the sale's rows that are not live (few: cancelled and void), the rows of
 // the takes prev did not settle, by id, and the number of live orders of
 // the sale.
-func (rec *Reconciler) ordersOf(ctx context.Context, p Product, ledger map[int64]stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
+func (rec *Reconciler) ordersOf(ctx context.Context, p Product, ledger []stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
 	cols := []string{"id", "user_id", "buyer", "status"}
 	if prev == nil {
 		var rows []Order

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"seckill/internal/api"
+	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
 )
@@ -21,7 +22,11 @@ import (
 // before) does not name. It reads the live orders of the sale; each
 // restore checks the shard's ledger again, so an order whose take landed
 // after ledger was read is left as it is.
-func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger map[int64]stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
+func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger []stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
+	recorded := make(map[idgen.ID]bool, len(ledger))
+	for _, e := range ledger {
+		recorded[e.Order] = true
+	}
 	var r api.Reconciliation
 	var rows []Order
 	err := rec.db.WithContext(ctx).Select("id", "user_id", "shard", "idem_key", "created_at").
@@ -31,9 +36,9 @@ func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger m
 	}
 	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
 		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
-	restored := make(map[int64]stock.Entry)
+	var restored []stock.Entry
 	for _, o := range rows {
-		if e, ok := ledger[o.UserID]; ok && e.Order == o.ID {
+		if recorded[o.ID] {
 			continue
 		}
 		if o.Shard < 0 || o.Shard >= p.Shards {
@@ -48,11 +53,11 @@ func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger m
 		switch what {
 		case stock.Restored:
 			r.Restored++
-			restored[e.User] = e
+			restored = append(restored, e)
 			rec.log.Warn("took back the unit of an order whose take the store forgot", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		case stock.Short:
 			r.Short++
-			restored[e.User] = e
+			restored = append(restored, e)
 			rec.log.Error("an order's take the store forgot was sold again: no unit left to take back", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		case stock.Conflict:
 			r.Orphans++

@@ -193,7 +193,7 @@ func (rec *Reconciler) repair(ctx context.Context, id int64) error {
 			return err
 		}
 	}
-	ledger, err := rec.stock.Ledgers().Ledger(ctx, p.stock().Layout)
+	ledger, err := rec.stock.Ledgers().Entries(ctx, p.stock().Layout)
 	if err != nil {
 		return err
 	}

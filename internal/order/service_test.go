@@ -323,6 +323,52 @@ func TestRebuildAfterRedisLostTheStock(t *testing.T) {
 // A take whose purchase died before its order was written is stranded: the
 // reconciler returns its unit after the grace period, and its buyer may buy
 // again; a take younger than the grace period is left alone.
+// TestReconcilerSeesABuyersSecondTake: on a Redis Cluster a buyer whose
+// key's node failed mid-take may hold a take in each of two shards (the
+// double window). The one without an order must be returned: read by buyer,
+// the ledgers showed one take per buyer, the later shard's, and a CI run
+// lost the unit of the other for good (TestRedisCluster, a master killed
+// mid-burst: LOST 1).
+func TestReconcilerSeesABuyersSecondTake(t *testing.T) {
+	f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
+	p := f.reset(order.ProductSpec{ID: 1, Stock: 6, Shards: 2, Mode: "lua"})
+	// Two buyers: the round robin puts one of them on shard 1.
+	var real order.Order
+	for user := int64(1); user <= 2; user++ {
+		o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: user, ProductID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Shard == 1 {
+			real = o
+		}
+	}
+	if real.ID == 0 {
+		t.Fatal("neither purchase took from shard 1")
+	}
+	// Its second take, on shard 0 (read before shard 1), with no order: a
+	// unit out of the stock and a record in the ledger, in one step as a
+	// take does.
+	l := stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}
+	extra := stock.Entry{User: real.UserID, Order: 987654321, Key: "second", Shard: 0, At: time.Now().Add(-time.Minute)}
+	if err := f.rdb.Decr(t.Context(), l.StockKey(0)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stock.NewStore(f.rdb, f.db).Ledgers().Record(t.Context(), l, []stock.Entry{extra}); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.audit(1); a.Remaining != 3 || a.Orders != 2 {
+		t.Fatalf("audit with the second take %+v: want 3 remaining, 2 orders", a)
+	}
+	r, err := f.svc.Reconciler().Reconcile(t.Context(), 1)
+	if err != nil || r.Takes != 3 || r.Returned != 1 {
+		t.Fatalf("pass: %+v, %v; want 3 takes seen and the second take's unit returned", r, err)
+	}
+	if a := f.audit(1); a.Remaining != 4 || a.Orders != 2 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit after the pass %+v: want 4 remaining, 2 orders, OK", a)
+	}
+}
+
 func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	f := newFixture(t, order.Options{ReconcileGrace: time.Hour})
 	p := f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua"})

@@ -68,7 +68,7 @@ func (rec *Reconciler) forgetSettled(ctx context.Context, p Product) error {
 	if err != nil || len(marked) == 0 {
 		return err
 	}
-	ledger, err := rec.stock.Ledgers().Ledger(ctx, l)
+	ledger, err := rec.stock.Ledgers().Entries(ctx, l)
 	if err != nil {
 		return err
 	}

@@ -221,14 +221,16 @@ func (s *Store) forget(ctx context.Context, p Product, user int64, claim, order 
 // the purchase that took. A key holding another purchase's claim is left
 // to that purchase. On one Redis the take wrote the key itself: nothing
 // to do. Two round trips, pipelined over the nodes.
-func (s *Store) SettleBuyers(ctx context.Context, l Layout, ledger map[int64]Entry) error {
+func (s *Store) SettleBuyers(ctx context.Context, l Layout, ledger []Entry) error {
 	if !s.split() || len(ledger) == 0 {
 		return nil
 	}
 	gets := make(map[int64]*redis.StringCmd, len(ledger))
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for user := range ledger {
-			gets[user] = pipe.Get(ctx, l.BuyerKey(user))
+		for _, e := range ledger {
+			if gets[e.User] == nil {
+				gets[e.User] = pipe.Get(ctx, l.BuyerKey(e.User))
+			}
 		}
 		return nil
 	})
@@ -236,7 +238,8 @@ func (s *Store) SettleBuyers(ctx context.Context, l Layout, ledger map[int64]Ent
 		return fmt.Errorf("reading the buyers of product %d: %w", l.ID, err)
 	}
 	_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for user, e := range ledger {
+		for _, e := range ledger {
+			user := e.User
 			v, err := gets[user].Result()
 			rec := e.record()
 			switch {

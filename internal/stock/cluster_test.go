@@ -212,7 +212,11 @@ func TestSettleBuyers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleBuyers(ctx, p.Layout, ledger); err != nil {
+	entries, err := s.Ledgers().Entries(ctx, p.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleBuyers(ctx, p.Layout, entries); err != nil {
 		t.Fatal(err)
 	}
 	for u, want := range []string{ledger[1].Order.String(), ledger[2].Order.String(), "claim other 1"} {

@@ -315,8 +315,11 @@ func (lg *Ledgers) Levels(ctx context.Context, p Product) ([]int, error) {
 	return out, nil
 }
 
-// Ledger returns every take recorded in a layout's ledgers, by buyer.
-func (lg *Ledgers) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error) {
+// Entries returns every take recorded in a layout's ledgers. A buyer holds
+// one take, but on a Redis Cluster a buyer whose key's node failed mid-take
+// may hold one in each of two shards (the double window, docs/INVARIANT.md):
+// both are listed, so that the reconciler sees the one without an order.
+func (lg *Ledgers) Entries(ctx context.Context, l Layout) ([]Entry, error) {
 	cmds := make([]*redis.MapStringStringCmd, l.Shards)
 	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range cmds {
@@ -327,7 +330,7 @@ func (lg *Ledgers) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledgers of product %d: %w", l.ID, err)
 	}
-	out := make(map[int64]Entry)
+	var out []Entry
 	for _, c := range cmds {
 		for field, rec := range c.Val() {
 			user, err := strconv.ParseInt(field, 10, 64)
@@ -338,8 +341,23 @@ func (lg *Ledgers) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error
 			if err != nil {
 				return nil, fmt.Errorf("ledger of product %d: %w", l.ID, err)
 			}
-			out[user] = e
+			out = append(out, e)
 		}
+	}
+	return out, nil
+}
+
+// Ledger returns the takes recorded in a layout's ledgers by buyer: one per
+// buyer, the last shard's where a buyer holds two (see Entries, which a
+// reconciler must read instead).
+func (lg *Ledgers) Ledger(ctx context.Context, l Layout) (map[int64]Entry, error) {
+	entries, err := lg.Entries(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]Entry, len(entries))
+	for _, e := range entries {
+		out[e.User] = e
 	}
 	return out, nil
 }
