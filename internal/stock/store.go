@@ -498,16 +498,34 @@ func (lg *Ledgers) count(ctx context.Context, p Product, withQueue bool) (Counts
 		repairs      *redis.SliceCmd
 	}
 	cmds := make([]shard, p.Shards)
-	_, err := lg.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	read := func(pipe redis.Pipeliner, i int) {
+		cmds[i] = shard{stock: pipe.Get(ctx, p.StockKey(i)), queued: pipe.XLen(ctx, p.StreamKey(i)), took: pipe.HLen(ctx, p.LedgerKey(i)),
+			repairs: pipe.HMGet(ctx, p.RepairKey(i), "restored", "short")}
+		if withQueue {
+			cmds[i].entries = pipe.XRange(ctx, p.StreamKey(i), "-", "+")
+		}
+	}
+	// Each shard's reads in one transaction: a give-back (one script on one
+	// shard) lands between two reads of a plain pipeline, and the audit
+	// would see the stock before it and the ledger after, a unit missing
+	// that was never lost. A shard's keys share a slot; the shards do not,
+	// so on a cluster it is one MULTI per shard.
+	var err error
+	if _, cluster := lg.rdb.(*redis.ClusterClient); cluster {
 		for i := range cmds {
-			cmds[i] = shard{stock: pipe.Get(ctx, p.StockKey(i)), queued: pipe.XLen(ctx, p.StreamKey(i)), took: pipe.HLen(ctx, p.LedgerKey(i)),
-				repairs: pipe.HMGet(ctx, p.RepairKey(i), "restored", "short")}
-			if withQueue {
-				cmds[i].entries = pipe.XRange(ctx, p.StreamKey(i), "-", "+")
+			_, err = lg.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { read(pipe, i); return nil })
+			if err != nil && !errors.Is(err, redis.Nil) {
+				break
 			}
 		}
-		return nil
-	})
+	} else {
+		_, err = lg.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i := range cmds {
+				read(pipe, i)
+			}
+			return nil
+		})
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Counts{}, fmt.Errorf("reading the counts of product %d: %w", p.ID, err)
 	}
