@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lab/harness"
 	"seckill/internal/order"
@@ -217,7 +218,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	// this is what the consumers write per second.
 	r.drained = ceilingSide{name: "async drain"}
 	load := harness.Spec{
-		Stock: order.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none",
+		Stock: catalogue.MaxStock, Buyers: 1 << 30, Concurrency: conc, Lock: "none",
 		Duration: harness.Duration(o.selfDur), Timeout: harness.Duration(o.selfDur + time.Minute),
 		AdminToken: c.first.Config.AdminToken,
 	}

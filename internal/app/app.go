@@ -16,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/admission"
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/embedded"
 	"seckill/internal/gate"
 	"seckill/internal/idgen"
@@ -135,22 +137,27 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 	if a.gate != nil {
 		stockBack = a.gate.StockBack
 	}
-	// The order ids and the stock are built here and handed in: the
-	// connect hook reaches the ids straight, and the service owns neither.
+	// The order ids, the stock, the rate limit and the leases' lock are
+	// built here and handed in: the connect hook reaches the ids straight,
+	// and the service owns none of them.
 	a.ids = idgen.NewRedis(a.rdb, "order", &idgen.SQLBlocks{DB: a.db})
 	connected.ids.Store(a.ids)
+	lease, err := a.locks.Get("token")
+	if err != nil {
+		return err
+	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
-		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, RateLimit: cfg.RateLimit, Step: redisStep,
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, Admit: admission.NewPerBuyer(a.rdb, cfg.RateLimit), Step: redisStep,
 		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
 		IDs: a.ids, Stock: stock.NewStore(a.rdb, a.db).ForDeployment(deployment(cfg)),
-		Broker: a.broker, StockBack: stockBack, Log: log,
+		Lease: lease, Broker: a.broker, StockBack: stockBack, Log: log,
 	})
 	if err != nil {
 		return err
 	}
 	connected.svc.Store(a.Orders)
 	// What a 202 survives, said once at start; the service reads it again
-	// when it may have changed (order.Catalogue.Durability).
+	// when it may have changed (catalogue.Catalogue.Durability).
 	d := a.Orders.Catalogue().Durability(ctx)
 	log.Info("what Redis keeps of an answered write", "durability", d.Level, "reason", d.Reason)
 	if cfg.Consume {
@@ -228,8 +235,8 @@ const DemoProduct = 1
 // in Redis: a restart, or a second instance on a fresh database, must not
 // lay out again the stock of a sale in progress.
 func (a *App) ensureDemo(ctx context.Context) error {
-	_, err := a.Orders.Catalogue().CreateIfAbsent(ctx, order.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
-	if errors.Is(err, order.ErrExists) {
+	_, err := a.Orders.Catalogue().CreateIfAbsent(ctx, catalogue.ProductSpec{ID: DemoProduct, Name: "demo phone", Stock: a.Config.DemoStock})
+	if errors.Is(err, catalogue.ErrExists) {
 		a.log.Info("the demo product exists; left as it is", "reason", err)
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/catalogue"
 	"seckill/internal/order"
 	"seckill/internal/testkit/testenv"
 )
@@ -34,7 +35,7 @@ func BenchmarkBuy(b *testing.B) {
 			b.Cleanup(func() { a.Close() })
 			id := testenv.ProductID(b)
 			// A Redis that keeps nothing takes async on a lab product only.
-			spec := order.ProductSpec{ID: id, Stock: order.MaxStock, Lock: bc.lock, Mode: bc.mode, Lab: bc.mode == "async"}
+			spec := catalogue.ProductSpec{ID: id, Stock: catalogue.MaxStock, Lock: bc.lock, Mode: bc.mode, Lab: bc.mode == "async"}
 			_, err = a.Orders.Catalogue().Reset(b.Context(), spec)
 			if err != nil {
 				b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -40,7 +41,7 @@ func TestServiceOnCluster(t *testing.T) {
 			t.Cleanup(func() { consumer.Close() })
 			id := testenv.ProductID(t)
 			// The test cluster keeps nothing: only a lab product may be async on it.
-			spec := order.ProductSpec{ID: id, Stock: 30, Shards: 3, Lock: "token", Mode: mode, Lab: mode == api.ModeAsync}
+			spec := catalogue.ProductSpec{ID: id, Stock: 30, Shards: 3, Lock: "token", Mode: mode, Lab: mode == api.ModeAsync}
 			if _, err := svc.Catalogue().Reset(t.Context(), spec); err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +115,7 @@ func TestLifecycleOnCluster(t *testing.T) {
 	t.Cleanup(func() { svc.Close() })
 	ctx := t.Context()
 	id := testenv.ProductID(t)
-	if _, err := svc.Catalogue().Reset(ctx, order.ProductSpec{ID: id, Stock: 2, Shards: 2, Mode: api.ModeLua, PayTimeout: order.MinPayTimeout}); err != nil {
+	if _, err := svc.Catalogue().Reset(ctx, catalogue.ProductSpec{ID: id, Stock: 2, Shards: 2, Mode: api.ModeLua, PayTimeout: catalogue.MinPayTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	o, _, err := svc.Buy(ctx, order.Purchase{UserID: 1, ProductID: id})

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/stock"
 )
@@ -309,7 +310,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 		stale, err = insertFresh(tx, qs)
 		return err
 	})
-	if err != nil && (!definite(db, err) || transient(err)) {
+	if err != nil && (!definite(db, err) || catalogue.Transient(err)) {
 		return w, err
 	}
 	if err != nil {
@@ -324,7 +325,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (batc
 				return err
 			})
 			if e != nil {
-				if !definite(db, e) || transient(e) {
+				if !definite(db, e) || catalogue.Transient(e) {
 					return w, e
 				}
 				w.refused = append(w.refused, refusal{q, e.Error()})
@@ -399,7 +400,7 @@ func (c *Consumer) deadLetter(ctx context.Context, q stock.QueuedOrder, reason s
 		return
 	}
 	// Its unit is back: the other processes' sold-out flags must go too.
-	c.svc.cat.announce(ctx, returnChannel, q.Layout.ID)
+	c.svc.cat.Returned(ctx, q.Layout.ID)
 }
 
 // insertFresh inserts, in tx, those of qs taken from their product's

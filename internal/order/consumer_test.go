@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -43,7 +44,7 @@ func (f *fixture) waitAudit(id int64, what string, cond func(api.Audit) bool) ap
 // the same order, queued or written; the audit counts the queue.
 func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: "async", Lab: true})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: "async", Lab: true})
 	var ids []string
 	for u := int64(1); u <= 5; u++ {
 		o, rc, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1, Key: "k" + string(rune('0'+u))})
@@ -87,7 +88,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 // written once.
 func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	p := f.reset(order.ProductSpec{ID: 1, Stock: 4, Shards: 1, Mode: "async", Lab: true})
+	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 4, Shards: 1, Mode: "async", Lab: true})
 	for u := int64(1); u <= 4; u++ {
 		if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
 			t.Fatal(err)
@@ -111,7 +112,7 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 // written: nothing is retried for ever, nothing is lost.
 func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "async", Lab: true})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "async", Lab: true})
 	if err := f.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 666
 		BEGIN SELECT RAISE(ABORT, 'user 666 is refused'); END`).Error; err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	f.reset(order.ProductSpec{ID: 1, Stock: 1, Shards: 1, Mode: "async", Lab: true})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: 1, Shards: 1, Mode: "async", Lab: true})
 	if err := f.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 666
 		BEGIN SELECT RAISE(ABORT, 'user 666 is refused'); END`).Error; err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
@@ -46,12 +47,6 @@ var (
 	ErrQueued = errors.New("order: queued, not written yet")
 )
 
-// Limits of a product's payment window.
-const (
-	MinPayTimeout = time.Second
-	MaxPayTimeout = 24 * time.Hour
-)
-
 // naiveGap is the naive lifecycle's pause between its read of the status
 // and its write: the time a real system spends in between (a call to the
 // payment provider), which is the race window.
@@ -65,7 +60,7 @@ func (lc *Lifecycle) Pay(ctx context.Context, id idgen.ID, user int64) (Order, e
 		return Order{}, err
 	}
 	now := time.Now()
-	if p.Lifecycle == Naive {
+	if p.Lifecycle == catalogue.Naive {
 		return lc.payNaively(ctx, o, now)
 	}
 	res := lc.db.WithContext(ctx).Model(&Order{}).
@@ -100,18 +95,18 @@ func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, user int64) (Order
 
 // ownOrder reads an order of user's and its product; another user's order
 // is not found, as an unknown one is.
-func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order, Product, error) {
+func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order, catalogue.Product, error) {
 	if user <= 0 {
-		return Order{}, Product{}, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
+		return Order{}, catalogue.Product{}, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
 	}
 	o, err := lc.sales.Order(ctx, id)
 	switch {
 	case err != nil:
-		return Order{}, Product{}, err
+		return Order{}, catalogue.Product{}, err
 	case o.UserID != user:
-		return Order{}, Product{}, fmt.Errorf("%w: order %s of user %d", ErrNotFound, id, user)
+		return Order{}, catalogue.Product{}, fmt.Errorf("%w: order %s of user %d", ErrNotFound, id, user)
 	case o.Status == Pending:
-		return Order{}, Product{}, fmt.Errorf("%w: order %s", ErrQueued, id)
+		return Order{}, catalogue.Product{}, fmt.Errorf("%w: order %s", ErrQueued, id)
 	}
 	p, err := lc.cat.Product(ctx, o.ProductID)
 	return o, p, err
@@ -146,13 +141,13 @@ func (lc *Lifecycle) lost(ctx context.Context, id idgen.ID, what string) error {
 // stock in SQL, after the commit for stock in Redis (if that fails, the
 // take stays in the ledger without a live order, and the reconciler returns
 // it). It reports whether this call won.
-func (lc *Lifecycle) cancel(ctx context.Context, p Product, o Order, by string) (bool, error) {
-	if p.Lifecycle == Naive {
+func (lc *Lifecycle) cancel(ctx context.Context, p catalogue.Product, o Order, by string) (bool, error) {
+	if p.Lifecycle == catalogue.Naive {
 		return lc.cancelNaively(ctx, p, o, by)
 	}
 	now := time.Now()
 	ours := o.Sale == p.Sale // a unit of an earlier sale went with its stock
-	if ours && p.Store == string(stock.InSQL) && (p.mode().Locked || p.Lab) {
+	if ours && p.Store == string(stock.InSQL) && (modeOfProduct(p).Locked || p.Lab) {
 		// The sqlrmw mode writes the stock it read, minus one: a unit
 		// returned between its SELECT and its UPDATE would be written over.
 		// Return it under the shard's lock, as the purchases take theirs.
@@ -193,12 +188,12 @@ var errLost = errors.New("order: lost the race")
 // lockShard takes a shard's lock under the product's strategy, waiting as
 // long as a give-back would (a holder that keeps it longer is dead), and
 // returns its release; without the lock, the release does nothing.
-func (b *base) lockShard(ctx context.Context, p Product, shard int) func() {
+func (b *base) lockShard(ctx context.Context, p catalogue.Product, shard int) func() {
 	locker, err := b.locker(p.Lock)
 	if err != nil {
 		return func() {}
 	}
-	lease, err := locker.Acquire(ctx, p.stock().LockKey(shard), lock.Options{TTL: b.opt.LockTTL, Wait: b.Budget().GiveBackWait()})
+	lease, err := locker.Acquire(ctx, p.Stock().LockKey(shard), lock.Options{TTL: b.opt.LockTTL, Wait: b.Budget().GiveBackWait()})
 	if err != nil {
 		b.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
 		return func() {}
@@ -207,17 +202,17 @@ func (b *base) lockShard(ctx context.Context, p Product, shard int) func() {
 }
 
 // returnUnit puts a cancelled order's unit back and forgets its buyer.
-func (lc *Lifecycle) returnUnit(ctx context.Context, p Product, o Order) {
+func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Order) {
 	if p.Store == string(stock.InSQL) {
 		lc.stock.ClearSoldOut(p.ID)
-		lc.cat.announce(ctx, returnChannel, p.ID)
+		lc.cat.Returned(ctx, p.ID)
 		return
 	}
 	var locker lock.Locker
-	if p.mode().Locked {
+	if modeOfProduct(p).Locked {
 		locker, _ = lc.locker(p.Lock)
 	}
-	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
+	req := stock.Request{Product: p.Stock(), Mode: modeOfProduct(p).Take, Locker: locker,
 		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.Budget().GiveBackWait(), Guard: !p.Lab}
 	lc.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }
@@ -246,7 +241,7 @@ func (lc *Lifecycle) payNaively(ctx context.Context, o Order, now time.Time) (Or
 
 // cancelNaively: read the status, pause, write "cancelled" and return the
 // unit, whatever the status has become meanwhile.
-func (lc *Lifecycle) cancelNaively(ctx context.Context, p Product, o Order, by string) (bool, error) {
+func (lc *Lifecycle) cancelNaively(ctx context.Context, p catalogue.Product, o Order, by string) (bool, error) {
 	cur, _, err := lc.find(ctx, lc.db, o.ID)
 	if err != nil {
 		return false, err
@@ -394,7 +389,7 @@ func (lc *Lifecycle) expire(ctx context.Context, id idgen.ID) error {
 
 // expireOverdue cancels a sale's unpaid orders well past their due time:
 // those whose deadline never reached the delay queue.
-func (lc *Lifecycle) expireOverdue(ctx context.Context, p Product) (int, error) {
+func (lc *Lifecycle) expireOverdue(ctx context.Context, p catalogue.Product) (int, error) {
 	var ids []int64
 	err := lc.db.WithContext(ctx).Model(&Order{}).
 		Where("product_id = ? AND sale = ? AND status = ? AND due_at < ?", p.ID, p.Sale, Unpaid, time.Now().Add(-2*lc.opt.DueLease)).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -30,7 +31,7 @@ func TestPayAndCancel(t *testing.T) {
 	for _, mode := range []string{"lua", "db", "rmw"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, order.Options{})
-			f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: mode, PayTimeout: time.Minute})
+			f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: mode, PayTimeout: time.Minute})
 			a, b := f.buy(1, 1), f.buy(1, 2)
 			if a.DueAt == nil || a.DueAt.Sub(a.CreatedAt) != time.Minute {
 				t.Errorf("due %v for an order made at %v: want a minute later", a.DueAt, a.CreatedAt)
@@ -71,7 +72,7 @@ func TestPayAndCancel(t *testing.T) {
 // units; a paid one stays.
 func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: 20 * time.Millisecond})
-	f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua", PayTimeout: order.MinPayTimeout})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
 	paid := f.buy(1, 1)
 	f.buy(1, 2)
 	f.buy(1, 3)
@@ -94,7 +95,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: 5 * time.Millisecond})
 	const n = 40
-	f.reset(order.ProductSpec{ID: 1, Stock: n, Shards: 4, Mode: "lua", PayTimeout: order.MinPayTimeout})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: n, Shards: 4, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
 	orders := make([]order.Order, n)
 	for i := range orders {
 		orders[i] = f.buy(1, int64(i+1))
@@ -130,7 +131,7 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: -1})
 	const n = 20
-	f.reset(order.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: time.Minute, Lab: true, Lifecycle: order.Naive})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: time.Minute, Lab: true, Lifecycle: catalogue.Naive})
 	orders := make([]order.Order, n)
 	for i := range orders {
 		orders[i] = f.buy(1, int64(i+1))
@@ -160,7 +161,7 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 	}
 	t.Logf("audit %+v, %d payments told they succeeded", a, paidOK.Load())
 	// A product that is not a lab product cannot choose it.
-	if _, err := f.svc.Catalogue().Reset(t.Context(), order.ProductSpec{ID: 2, Stock: 1, Lifecycle: order.Naive}); !errors.Is(err, order.ErrInvalid) {
+	if _, err := f.svc.Catalogue().Reset(t.Context(), catalogue.ProductSpec{ID: 2, Stock: 1, Lifecycle: catalogue.Naive}); !errors.Is(err, order.ErrInvalid) {
 		t.Errorf("a naive lifecycle on a product that is not a lab product: %v, want ErrInvalid", err)
 	}
 }
@@ -169,7 +170,7 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 // again when the claim's lease ends, and another process cancels them.
 func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: -1})
-	p := f.reset(order.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: order.MinPayTimeout})
+	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
 	o := f.buy(1, 1)
 	time.Sleep(time.Until(*o.DueAt) + 2*time.Millisecond) // the window has ended
 	store := stock.NewStore(f.rdb, f.db)

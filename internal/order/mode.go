@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/stock"
 )
 
@@ -36,7 +37,7 @@ type Mode struct {
 	Locked bool
 	// Queued: the buyer is answered once the order is queued, before its
 	// row is written; until then the take in Redis is all that stands for
-	// it, so the Redis must keep what it answered (durability.go).
+	// it, so the Redis must keep what it answered (catalogue's checkDurable).
 	Queued bool
 
 	seller seller
@@ -91,8 +92,8 @@ func queuedModes() []string {
 	return out
 }
 
-// mode is the product's mode (see modeOf).
-func (p Product) mode() Mode { return modeOf(p.Mode) }
+// modeOfProduct is the product's mode (see modeOf).
+func modeOfProduct(p catalogue.Product) Mode { return modeOf(p.Mode) }
 
 // Command is the go test command that runs the mode's Test.
 func (m Mode) Command() string {
@@ -108,7 +109,7 @@ func (m Mode) Store() stock.Where { return m.Take.Store() }
 
 // sale is one purchase on its way through a mode.
 type sale struct {
-	p   Product
+	p   catalogue.Product
 	req stock.Request
 	lab LabOptions
 	// gen is what awaitRepair returned: the server changes the product's

@@ -18,54 +18,7 @@ import (
 	"time"
 
 	"seckill/internal/idgen"
-	"seckill/internal/stock"
 )
-
-// Product is a thing on sale and the defaults its purchases use.
-type Product struct {
-	ID       int64  `gorm:"primaryKey;autoIncrement:false"`
-	Name     string `gorm:"size:200;not null"`
-	Initial  int    `gorm:"not null"`
-	Shards   int    `gorm:"not null"`
-	Lock     string `gorm:"size:32;not null"`
-	Mode     string `gorm:"size:8;not null"`
-	Fallback bool   `gorm:"not null"`
-	// Store is where the stock lives, fixed by Mode when it was laid out.
-	Store string `gorm:"size:8;not null"`
-	// Lab products accept the teaching knobs per purchase (another lock or
-	// mode, a hold, faults); others are sold only as they were created.
-	// Fixed when the product is created.
-	Lab bool `gorm:"not null;default:false"`
-	// Sale counts the product's sales: a reset starts a new one, and every
-	// order belongs to the sale it was made in.
-	Sale int64 `gorm:"not null;default:1"`
-	// Epoch counts the layouts of the product's stock in Redis: a reset or
-	// a rebuild lays it out anew under new keys (see stock.Layout).
-	Epoch int64 `gorm:"not null;default:1"`
-	// PayTimeout is how long a buyer has to pay an order before it is
-	// cancelled and its unit goes back on sale; 0: no window, orders stay
-	// unpaid until paid or cancelled.
-	PayTimeout time.Duration `gorm:"not null;default:0"`
-	// Lifecycle is how pay, cancel and the timeout change an order:
-	// Conditional (the default), or Naive, the check-then-act a lab
-	// product may choose to show the race it loses.
-	Lifecycle string `gorm:"size:12;not null;default:conditional"`
-	// Replicated products answer a purchase once its take in Redis is on
-	// a replica as well (stock.Product.Replicated).
-	Replicated bool `gorm:"not null;default:false"`
-	// RebuiltAt is when the current sale's stock was last laid out anew
-	// from its orders after Redis lost it; nil if never (a reset clears it).
-	RebuiltAt *time.Time
-	UpdatedAt time.Time
-}
-
-func (p Product) stock() stock.Product {
-	return stock.Product{
-		Layout: stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch},
-		Where:  stock.Where(p.Store), Fallback: p.Fallback, Sale: p.Sale, PayTimeout: p.PayTimeout,
-		Replicated: p.Replicated,
-	}
-}
 
 // Statuses of an order.
 const (
@@ -95,12 +48,6 @@ var live = []string{Unpaid, Paid}
 const (
 	ByBuyer   = "buyer"
 	ByTimeout = "timeout"
-)
-
-// Lifecycles of a product's orders.
-const (
-	Conditional = "conditional"
-	Naive       = "naive"
 )
 
 // Order is one unit sold to one user in one sale. The unique index on

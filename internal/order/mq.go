@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/mq"
 	"seckill/internal/stock"
@@ -39,10 +40,10 @@ type message struct {
 // The purchase is answered once the broker confirmed it. When the broker
 // surely does not have it, the unit goes back; when it may, the client is
 // told the outcome is unknown and the reconciler settles it.
-func (s *Service) publish(ctx context.Context, p Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
+func (s *Service) publish(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
 	m := message{ID: e.Order.String(), Product: p.ID, Epoch: p.Epoch, Sale: p.Sale, User: e.User, Shard: e.Shard,
 		Key: e.Key, At: e.At.UnixMilli()}
-	if d := p.due(e.At); d != nil {
+	if d := due(p, e.At); d != nil {
 		m.Due = d.UnixMilli()
 	}
 	body, err := json.Marshal(m)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
@@ -126,7 +127,7 @@ type plan struct {
 	retry bool
 }
 
-func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
+func (s *Service) plan(p catalogue.Product, in Purchase, rc *Receipt) (plan, error) {
 	if in.Lab.set() && !p.Lab {
 		return plan{}, fmt.Errorf("%w: product %d is sold under lock %s and mode %s; the lock, mode, hold_ms and fault options are for lab products",
 			ErrLabOnly, p.ID, p.Lock, p.Mode)
@@ -136,7 +137,7 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	if err := p.stock().Accepts(mode.Take); err != nil {
+	if err := p.Stock().Accepts(mode.Take); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := mode.seller.admit(s, in.Lab); err != nil {
@@ -154,13 +155,15 @@ func (s *Service) plan(p Product, in Purchase, rc *Receipt) (plan, error) {
 	return pl, nil
 }
 
-func (b *base) locker(name string) (lock.Locker, error) {
-	l, err := b.locks.Get(name)
-	if errors.Is(err, lock.ErrUnknownStrategy) || errors.Is(err, lock.ErrUnsupported) {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+// admit asks Options.Admit to let the buyer in.
+func (b *base) admit(ctx context.Context, buyer int64) error {
+	if b.opt.Admit == nil {
+		return nil
 	}
-	return l, err
+	return b.opt.Admit.Allow(ctx, buyer)
 }
+
+func (b *base) locker(name string) (lock.Locker, error) { return b.cat.Locker(name) }
 
 // Buy sells one unit of a product to a user. Once it has begun, the
 // purchase no longer follows ctx's cancellation — a client that hangs up
@@ -180,7 +183,7 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if err != nil {
 		return Order{}, rc, err
 	}
-	if err := s.limit.allow(ctx, in.UserID); err != nil {
+	if err := s.admit(ctx, in.UserID); err != nil {
 		return Order{}, rc, err
 	}
 	if err := s.enter(); err != nil {
@@ -216,13 +219,13 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		if !errors.Is(err, errStale) {
 			return o, rc, s.answer(ctx, p, err)
 		}
-		fresh, err := s.cat.refresh(ctx, p.ID)
+		fresh, err := s.cat.Refresh(ctx, p.ID)
 		if err != nil {
 			return Order{}, rc, err
 		}
 		if fresh.Epoch == p.Epoch {
 			// The layout is current and its keys are gone: Redis lost them.
-			s.cat.rebuild(fresh)
+			s.cat.RebuildLater(fresh)
 			return Order{}, rc, fmt.Errorf("%w: product %d", ErrRebuilding, p.ID)
 		}
 		if attempt > 0 {
@@ -255,9 +258,9 @@ func (rec *Reconciler) touch(id int64) {
 
 // sell takes a unit for t and writes its order, as the plan's mode does;
 // gen is what awaitRepair returned.
-func (s *Service) sell(ctx context.Context, p Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
+func (s *Service) sell(ctx context.Context, p catalogue.Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
 	req := stock.Request{
-		Product: p.stock(), Ticket: t, Mode: pl.mode.Take, Locker: pl.locker,
+		Product: p.Stock(), Ticket: t, Mode: pl.mode.Take, Locker: pl.locker,
 		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
 		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
 		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace, Poison: lab.Fault.Poison,
@@ -283,7 +286,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 		// The sold-out flag and an empty shard answer before the buyer's
 		// record is read: a retry whose first attempt took a unit must get
 		// that outcome, not "sold out". Only retries pay this round trip.
-		if prior, found, ferr := s.stock.Ledgers().FindTake(ctx, sl.p.stock().Layout, sl.req.Ticket.User); ferr == nil && found {
+		if prior, found, ferr := s.stock.Ledgers().FindTake(ctx, sl.p.Stock().Layout, sl.req.Ticket.User); ferr == nil && found {
 			return s.resume(ctx, sl.p, sl.req, prior, rc)
 		}
 		return Order{}, err
@@ -351,7 +354,7 @@ func (s *Service) take(ctx context.Context, req stock.Request) (stock.Taken, err
 // purchase retried (same key), or another purchase of the same buyer. An
 // earlier take without its order (still in flight, or given up) is written
 // now, as it would have been.
-func (s *Service) resume(ctx context.Context, p Product, req stock.Request, prior stock.Entry, rc *Receipt) (Order, error) {
+func (s *Service) resume(ctx context.Context, p catalogue.Product, req stock.Request, prior stock.Entry, rc *Receipt) (Order, error) {
 	rc.Order = prior.Order
 	same := prior.Key == req.Ticket.Key
 	o, found, err := s.find(ctx, s.db, prior.Order)
@@ -391,7 +394,7 @@ func (s *Service) resume(ctx context.Context, p Product, req stock.Request, prio
 
 // queuedView is the order an async take queued, as the API shows it until
 // the consumer writes it.
-func queuedView(p Product, e stock.Entry, rc *Receipt) Order {
+func queuedView(p catalogue.Product, e stock.Entry, rc *Receipt) Order {
 	at := e.At
 	return Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
 		Lock: rc.Lock, Mode: rc.Mode, Status: Pending, Key: e.Key, AcceptedAt: &at, CreatedAt: at}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
@@ -36,7 +37,7 @@ func reconcileLeaseKey(id int64) string { return fmt.Sprintf("seckill:reconcile:
 // ProductKeys are the Redis keys the service keeps per product beside the
 // stock's (see stock.Purge): the reconciler's and the rebuild's.
 func ProductKeys(id int64) []string {
-	return []string{reconciledKey(id), reconcileLeaseKey(id), rebuildKey(id)}
+	return []string{reconciledKey(id), reconcileLeaseKey(id), catalogue.RebuildKey(id)}
 }
 
 // ErrBusy: another process is reconciling the product right now.
@@ -77,7 +78,7 @@ func (rec *Reconciler) pass(ctx context.Context, id int64, full bool) (api.Recon
 		return api.Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
 	}
 	defer release()
-	p, err := rec.cat.refresh(ctx, id)
+	p, err := rec.cat.Refresh(ctx, id)
 	if err != nil {
 		return api.Reconciliation{}, err
 	}
@@ -104,7 +105,7 @@ func (rec *Reconciler) pass(ctx context.Context, id int64, full bool) (api.Recon
 		}
 	}
 	if r.Returned > 0 {
-		rec.cat.announce(ctx, returnChannel, id)
+		rec.cat.Returned(ctx, id)
 	}
 	return r, err
 }
@@ -115,7 +116,7 @@ const idChunk = 1000
 // reconcile passes over p's current sale, from prev if it describes the
 // same layout, and returns what the next pass may start from (nil: from
 // nothing).
-func (rec *Reconciler) reconcile(ctx context.Context, p Product, prev *passState) (api.Reconciliation, *passState, error) {
+func (rec *Reconciler) reconcile(ctx context.Context, p catalogue.Product, prev *passState) (api.Reconciliation, *passState, error) {
 	if p.Store != string(stock.InRedis) {
 		// The db mode takes and writes in one transaction: only the
 		// payment deadlines that never reached the delay queue are left.
@@ -153,7 +154,7 @@ func (rec *Reconciler) reconcile(ctx context.Context, p Product, prev *passState
 // passRun is one pass over a product's ledger.
 type passRun struct {
 	rec    *Reconciler
-	p      Product
+	p      catalogue.Product
 	r      api.Reconciliation
 	ledger []stock.Entry // every take: a buyer may hold two (stock.Ledgers.Entries)
 	// over: takes whose purchases ended with their outcome unknown.
@@ -168,9 +169,9 @@ type passRun struct {
 
 // begin reads what a pass compares: the ledger, the unsettled takes, the
 // orders.
-func (rec *Reconciler) begin(ctx context.Context, p Product, prev *passState) (*passRun, error) {
+func (rec *Reconciler) begin(ctx context.Context, p catalogue.Product, prev *passState) (*passRun, error) {
 	pr := &passRun{rec: rec, p: p}
-	l := p.stock().Layout
+	l := p.Stock().Layout
 	var err error
 	if pr.ledger, err = rec.stock.Ledgers().Entries(ctx, l); err != nil {
 		return pr, err
@@ -190,7 +191,7 @@ func (rec *Reconciler) begin(ctx context.Context, p Product, prev *passState) (*
 	}
 	pr.next = &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(pr.ledger))}
 	pr.r.Takes = len(pr.ledger)
-	if p.mode().Locked {
+	if modeOfProduct(p).Locked {
 		if pr.locker, err = rec.locker(p.Lock); err != nil {
 			return pr, err
 		}
@@ -275,8 +276,8 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 			pr.live(e)
 			continue
 		}
-		req := stock.Request{Product: p.stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
-			Mode: p.mode().Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
+		req := stock.Request{Product: p.Stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
+			Mode: modeOfProduct(p).Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
 			GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
 		back, err := rec.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
@@ -311,7 +312,7 @@ func (pr *passRun) countOrphans() {
 // the sale's rows that are not live (few: cancelled and void), the rows of
 // the takes prev did not settle, by id, and the number of live orders of
 // the sale.
-func (rec *Reconciler) ordersOf(ctx context.Context, p Product, ledger []stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
+func (rec *Reconciler) ordersOf(ctx context.Context, p catalogue.Product, ledger []stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
 	cols := []string{"id", "user_id", "buyer", "status"}
 	if prev == nil {
 		var rows []Order
@@ -429,7 +430,7 @@ func (rec *Reconciler) touchRecent() {
 	ctx, cancel := context.WithTimeout(context.Background(), rec.opt.Step)
 	defer cancel()
 	var ids []int64
-	err := rec.db.WithContext(ctx).Model(&Product{}).Where("store = ? AND updated_at > ?", stock.InRedis, time.Now().Add(-24*time.Hour)).
+	err := rec.db.WithContext(ctx).Model(&catalogue.Product{}).Where("store = ? AND updated_at > ?", stock.InRedis, time.Now().Add(-24*time.Hour)).
 		Limit(1000).Pluck("id", &ids).Error
 	if err != nil {
 		rec.log.Warn("the reconciler does not know the recent products", "error", err)
@@ -440,15 +441,11 @@ func (rec *Reconciler) touchRecent() {
 	}
 }
 
-// lease takes key for ttl with the token lock (the pool's, not a copy),
+// lease takes key for ttl with Options.Lease (the token lock, not a copy),
 // unless another holds it; it returns the release, or nil when another
 // holds it.
 func (rec *Reconciler) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
-	l, err := rec.locks.Get("token")
-	if err != nil {
-		return nil, err
-	}
-	lease, err := l.Acquire(ctx, key, lock.Options{TTL: ttl})
+	lease, err := rec.opt.Lease.Acquire(ctx, key, lock.Options{TTL: ttl})
 	if errors.Is(err, lock.ErrNotObtained) {
 		return nil, nil
 	}

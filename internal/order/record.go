@@ -6,29 +6,29 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/stock"
 )
 
 // newOrder is the order a take becomes.
-func newOrder(p Product, t stock.Ticket, shard int, rc *Receipt) Order {
+func newOrder(p catalogue.Product, t stock.Ticket, shard int, rc *Receipt) Order {
 	buyer, now := t.User, time.Now()
 	return Order{
 		ID: t.Order, ProductID: p.ID, Sale: p.Sale, Buyer: &buyer, UserID: t.User, Shard: shard,
 		Lock: rc.Lock, Mode: rc.Mode, Status: Unpaid, Key: t.Key, AcceptedAt: &now, CreatedAt: now,
-		DueAt: p.due(now),
+		DueAt: due(p, now),
 	}
 }
 
 // due is when an order accepted at is cancelled if unpaid; nil without a
 // payment window.
-func (p Product) due(at time.Time) *time.Time {
+func due(p catalogue.Product, at time.Time) *time.Time {
 	if p.PayTimeout <= 0 {
 		return nil
 	}
@@ -53,7 +53,7 @@ func insert(ctx context.Context, db *gorm.DB, o Order, epoch int64) (int64, erro
 // record writes the order of a unit taken from Redis. When the write fails
 // for certain, the unit goes back; when its outcome is unknown, a void row
 // settles it.
-func (s *Service) record(ctx context.Context, p Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
+func (s *Service) record(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.Budget().Record())
 	defer cancel()
 	o := newOrder(p, req.Ticket, e.Shard, rc)
@@ -87,7 +87,7 @@ func (s *Service) record(ctx context.Context, p Product, req stock.Request, e st
 // duplicate handles an order that collided with a row: the same order,
 // written by a concurrent attempt of the same purchase; a void row, written
 // by the reconciler; or another order of the same buyer in this sale.
-func (s *Service) duplicate(ctx context.Context, p Product, req stock.Request, e stock.Entry, o Order) (Order, error) {
+func (s *Service) duplicate(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, o Order) (Order, error) {
 	row, found, err := s.find(ctx, s.db, o.ID)
 	switch {
 	case err != nil:
@@ -151,28 +151,6 @@ func definite(db *gorm.DB, err error) bool {
 	return errors.As(err, &me)
 }
 
-// transient reports a server error that refused a statement for a reason of
-// the moment, not of the row: tried again, it may pass. A consumer that took
-// one for the row's refusal would dead-letter a good order.
-func transient(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return transientCodes[me.Number]
-	}
-	// SQLite with two processes on one file: the other one writes.
-	return err != nil && (strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"))
-}
-
-var transientCodes = map[uint16]bool{
-	1040: true, // too many connections
-	1053: true, // server shutdown in progress
-	1205: true, // lock wait timeout
-	1213: true, // deadlock
-	1317: true, // query interrupted
-	1927: true, // connection killed
-	3024: true, // max_execution_time exceeded
-}
-
 func (b *base) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool, error) {
 	var o Order
 	err := db.WithContext(ctx).Where("id = ?", int64(id)).Take(&o).Error
@@ -212,7 +190,7 @@ func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, c
 		return
 	}
 	if back {
-		b.cat.announce(ctx, returnChannel, req.Product.ID)
+		b.cat.Returned(ctx, req.Product.ID)
 	}
 }
 
@@ -220,7 +198,7 @@ func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, c
 // and the order's INSERT in one transaction, so that they commit together
 // or not at all. Only the COMMIT's own failure can leave the outcome
 // unknown; a void row settles it.
-func (s *Service) sellInSQL(ctx context.Context, p Product, req stock.Request, rc *Receipt) (Order, error) {
+func (s *Service) sellInSQL(ctx context.Context, p catalogue.Product, req stock.Request, rc *Receipt) (Order, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Budget().Take()+s.Budget().Record())
 	defer cancel()
 	for try := 1; ; try++ {
@@ -240,7 +218,7 @@ const (
 	maxDeadlocks  = 5
 )
 
-func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc *Receipt) (Order, error) {
+func (s *Service) sellInTx(ctx context.Context, p catalogue.Product, req stock.Request, rc *Receipt) (Order, error) {
 	// READ COMMITTED, so that a shard found empty is not kept locked while
 	// the purchase falls back to the next: under REPEATABLE READ the
 	// scans' row locks cross and deadlock. The fence against a reset is the
@@ -310,7 +288,7 @@ func (s *Service) sellInTx(ctx context.Context, p Product, req stock.Request, rc
 // duplicateInSQL handles a db-mode order that collided: the buyer has an
 // order in this sale (the same purchase retried, or another), or the id
 // was issued twice. The transaction rolled back: nothing was taken.
-func (s *Service) duplicateInSQL(ctx context.Context, p Product, req stock.Request, rc *Receipt) (Order, error) {
+func (s *Service) duplicateInSQL(ctx context.Context, p catalogue.Product, req stock.Request, rc *Receipt) (Order, error) {
 	other, found, err := s.findBuyer(ctx, p.ID, p.Sale, req.Ticket.User)
 	switch {
 	case err != nil:

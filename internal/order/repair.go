@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
@@ -22,7 +23,7 @@ import (
 // before) does not name. It reads the live orders of the sale; each
 // restore checks the shard's ledger again, so an order whose take landed
 // after ledger was read is left as it is.
-func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger []stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
+func (rec *Reconciler) restoreForgotten(ctx context.Context, p catalogue.Product, ledger []stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
 	recorded := make(map[idgen.ID]bool, len(ledger))
 	for _, e := range ledger {
 		recorded[e.Order] = true
@@ -34,7 +35,7 @@ func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger [
 	if err != nil {
 		return r, fmt.Errorf("reading the live orders of product %d: %w", p.ID, err)
 	}
-	req := stock.Request{Product: p.stock(), Mode: p.mode().Take, Locker: locker,
+	req := stock.Request{Product: p.Stock(), Mode: modeOfProduct(p).Take, Locker: locker,
 		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
 	var restored []stock.Entry
 	for _, o := range rows {
@@ -64,7 +65,7 @@ func (rec *Reconciler) restoreForgotten(ctx context.Context, p Product, ledger [
 		}
 	}
 	// On a cluster the buyer's key is in a slot of its own.
-	if err := rec.stock.SettleBuyers(ctx, p.stock().Layout, restored); err != nil {
+	if err := rec.stock.SettleBuyers(ctx, p.Stock().Layout, restored); err != nil {
 		return r, err
 	}
 	return r, nil

@@ -183,17 +183,17 @@ func (rec *Reconciler) runRepair(id int64, f *repairFlight) {
 // repair restores the takes of product id's live orders that its shards
 // forgot.
 func (rec *Reconciler) repair(ctx context.Context, id int64) error {
-	p, err := rec.cat.refresh(ctx, id)
+	p, err := rec.cat.Refresh(ctx, id)
 	if err != nil || p.Store != string(stock.InRedis) {
 		return err
 	}
 	var locker lock.Locker
-	if p.mode().Locked {
+	if modeOfProduct(p).Locked {
 		if locker, err = rec.locker(p.Lock); err != nil {
 			return err
 		}
 	}
-	ledger, err := rec.stock.Ledgers().Entries(ctx, p.stock().Layout)
+	ledger, err := rec.stock.Ledgers().Entries(ctx, p.Stock().Layout)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
-	"seckill/internal/durability"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/mq"
@@ -22,9 +22,9 @@ import (
 // Outcomes a caller branches on, beside stock's ErrSoldOut,
 // ErrAlreadyBought, ErrLockTimeout and ErrLeaseLost.
 var (
-	ErrNotFound = errors.New("order: not found")
+	ErrNotFound = catalogue.ErrNotFound
 	// ErrInvalid wraps every error caused by the request's content.
-	ErrInvalid = errors.New("order: invalid request")
+	ErrInvalid = catalogue.ErrInvalid
 	// ErrLabOnly: a purchase asked for a lab option (another lock or mode,
 	// a hold, a fault) on a product that is not a lab product.
 	ErrLabOnly = errors.New("order: lab option on a product that is not a lab product")
@@ -44,8 +44,9 @@ type Options struct {
 	LockTTL time.Duration
 	// LockWait is how long a purchase waits for a held lock. Default: 0, fail fast.
 	LockWait time.Duration
-	// RateLimit allows one purchase request per user per period. Default: 0, off.
-	RateLimit time.Duration
+	// Admit lets a buyer's purchase in, or refuses it (a rate limit),
+	// before the purchase touches the stock. Default: none, all let in.
+	Admit Admitter
 	// Step bounds one round trip to Redis or the database, the client's
 	// retries included: the unit of the purchase's time budget. Default: 4s.
 	Step time.Duration
@@ -77,6 +78,10 @@ type Options struct {
 	// Stock is the store of the products' stock. Default: one on rdb and
 	// db, for Deployment.
 	Stock *stock.Store
+	// Lease is the lock of the leases that keep background jobs to one
+	// process at a time (a reconciler's pass, a rebuild). Default: the
+	// pool's token lock.
+	Lease lock.Locker
 	// Broker carries the mq mode's orders to the consumers. Default: none,
 	// and the mq mode is refused.
 	Broker *mq.Broker
@@ -89,6 +94,11 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// Admitter decides whether a buyer's purchase is let in (admission.PerBuyer).
+type Admitter interface {
+	Allow(ctx context.Context, buyer int64) error
+}
+
 // Defaults of Options.
 const (
 	DefaultStep           = 4 * time.Second
@@ -99,7 +109,6 @@ const (
 
 // Limits on what a request may ask for.
 const (
-	MaxStock     = 10_000_000
 	MaxHold      = 10 * time.Second
 	MaxClockSkew = time.Hour
 	MaxKeyLen    = 64
@@ -146,11 +155,8 @@ type base struct {
 	// ownIDs: the service made ids (Options.IDs unset) and serves its
 	// hook and its Close.
 	ownIDs bool
-	limit  rateLimit
-	// durable is what Redis keeps of an answered write (durability.go).
-	durable *durability.Watch
-	opt     Options
-	log     *slog.Logger
+	opt    Options
+	log    *slog.Logger
 
 	// Purchases and background jobs in flight, which Close waits for: once
 	// a unit is taken, the backends must stay open until it is in an order
@@ -166,7 +172,7 @@ type base struct {
 // parts are the service's jobs, a type each; a part asks another through
 // these.
 type parts struct {
-	cat   *Catalogue
+	cat   *catalogue.Catalogue
 	life  *Lifecycle
 	rec   *Reconciler
 	queue *Queue
@@ -179,17 +185,6 @@ type parts struct {
 // products, the Lifecycle of orders (pay, cancel, expire), the Reconciler
 // (stranded takes, audits, repairs) and the Queue's view of queued orders.
 type Service struct{ *base }
-
-// Catalogue keeps the products: their specs and layouts, a cache of them
-// kept fresh by other processes' notices, resets and rebuilds.
-type Catalogue struct {
-	*base
-	products   sync.Map // int64 → Product: the cache
-	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
-
-	sub  *redis.PubSub
-	done chan struct{} // closed when followNotices returns
-}
 
 // Lifecycle moves orders through their lives: paid, cancelled, expired
 // unpaid with the unit returned.
@@ -209,7 +204,7 @@ type Reconciler struct {
 type Queue struct{ *base }
 
 // Catalogue is the service's catalogue of products.
-func (s *Service) Catalogue() *Catalogue { return s.cat }
+func (s *Service) Catalogue() *catalogue.Catalogue { return s.cat }
 
 // Lifecycle is the service's part that pays, cancels and expires orders.
 func (s *Service) Lifecycle() *Lifecycle { return s.life }
@@ -240,11 +235,17 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if opt.DueLease <= 0 {
 		opt.DueLease = DefaultDueLease
 	}
+	if opt.Lease == nil {
+		l, err := locks.Get("token")
+		if err != nil {
+			return nil, fmt.Errorf("the leases' lock: %w", err)
+		}
+		opt.Lease = l
+	}
 	b := &base{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
 		stock: opt.Stock, ids: opt.IDs, ownIDs: opt.IDs == nil,
-		limit: rateLimit{rdb: rdb, period: opt.RateLimit},
-		stop:  make(chan struct{}),
+		stop: make(chan struct{}),
 	}
 	if b.stock == nil {
 		b.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
@@ -253,13 +254,18 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		b.ids = idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db})
 	}
 	b.parts = &parts{
-		cat:   &Catalogue{base: b, done: make(chan struct{})},
 		life:  &Lifecycle{base: b},
 		rec:   &Reconciler{base: b},
 		queue: &Queue{base: b},
 		sales: &Service{base: b},
 	}
-	b.durable = durability.NewWatch(rdb, 0, b.cat.durabilityDropped)
+	cat, err := catalogue.New(db, rdb, catalogue.Options{
+		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.rec.lease, Log: opt.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.cat = cat
 	if opt.StockBack != nil {
 		b.stock.OnCleared(opt.StockBack)
 	}
@@ -267,9 +273,6 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		b.opt.ReconcileGrace = b.Budget().Purchase()
 	}
 	b.stock.ClaimWindow(b.Budget().Purchase())
-	if err := b.cat.subscribe(); err != nil {
-		return nil, err
-	}
 	if opt.ReconcileEvery > 0 {
 		b.working.Go(b.rec.reconcileOnSchedule)
 	}
@@ -281,10 +284,6 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	return b.sales, nil
 }
-
-// SoldOut reports this process's sold-out flag for a product: set, its
-// purchases are refused without a look at Redis until a unit comes back.
-func (c *Catalogue) SoldOut(id int64) bool { return c.stock.SoldOut(id) }
 
 // Budget is the service's purchase time budget.
 func (b *base) Budget() Budget {
@@ -318,9 +317,48 @@ func (s *Service) Close() error {
 	if s.ownIDs {
 		s.ids.Close()
 	}
-	err := s.cat.sub.Close()
-	<-s.cat.done
-	return err
+	return s.cat.Close()
+}
+
+// RedisConnected is the Redis client's OnConnect hook (app wires it, on
+// one Redis and on a cluster's every node): a server not met before makes
+// the products wait for their repair (see repairGate), and the catalogue
+// reads the durability again. When the service made its own order id
+// generator (Options.IDs unset), the generator's Connected runs here too:
+// it drops the id blocks of a server that restarted before the connection
+// serves anything (see idgen.Redis).
+func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
+	s.cat.Reconnected()
+	if err := s.rec.serverSeen(ctx, cn); err != nil {
+		return err
+	}
+	if !s.ownIDs {
+		return nil
+	}
+	return s.ids.Connected(ctx, cn)
+}
+
+// sells is what the catalogue knows of a mode.
+func sells(name string) (catalogue.Sells, error) {
+	m, err := ModeNamed(name)
+	if err != nil {
+		return catalogue.Sells{}, err
+	}
+	return catalogue.Sells{Store: m.Store(), Queued: m.Queued}, nil
+}
+
+// sold lists the takes of p's live orders in its current sale, read in
+// tx: what the catalogue lays a lost layout out again from.
+func sold(tx *gorm.DB, p catalogue.Product) ([]stock.Entry, error) {
+	var orders []Order
+	if err := tx.Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).Find(&orders).Error; err != nil {
+		return nil, err
+	}
+	entries := make([]stock.Entry, 0, len(orders))
+	for _, o := range orders {
+		entries = append(entries, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard, At: o.CreatedAt})
+	}
+	return entries, nil
 }
 
 // migrationWait bounds how long Migrate waits for another process's
@@ -362,7 +400,7 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 			return fmt.Errorf("dropping the orders' old one-per-user index: %w", err)
 		}
 	}
-	if err := db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
+	if err := db.WithContext(ctx).AutoMigrate(&catalogue.Product{}, &Order{}); err != nil {
 		return fmt.Errorf("migrating products and orders: %w", err)
 	}
 	if err := idgen.MigrateBlocks(ctx, db); err != nil {

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -50,7 +51,7 @@ func newFixture(t *testing.T, opt order.Options) *fixture {
 	return &fixture{t: t, svc: svc, rdb: rdb, db: db, mr: mr}
 }
 
-func (f *fixture) reset(spec order.ProductSpec) order.Product {
+func (f *fixture) reset(spec catalogue.ProductSpec) catalogue.Product {
 	f.t.Helper()
 	p, err := f.svc.Catalogue().Reset(f.t.Context(), spec)
 	if err != nil {
@@ -84,7 +85,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // must end, in an order or back in the store, before the backends close.
 func TestCloseWaitsForPurchasesInFlight(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	p := f.reset(order.ProductSpec{ID: 1, Stock: 1, Shards: 1, Lock: "token", Lab: true})
+	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 1, Shards: 1, Lock: "token", Lab: true})
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := f.svc.Buy(context.Background(), order.Purchase{UserID: 1, ProductID: 1,
@@ -113,8 +114,8 @@ func TestCloseWaitsForPurchasesInFlight(t *testing.T) {
 // before anything is taken.
 func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	f.reset(order.ProductSpec{ID: 1, Stock: 10})
-	f.reset(order.ProductSpec{ID: 2, Stock: 10, Lab: true})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: 10})
+	f.reset(catalogue.ProductSpec{ID: 2, Stock: 10, Lab: true})
 	for _, lab := range []order.LabOptions{
 		{Lock: "none"}, {Mode: "lua"}, {Hold: time.Millisecond},
 		{Fault: order.Fault{Abandon: true}}, {Fault: order.Fault{Lock: lock.Fault{ClockSkew: time.Second}}},
@@ -130,7 +131,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 		t.Errorf("the same options on a lab product: %v", err)
 	}
 	// A product's lab flag is fixed when it is created.
-	if _, err := f.svc.Catalogue().Reset(t.Context(), order.ProductSpec{ID: 1, Stock: 10, Lab: true}); !errors.Is(err, order.ErrInvalid) {
+	if _, err := f.svc.Catalogue().Reset(t.Context(), catalogue.ProductSpec{ID: 1, Stock: 10, Lab: true}); !errors.Is(err, order.ErrInvalid) {
 		t.Errorf("turning a product into a lab product: %v, want ErrInvalid", err)
 	}
 }
@@ -141,7 +142,7 @@ func TestSameKeySameOrder(t *testing.T) {
 	for _, mode := range []string{"rmw", "lua", "db"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, order.Options{})
-			f.reset(order.ProductSpec{ID: 1, Stock: 5, Mode: mode})
+			f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Mode: mode})
 			in := order.Purchase{UserID: 7, ProductID: 1, Key: "client-key-1"}
 			first, rc1, err := f.svc.Buy(t.Context(), in)
 			if err != nil {
@@ -174,7 +175,7 @@ func TestRetryAfterSoldOutGetsItsOrder(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, order.Options{})
 			// Lab: a non-lab async product needs a Redis that persists.
-			f.reset(order.ProductSpec{ID: 1, Stock: 1, Mode: mode, Lab: mode == "async"})
+			f.reset(catalogue.ProductSpec{ID: 1, Stock: 1, Mode: mode, Lab: mode == "async"})
 			in := order.Purchase{UserID: 7, ProductID: 1, Key: "client-key-1"}
 			first, _, err := f.svc.Buy(t.Context(), in)
 			if err != nil {
@@ -205,7 +206,7 @@ func TestRetryAfterSoldOutGetsItsOrder(t *testing.T) {
 // waits for the lock.
 func TestReentrantRetryEntersItsOwnLock(t *testing.T) {
 	f := newFixture(t, order.Options{LockWait: 5 * time.Second})
-	p := f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 1, Lock: "reentrant", Lab: true})
+	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 1, Lock: "reentrant", Lab: true})
 	lockKey := stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch}.LockKey(0)
 	hold := order.LabOptions{Hold: 500 * time.Millisecond}
 	first := make(chan order.Order, 1)
@@ -249,7 +250,7 @@ func TestReentrantRetryEntersItsOwnLock(t *testing.T) {
 // new sale's stock as a lost unit.
 func TestResetMidPurchase(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	spec := order.ProductSpec{ID: 1, Stock: 3, Shards: 1, Lock: "token", Lab: true}
+	spec := catalogue.ProductSpec{ID: 1, Stock: 3, Shards: 1, Lock: "token", Lab: true}
 	p := f.reset(spec)
 	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1}); err != nil {
 		t.Fatal(err)
@@ -289,7 +290,7 @@ func TestRebuildAfterRedisLostTheStock(t *testing.T) {
 	for _, mode := range []string{"rmw", "lua"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, order.Options{})
-			f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: mode})
+			f.reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: mode})
 			for u := int64(1); u <= 4; u++ {
 				if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
 					t.Fatal(err)
@@ -331,7 +332,7 @@ func TestRebuildAfterRedisLostTheStock(t *testing.T) {
 // mid-burst: LOST 1).
 func TestReconcilerSeesABuyersSecondTake(t *testing.T) {
 	f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
-	p := f.reset(order.ProductSpec{ID: 1, Stock: 6, Shards: 2, Mode: "lua"})
+	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 6, Shards: 2, Mode: "lua"})
 	// Two buyers: the round robin puts one of them on shard 1.
 	var real order.Order
 	for user := int64(1); user <= 2; user++ {
@@ -371,7 +372,7 @@ func TestReconcilerSeesABuyersSecondTake(t *testing.T) {
 
 func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	f := newFixture(t, order.Options{ReconcileGrace: time.Hour})
-	p := f.reset(order.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua"})
+	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua"})
 	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +421,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 // product's layout does not lay its stock out again.
 func TestCreateIfAbsentLeavesAForeignLayout(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2})
+	f.reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 2})
 	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -434,8 +435,8 @@ func TestCreateIfAbsentLeavesAForeignLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc2.Close() })
-	if _, err := svc2.Catalogue().CreateIfAbsent(t.Context(), order.ProductSpec{ID: 1, Stock: 100}); !errors.Is(err, order.ErrExists) {
-		t.Fatalf("CreateIfAbsent beside a live layout: %v, want ErrExists", err)
+	if _, err := svc2.Catalogue().CreateIfAbsent(t.Context(), catalogue.ProductSpec{ID: 1, Stock: 100}); !errors.Is(err, catalogue.ErrExists) {
+		t.Fatalf("CreateIfAbsent beside a live layout: %v, want catalogue.ErrExists", err)
 	}
 	if a := f.audit(1); a.Remaining != 9 || a.Orders != 1 {
 		t.Errorf("the sale after the second process started: %+v", a)
@@ -454,7 +455,7 @@ func TestCreateIfAbsentLeavesAForeignLayout(t *testing.T) {
 func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 	t.Run("lua", func(t *testing.T) {
 		f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
-		p := f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "lua"})
+		p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "lua"})
 		var orders []order.Order
 		for u := int64(1); u <= 3; u++ {
 			o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1})
@@ -522,7 +523,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 
 	t.Run("async", func(t *testing.T) {
 		f := newFixture(t, order.Options{ReconcileGrace: time.Nanosecond})
-		f.reset(order.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "async", Lab: true})
+		f.reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 2, Mode: "async", Lab: true})
 		for u := int64(1); u <= 3; u++ {
 			if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
 				t.Fatal(err)

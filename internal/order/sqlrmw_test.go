@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/catalogue"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
@@ -48,7 +49,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 			}
 			t.Cleanup(func() { a.Close() })
 			id := testenv.ProductID(t)
-			_, err = a.Orders.Catalogue().Reset(t.Context(), order.ProductSpec{ID: id, Stock: 6, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
+			_, err = a.Orders.Catalogue().Reset(t.Context(), catalogue.ProductSpec{ID: id, Stock: 6, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +123,7 @@ func TestReleaseBeforeCommitOnlyWhereItTeaches(t *testing.T) {
 	f := newFixture(t, order.Options{})
 	id := testenv.ProductID(t)
 	for _, mode := range []string{api.ModeRMW, api.ModeSQLRMW} {
-		f.reset(order.ProductSpec{ID: id, Stock: 5, Mode: mode, Lab: true})
+		f.reset(catalogue.ProductSpec{ID: id, Stock: 5, Mode: mode, Lab: true})
 		_, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: id,
 			Lab: order.LabOptions{Fault: order.Fault{ReleaseBeforeCommit: true}}})
 		if !errors.Is(err, order.ErrInvalid) {
@@ -146,7 +147,7 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close() })
 	id := testenv.ProductID(t)
-	_, err = a.Orders.Catalogue().Reset(t.Context(), order.ProductSpec{ID: id, Stock: 5, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
+	_, err = a.Orders.Catalogue().Reset(t.Context(), catalogue.ProductSpec{ID: id, Stock: 5, Shards: 1, Lock: "token", Mode: api.ModeSQLRMW, Lab: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/stock"
 )
@@ -31,11 +32,11 @@ func (e *SoldOutForNowError) Is(target error) bool { return target == ErrSoldOut
 // answer notes a purchase whose outcome is unknown among its layout's
 // unsettled orders, and turns a sold out into ErrSoldOutForNow while the
 // layout has any.
-func (s *Service) answer(ctx context.Context, p Product, err error) error {
+func (s *Service) answer(ctx context.Context, p catalogue.Product, err error) error {
 	if p.Store != string(stock.InRedis) {
 		return err // the db modes take and write in one transaction
 	}
-	l := p.stock().Layout
+	l := p.Stock().Layout
 	var unsettled *UnsettledError
 	switch {
 	case errors.As(err, &unsettled):
@@ -62,8 +63,8 @@ func (s *Service) retryAfter() time.Duration {
 // forgetSettled drops from p's unsettled set the orders that are settled:
 // their take is out of the ledger (given back, or never landed), or their
 // order is written. It runs after a reconciler's pass.
-func (rec *Reconciler) forgetSettled(ctx context.Context, p Product) error {
-	l := p.stock().Layout
+func (rec *Reconciler) forgetSettled(ctx context.Context, p catalogue.Product) error {
+	l := p.Stock().Layout
 	marked, err := rec.stock.Ledgers().Unsettled(ctx, l)
 	if err != nil || len(marked) == 0 {
 		return err

@@ -8,7 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/admission"
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/lab"
 	"seckill/internal/lock"
 	"seckill/internal/order"
@@ -78,13 +80,13 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeOrderCancelled, true
 	case errors.Is(err, order.ErrQueued):
 		return http.StatusConflict, api.CodeOrderQueued, true
-	case errors.Is(err, order.ErrResetRequired):
+	case errors.Is(err, catalogue.ErrResetRequired):
 		return http.StatusConflict, api.CodeResetRequired, true
 	case errors.Is(err, order.ErrBusy):
 		return http.StatusConflict, api.CodeBusy, true
 	case errors.Is(err, errUnknownHost):
 		return http.StatusMisdirectedRequest, api.CodeUnknownHost, true
-	case errors.Is(err, order.ErrNotDurable):
+	case errors.Is(err, catalogue.ErrNotDurable):
 		return http.StatusConflict, api.CodeNotDurable, true
 	case errors.Is(err, errMediaType):
 		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, true
@@ -98,7 +100,7 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeAlreadyBought, true
 	case errors.Is(err, lab.ErrBusy):
 		return http.StatusConflict, api.CodeRunInProgress, true
-	case errors.Is(err, order.ErrRateLimited):
+	case errors.Is(err, admission.ErrRateLimited):
 		return http.StatusTooManyRequests, api.CodeRateLimited, true
 	case errors.Is(err, stock.ErrLockTimeout):
 		return http.StatusServiceUnavailable, api.CodeLockTimeout, true

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/order"
@@ -84,14 +85,14 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "id and stock are required")
 		return
 	}
-	spec := order.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
+	spec := catalogue.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
 		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated,
 		Reset: req.Reset}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
-		if ms < order.MinPayTimeout.Milliseconds() || ms > order.MaxPayTimeout.Milliseconds() {
+		if ms < catalogue.MinPayTimeout.Milliseconds() || ms > catalogue.MaxPayTimeout.Milliseconds() {
 			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("pay_timeout_ms must be 0 (none) or between %d and %d",
-				order.MinPayTimeout.Milliseconds(), order.MaxPayTimeout.Milliseconds()))
+				catalogue.MinPayTimeout.Milliseconds(), catalogue.MaxPayTimeout.Milliseconds()))
 			return
 		}
 		spec.PayTimeout = time.Duration(ms) * time.Millisecond

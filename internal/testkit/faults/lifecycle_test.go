@@ -14,6 +14,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/catalogue"
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testkit/testenv"
@@ -53,7 +54,7 @@ func TestKilledExpirerLosesNoDeadline(t *testing.T) {
 	a := startChild(t, cfg)
 	stockUnits, shards := orders, 1
 	req := api.ProductRequest{ID: &product, Stock: &stockUnits, Shards: &shards, Mode: api.ModeLua, Lab: true,
-		PayTimeoutMS: 1000, Lifecycle: order.Naive}
+		PayTimeoutMS: 1000, Lifecycle: catalogue.Naive}
 	if status, body := operatorTo(a.URL+"/api/products", req); status != http.StatusOK {
 		t.Fatalf("creating product %d: %d %s", product, status, body)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
-	"seckill/internal/order"
+	"seckill/internal/catalogue"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
@@ -34,7 +34,7 @@ type snapshot struct {
 func (s *sale) snapshot() snapshot {
 	s.t.Helper()
 	ctx := context.Background()
-	var p order.Product
+	var p catalogue.Product
 	if err := s.db.WithContext(ctx).Take(&p, s.product).Error; err != nil {
 		s.t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/stock"
@@ -339,7 +340,7 @@ func (s *sale) reconcile() api.Reconciliation {
 
 // state is the product as the stores hold it.
 type state struct {
-	p         order.Product
+	p         catalogue.Product
 	remaining int
 	ledger    map[int64]stock.Entry    // the current layout's takes, by buyer
 	buyers    int                      // buyer keys naming a take of the ledger

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"seckill/internal/app"
-	"seckill/internal/order"
+	"seckill/internal/catalogue"
 )
 
 // Three instances started at once on an empty database, beside an empty
@@ -57,7 +57,7 @@ func TestInstancesStartedTogether(t *testing.T) {
 		if up == 0 {
 			continue
 		}
-		var ps []order.Product
+		var ps []catalogue.Product
 		for _, s := range srvs {
 			if s != nil {
 				if err := s.DB().Find(&ps).Error; err != nil {

@@ -1,4 +1,4 @@
-package order
+package catalogue
 
 import (
 	"errors"
@@ -25,8 +25,8 @@ func TestTransientRefusals(t *testing.T) {
 		{errors.New("UNIQUE constraint failed: orders.buyer"), false},
 		{nil, false},
 	} {
-		if got := transient(tc.err); got != tc.want {
-			t.Errorf("transient(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := Transient(tc.err); got != tc.want {
+			t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,370 @@
+package catalogue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"seckill/internal/api"
+	"seckill/internal/durability"
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// Notices between the processes that sell the same products.
+const (
+	// resetChannel carries the id of a product that was laid out anew (a
+	// reset or a rebuild): every process drops its cached copy and flag.
+	resetChannel = "seckill:product-reset"
+	// returnChannel carries the id of a product a unit was given back to:
+	// every process drops its sold-out flag.
+	returnChannel = "seckill:stock-returned"
+)
+
+// Sells is what the catalogue must know of a sale mode.
+type Sells struct {
+	// Store is where the mode takes its units from.
+	Store stock.Where
+	// Queued: the mode answers its buyers before their orders' rows are
+	// written, so its answers rest on what Redis keeps.
+	Queued bool
+}
+
+// Options are what a Catalogue is built from; Stock, Locks, Mode, Sold and
+// Lease are required.
+type Options struct {
+	Stock *stock.Store
+	// Locks is the pool whose names a product's lock must be among.
+	Locks *lock.Pool
+	// Mode tells of a sale mode by name; an unknown name is an error
+	// wrapping ErrInvalid.
+	Mode func(name string) (Sells, error)
+	// Sold lists the takes of the live orders of p's current sale, read in
+	// tx: what a rebuild lays the stock out from.
+	Sold func(tx *gorm.DB, p Product) ([]stock.Entry, error)
+	// Lease takes a lease on key across processes for ttl; it returns nil
+	// and no error when another process holds it.
+	Lease func(ctx context.Context, key string, ttl time.Duration) (release func(), err error)
+	Log   *slog.Logger
+}
+
+// Catalogue keeps the products: their specs and layouts, a cache of them
+// kept fresh by other processes' notices, resets and rebuilds.
+type Catalogue struct {
+	db    *gorm.DB
+	rdb   redis.UniversalClient
+	opt   Options
+	log   *slog.Logger
+	stock *stock.Store
+	// durable is what Redis keeps of an answered write (durability.go).
+	durable *durability.Watch
+
+	products   sync.Map // int64 → Product: the cache
+	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
+
+	// Rebuilds in flight, which Close waits for.
+	flight  sync.Mutex
+	closing bool
+	working sync.WaitGroup
+
+	sub  *redis.PubSub
+	done chan struct{} // closed when followNotices returns
+}
+
+// New returns the catalogue of the products in db, laid out in opt.Stock,
+// following the other processes' notices on rdb until Close.
+func New(db *gorm.DB, rdb redis.UniversalClient, opt Options) (*Catalogue, error) {
+	c := &Catalogue{db: db, rdb: rdb, opt: opt, log: cmp.Or(opt.Log, slog.Default()), stock: opt.Stock, done: make(chan struct{})}
+	c.durable = durability.NewWatch(rdb, 0, c.durabilityDropped)
+	if err := c.subscribe(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close waits for the rebuilds in flight and stops following notices. It
+// closes neither the database nor Redis.
+func (c *Catalogue) Close() error {
+	c.flight.Lock()
+	if c.closing {
+		c.flight.Unlock()
+		return nil
+	}
+	c.closing = true
+	c.flight.Unlock()
+	c.working.Wait()
+	err := c.sub.Close()
+	<-c.done
+	return err
+}
+
+func (c *Catalogue) subscribe() error {
+	ctx := context.Background()
+	c.sub = c.rdb.Subscribe(ctx, resetChannel, returnChannel)
+	for range 2 { // the confirmations: no notice is missed after these
+		if _, err := c.sub.Receive(ctx); err != nil {
+			c.sub.Close()
+			return fmt.Errorf("subscribing to %s and %s: %w", resetChannel, returnChannel, err)
+		}
+	}
+	go c.followNotices()
+	return nil
+}
+
+// followNotices runs until Close closes the subscription. After a
+// reconnection the subscription is confirmed again; notices sent while it
+// was down are lost, so then every cached product and flag is dropped.
+func (c *Catalogue) followNotices() {
+	defer close(c.done)
+	for m := range c.sub.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			c.products.Clear()
+			c.stock.ClearAllSoldOut()
+		case *redis.Message:
+			id, err := strconv.ParseInt(m.Payload, 10, 64)
+			if err != nil {
+				c.log.Warn("ignoring a malformed notice", "channel", m.Channel, "payload", m.Payload)
+				continue
+			}
+			if m.Channel == resetChannel {
+				c.products.Delete(id)
+			}
+			c.stock.ClearSoldOut(id)
+		}
+	}
+}
+
+// announce tells every process (this one included) that a product changed.
+func (c *Catalogue) announce(ctx context.Context, channel string, id int64) {
+	if err := c.rdb.Publish(ctx, channel, id).Err(); err != nil {
+		c.log.Warn("other processes were not told; their caches and sold-out flags stay until they reconnect",
+			"channel", channel, "product", id, "error", err)
+	}
+}
+
+// Returned tells every process (this one included) that a unit of product
+// id came back: each drops its sold-out flag.
+func (c *Catalogue) Returned(ctx context.Context, id int64) { c.announce(ctx, returnChannel, id) }
+
+// SoldOut reports this process's sold-out flag for a product: set, its
+// purchases are refused without a look at Redis until a unit comes back.
+func (c *Catalogue) SoldOut(id int64) bool { return c.stock.SoldOut(id) }
+
+// Product returns a product, from the process's cache when it has it.
+func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
+	if p, ok := c.products.Load(id); ok {
+		return p.(Product), nil
+	}
+	return c.Refresh(ctx, id)
+}
+
+// Refresh reads a product from the database and caches it.
+func (c *Catalogue) Refresh(ctx context.Context, id int64) (Product, error) {
+	var p Product
+	err := c.db.WithContext(ctx).Take(&p, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		c.products.Delete(id)
+		return Product{}, fmt.Errorf("%w: product %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Product{}, fmt.Errorf("reading product %d: %w", id, err)
+	}
+	c.products.Store(id, p)
+	return p, nil
+}
+
+// Locker is the pool's lock of a name; an unknown or unsupported one is
+// an error wrapping ErrInvalid.
+func (c *Catalogue) Locker(name string) (lock.Locker, error) {
+	l, err := c.opt.Locks.Get(name)
+	if errors.Is(err, lock.ErrUnknownStrategy) || errors.Is(err, lock.ErrUnsupported) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return l, err
+}
+
+// Reset creates a product, or starts a new sale of it: the stock is laid
+// out afresh under a new layout epoch, and the orders stay, attributed to
+// the sale they were made in. A purchase in flight across a reset either
+// wrote its order before it (in the old sale) or is refused after it and
+// tried again in the new one: the new sale's audit is exact.
+func (c *Catalogue) Reset(ctx context.Context, spec ProductSpec) (Product, error) {
+	return c.reset(ctx, spec, false)
+}
+
+// reset is Reset; createOnly refuses (ErrExists) a product that exists.
+func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool) (Product, error) {
+	p, err := c.validate(spec)
+	if err != nil {
+		return Product{}, err
+	}
+	if err := c.checkDurable(ctx, p); err != nil {
+		return Product{}, fmt.Errorf("product %d: %w", p.ID, err)
+	}
+	// A layout recorded in Redis by a process whose database did not know
+	// the product: the new epoch must not reuse its keys.
+	marker, _, err := c.stock.Ledgers().ReadMarker(ctx, p.ID)
+	if err != nil {
+		return Product{}, err
+	}
+	var old *Product
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var terr error
+		old, terr = c.layOut(ctx, tx, &p, marker.Epoch, spec.Reset, createOnly)
+		return terr
+	})
+	if err != nil {
+		return Product{}, fmt.Errorf("resetting product %d: %w", p.ID, err)
+	}
+	c.products.Store(p.ID, p)
+	c.stock.ClearSoldOut(p.ID)
+	c.announce(ctx, resetChannel, p.ID)
+	if old != nil && old.Store == string(stock.InRedis) {
+		if err := c.stock.Drop(ctx, old.Stock().Layout); err != nil {
+			c.log.Warn("the keys of a past layout stay in Redis", "product", p.ID, "epoch", old.Epoch, "error", err)
+		}
+	}
+	return p, nil
+}
+
+// layOut is reset's transaction: it lays p's stock out under its next
+// sale and epoch, and returns the product it replaced, if any.
+func (c *Catalogue) layOut(ctx context.Context, tx *gorm.DB, p *Product, markerEpoch int64, explicit, createOnly bool) (*Product, error) {
+	levels := stock.Split(p.Initial, p.Shards)
+	// Shard rows first, then the product: the db mode's purchases lock
+	// in that order too, so the two cannot deadlock.
+	if err := stock.LayOutSQL(tx, p.Stock(), levels); err != nil {
+		return nil, err
+	}
+	var cur, old *Product = &Product{}, nil
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(cur, p.ID).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		p.Sale, p.Epoch = 1, markerEpoch+1
+	case err != nil:
+		return nil, fmt.Errorf("reading product %d: %w", p.ID, err)
+	case createOnly:
+		return nil, fmt.Errorf("%w: product %d was created meanwhile", ErrExists, p.ID)
+	case cur.Lab != p.Lab:
+		return nil, fmt.Errorf("%w: product %d was created with lab %v; that is fixed (use another id)", ErrInvalid, p.ID, cur.Lab)
+	case !cur.Lab && !explicit && (cur.Lock != p.Lock || cur.Mode != p.Mode):
+		// A POST that looks like a create must not change how a
+		// real sale is sold (issue 25: lock none, then oversold).
+		return nil, fmt.Errorf("%w: product %d is sold under lock %s and mode %s; send them again, or \"reset\": true to change them",
+			ErrResetRequired, p.ID, cur.Lock, cur.Mode)
+	default:
+		old = cur
+		p.Sale, p.Epoch = cur.Sale+1, max(cur.Epoch, markerEpoch)+1
+	}
+	// Laid out before the commit publishes the new epoch: no purchase
+	// can find the epoch without its keys.
+	if err := c.stock.LayOut(ctx, p.Stock(), levels, p.Initial); err != nil {
+		return nil, err
+	}
+	return old, tx.Save(p).Error
+}
+
+// CreateIfAbsent creates a product unless it exists, in the database or in
+// Redis: a process started on a fresh database beside a Redis that another
+// process sells the product from must not lay its stock out again.
+//
+// Processes started at once may create it at once: their transactions
+// deadlock or one's insert finds the other's row, and the one refused
+// reads again, once, and finds it.
+func (c *Catalogue) CreateIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := c.createIfAbsent(ctx, spec)
+	if errors.Is(err, gorm.ErrDuplicatedKey) || Transient(err) {
+		p, err = c.createIfAbsent(ctx, spec)
+	}
+	return p, err
+}
+
+func (c *Catalogue) createIfAbsent(ctx context.Context, spec ProductSpec) (Product, error) {
+	p, err := c.Refresh(ctx, spec.ID)
+	if err == nil {
+		return p, ErrExists
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return Product{}, err
+	}
+	if _, found, err := c.stock.Ledgers().ReadMarker(ctx, spec.ID); err != nil || found {
+		return Product{}, cmp.Or(err, fmt.Errorf("%w: product %d is laid out in Redis but not in this database", ErrExists, spec.ID))
+	}
+	return c.reset(ctx, spec, true)
+}
+
+func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
+	invalid := func(format string, a ...any) (Product, error) {
+		return Product{}, fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	p := Product{ID: spec.ID, Name: spec.Name, Initial: spec.Stock, Shards: cmp.Or(spec.Shards, api.DefaultShards),
+		Lock: cmp.Or(spec.Lock, api.DefaultLock), Mode: cmp.Or(spec.Mode, api.DefaultMode),
+		Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab,
+		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional), Replicated: spec.Replicated}
+	if p.Name == "" {
+		p.Name = "product " + strconv.FormatInt(p.ID, 10)
+	}
+	switch {
+	case p.ID <= 0:
+		return invalid("id must be a positive integer")
+	case p.Initial < 0 || p.Initial > MaxStock:
+		return invalid("stock must be between 0 and %d", MaxStock)
+	case p.Shards < 1 || p.Shards > stock.MaxShards:
+		return invalid("shards must be between 1 and %d", stock.MaxShards)
+	case len(p.Name) > 200:
+		return invalid("name must be at most 200 bytes")
+	case !utf8.ValidString(p.Name) || strings.ContainsFunc(p.Name, unicode.IsControl):
+		return invalid("name must be UTF-8 text without control characters")
+	case p.PayTimeout != 0 && (p.PayTimeout < MinPayTimeout || p.PayTimeout > MaxPayTimeout):
+		return invalid("the payment window must be 0 (none) or between %s and %s", MinPayTimeout, MaxPayTimeout)
+	case p.Lifecycle == Naive && !p.Lab:
+		return invalid("the naive lifecycle loses races on purpose: it is for lab products")
+	case p.Lifecycle != Conditional && p.Lifecycle != Naive:
+		return invalid("lifecycle must be %s or %s", Conditional, Naive)
+	}
+	mode, err := c.opt.Mode(p.Mode)
+	if err != nil {
+		return Product{}, err
+	}
+	if _, err := c.Locker(p.Lock); err != nil {
+		return Product{}, err
+	}
+	p.Store = string(mode.Store)
+	return p, nil
+}
+
+// Transient reports a server error that refused a statement for a reason of
+// the moment, not of the row: tried again, it may pass. A consumer that took
+// one for the row's refusal would dead-letter a good order.
+func Transient(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return transientCodes[me.Number]
+	}
+	// SQLite with two processes on one file: the other one writes.
+	return err != nil && (strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"))
+}
+
+var transientCodes = map[uint16]bool{
+	1040: true, // too many connections
+	1053: true, // server shutdown in progress
+	1205: true, // lock wait timeout
+	1213: true, // deadlock
+	1317: true, // query interrupted
+	1927: true, // connection killed
+	3024: true, // max_execution_time exceeded
+}
