@@ -23,6 +23,7 @@ import (
 	"seckill/internal/idgen"
 	"seckill/internal/lab/harness"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 )
 
@@ -418,7 +419,7 @@ func asyncCeiling(ctx context.Context, c *cluster, s harness.Spec, client *http.
 		return row, 0, err
 	}
 	orders := c.first.Orders
-	cons := order.NewConsumer(c.first.DB(), orders, order.ConsumerOptions{Log: slog.New(slog.DiscardHandler)})
+	cons := order.NewConsumer(c.first.DB(), orders, outbox.Options{Log: slog.New(slog.DiscardHandler)})
 	start := time.Now()
 	cons.Start()
 	defer cons.Close()

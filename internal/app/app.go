@@ -23,8 +23,8 @@ import (
 	"seckill/internal/gate"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
-	"seckill/internal/mq"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/server"
 	"seckill/internal/stock"
 )
@@ -35,14 +35,14 @@ type App struct {
 	Config   Config
 	Embedded bool // Redis or the database is the embedded stand-in
 	Orders   *order.Service
-	Consumer *order.Consumer // nil when Config.Consume is off
+	Consumer *outbox.Consumer // nil when Config.Consume is off
 	// MQConsumer writes the mq mode's orders; nil without a broker or
 	// when Config.Consume is off.
-	MQConsumer *order.MQConsumer
+	MQConsumer *outbox.Consumer
 	Handler    *server.Server
 
 	rdb      redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient with Config.RedisCluster
-	broker   *mq.Broker
+	broker   *outbox.Broker
 	gate     *gate.Notifier
 	locks    *lock.Pool
 	ids      *idgen.Redis
@@ -120,7 +120,7 @@ func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error
 		return err
 	}
 	if cfg.RabbitMQURL != "" {
-		if a.broker, err = mq.Dial(cfg.RabbitMQURL, MQQueue(cfg)); err != nil {
+		if a.broker, err = outbox.Dial(cfg.RabbitMQURL, MQQueue(cfg)); err != nil {
 			return err
 		}
 	}
@@ -161,10 +161,10 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 	d := a.Orders.Catalogue().Durability(ctx)
 	log.Info("what Redis keeps of an answered write", "durability", d.Level, "reason", d.Reason)
 	if cfg.Consume {
-		a.Consumer = order.NewConsumer(a.db, a.Orders, order.ConsumerOptions{ClaimIdle: cfg.ClaimIdle, Log: log})
+		a.Consumer = order.NewConsumer(a.db, a.Orders, outbox.Options{ClaimIdle: cfg.ClaimIdle, Log: log})
 		a.Consumer.Start()
 		if a.broker != nil {
-			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, order.ConsumerOptions{Log: log})
+			a.MQConsumer = order.NewMQConsumer(a.db, a.Orders, a.broker, outbox.Options{Log: log})
 			a.MQConsumer.Start()
 		}
 	}
@@ -344,7 +344,7 @@ func (a *App) Close() error {
 func MQQueue(cfg Config) string { return "seckill.orders." + deployment(cfg) }
 
 // Broker is the mq mode's broker, nil without one.
-func (a *App) Broker() *mq.Broker { return a.broker }
+func (a *App) Broker() *outbox.Broker { return a.broker }
 
 // Server is an App serving HTTP.
 type Server struct {

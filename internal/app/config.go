@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/order"
+	"seckill/internal/outbox"
 )
 
 // Config is every knob of the service. Each is a flag with an environment
@@ -99,7 +99,7 @@ func (c *Config) settings() []setting {
 		{"consume", "CONSUME", "run a consumer that writes the async mode's queued orders (and the mq mode's)", func(fs *flag.FlagSet, name, def, help string) {
 			fs.BoolVar(&c.Consume, name, def == "true", help)
 		}, "true"},
-		{"claim-idle", "CLAIM_IDLE", "how long a queued order may stay delivered to a consumer and unacknowledged before another consumer claims it (it must outlast a batch write with its retries)", dur(&c.ClaimIdle), order.DefaultClaimIdle.String()},
+		{"claim-idle", "CLAIM_IDLE", "how long a queued order may stay delivered to a consumer and unacknowledged before another consumer claims it (it must outlast a batch write with its retries)", dur(&c.ClaimIdle), outbox.DefaultClaimIdle.String()},
 		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
 		{"gate", "GATE_URLS", "comma-separated control URLs (http://host:port) of the sold-out gates in front of the replicas (deploy/gate); each is told when a product has stock again", list(&c.GateURLs), ""},

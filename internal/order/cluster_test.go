@@ -11,6 +11,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
@@ -36,7 +37,7 @@ func TestServiceOnCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { svc.Close() })
-			consumer := order.NewConsumer(db, svc, order.ConsumerOptions{})
+			consumer := order.NewConsumer(db, svc, outbox.Options{})
 			consumer.Start()
 			t.Cleanup(func() { consumer.Close() })
 			id := testenv.ProductID(t)

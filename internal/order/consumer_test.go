@@ -11,10 +11,11 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 )
 
-func (f *fixture) consumer(opt order.ConsumerOptions) *order.Consumer {
+func (f *fixture) consumer(opt outbox.Options) *outbox.Consumer {
 	f.t.Helper()
 	if opt.Block == 0 {
 		opt.Block = 20 * time.Millisecond
@@ -67,7 +68,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 		t.Errorf("the queued order read back: %+v, %v; want pending", o, err)
 	}
 
-	f.consumer(order.ConsumerOptions{})
+	f.consumer(outbox.Options{})
 	f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 5 })
 	a := f.audit(1)
 	if a.Remaining != 5 || a.Taken != 5 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
@@ -100,7 +101,7 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	if err != nil || len(got) != 4 {
 		t.Fatalf("the dead consumer's read: %d orders, %v", len(got), err)
 	}
-	f.consumer(order.ConsumerOptions{ClaimIdle: 100 * time.Millisecond})
+	f.consumer(outbox.Options{ClaimIdle: 100 * time.Millisecond})
 	a := f.waitAudit(1, "the orders claimed and written", func(a api.Audit) bool { return a.Orders == 4 && a.Queued == 0 })
 	if a.Remaining != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v", a)
@@ -127,7 +128,7 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 			poison = o
 		}
 	}
-	f.consumer(order.ConsumerOptions{})
+	f.consumer(outbox.Options{})
 	a := f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 })
 	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.DeadLettered != 1 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), 1 dead letter, OK", a)
@@ -179,7 +180,7 @@ func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
 	if _, _, err := other.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1}); !errors.Is(err, stock.ErrSoldOut) || !other.Catalogue().SoldOut(1) {
 		t.Fatalf("the other process's purchase: %v, flag %v; want sold out, flag set", err, other.Catalogue().SoldOut(1))
 	}
-	f.consumer(order.ConsumerOptions{})
+	f.consumer(outbox.Options{})
 	waitFor(t, "the other process's flag to clear", func() bool { return !other.Catalogue().SoldOut(1) })
 	waitFor(t, "the gate to be told", func() bool {
 		mu.Lock()

@@ -15,7 +15,7 @@ var mqMode = Mode{
 		"and one it may have got is left to the reconciler, which waits for the queue before it judges.",
 	Breaks: "Redis and the broker share no transaction: a process that dies between the take and the publish (the fault crash_after_take) " +
 		"strands a unit, out of the store and in no order, until the reconciler finds the take and returns it.",
-	Test: "TestMQ/CrashAfterTake", Package: "./internal/mq",
+	Test: "TestMQ/CrashAfterTake", Package: "./internal/outbox",
 	Take: stock.MQ, Queued: true,
 	seller: mqSeller{},
 }

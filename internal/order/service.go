@@ -15,7 +15,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
-	"seckill/internal/mq"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 )
 
@@ -84,7 +84,7 @@ type Options struct {
 	Lease lock.Locker
 	// Broker carries the mq mode's orders to the consumers. Default: none,
 	// and the mq mode is refused.
-	Broker *mq.Broker
+	Broker *outbox.Broker
 	// StockBack is told each product whose sold-out flag this process
 	// cleared (a unit came back, a reset, a rebuild), off the purchase
 	// path: the edge gate learned "sold out" from this process and must

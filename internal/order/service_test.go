@@ -14,6 +14,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 	"seckill/internal/testkit/testenv"
 )
@@ -534,7 +535,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 				t.Fatalf("%s with 3 queued orders older than the grace: %+v, %v; want them pending", what, r, err)
 			}
 		}
-		f.consumer(order.ConsumerOptions{})
+		f.consumer(outbox.Options{})
 		f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 3 })
 		if r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 0 || f.svc.Reconciler().Remembered(1) != 3 {
 			t.Fatalf("the pass after the drain: %+v, %v, %d settled; want 3 settled", r, err, f.svc.Reconciler().Remembered(1))

@@ -73,7 +73,7 @@ func serve(ctx context.Context, start StartService, args []string, getenv func(s
 // if its consumer holds any, else resumes it and looks again a few
 // milliseconds later, until ctx ends. It returns the dead consumer's name
 // and how many orders it held. A consumer's name carries its process id between dashes
-// (see order.NewConsumer), which is how it is found.
+// (see outbox.UniqueName), which is how it is found.
 func (in *Instance) KillHolding(ctx context.Context, delivered func(context.Context) (map[string]int64, error)) (string, int64, error) {
 	tag := fmt.Sprintf("-%d-", in.Pid())
 	tick := time.NewTicker(5 * time.Millisecond)

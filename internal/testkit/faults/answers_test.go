@@ -19,6 +19,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/idgen"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
@@ -151,7 +152,7 @@ func TestAsyncOrdersPayableInAOneSecondWindow(t *testing.T) {
 	accepted.Wait()
 	// The backlog: every 202's window, counted from the take, is over.
 	time.Sleep(window + 200*time.Millisecond)
-	c := order.NewConsumer(srv.DB(), srv.Orders, order.ConsumerOptions{Block: 20 * time.Millisecond})
+	c := order.NewConsumer(srv.DB(), srv.Orders, outbox.Options{Block: 20 * time.Millisecond})
 	c.Start()
 	t.Cleanup(func() { c.Close() })
 	wg.Wait()

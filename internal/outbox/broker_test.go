@@ -1,4 +1,4 @@
-package mq_test
+package outbox_test
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/idgen"
 	"seckill/internal/lab/harness"
-	"seckill/internal/mq"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
 )
@@ -75,7 +75,7 @@ func testOnCluster(t *testing.T, url string) {
 // taken; a subscription that closes without acknowledging hands its
 // messages back, and one that acknowledges empties the queue.
 func testBroker(t *testing.T, url string) {
-	b, err := mq.Dial(url, "seckill.test."+strconv.FormatInt(testenv.ProductID(t), 10))
+	b, err := outbox.Dial(url, "seckill.test."+strconv.FormatInt(testenv.ProductID(t), 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +122,9 @@ func testBroker(t *testing.T, url string) {
 }
 
 // next takes n deliveries from sub, waiting for them.
-func next(t *testing.T, sub *mq.Subscription, n int) []mq.Delivery {
+func next(t *testing.T, sub *outbox.Subscription, n int) []outbox.Delivery {
 	t.Helper()
-	var ds []mq.Delivery
+	var ds []outbox.Delivery
 	deadline := time.Now().Add(10 * time.Second)
 	for len(ds) < n && time.Now().Before(deadline) {
 		got, err := sub.Next(nil, n-len(ds), 200*time.Millisecond)
@@ -139,7 +139,7 @@ func next(t *testing.T, sub *mq.Subscription, n int) []mq.Delivery {
 	return ds
 }
 
-func waitDepth(t *testing.T, b *mq.Broker, want int) {
+func waitDepth(t *testing.T, b *outbox.Broker, want int) {
 	t.Helper()
 	var n int
 	poll(t, fmt.Sprintf("queue depth %d", want), func() bool {
@@ -182,7 +182,7 @@ func service(t *testing.T, url string, edit func(*app.Config)) (*app.Server, int
 	// Deleted once the service is down (cleanups run last first), so that
 	// its consumer never finds the queue gone.
 	t.Cleanup(func() {
-		b, err := mq.Dial(url, app.MQQueue(cfg))
+		b, err := outbox.Dial(url, app.MQQueue(cfg))
 		if err == nil {
 			err = errors.Join(b.Delete(), b.Close())
 		}
@@ -328,7 +328,7 @@ func testReconcilerWaitsForTheQueue(t *testing.T, url string) {
 	if r.Held != 3 || r.Pending != 3 || r.Returned != 0 || r.Queue != 3 {
 		t.Errorf("reconciliation %+v: want the 3 takes held while the queue holds 3 messages", r)
 	}
-	c := order.NewMQConsumer(srv.DB(), srv.Orders, srv.Broker(), order.ConsumerOptions{})
+	c := order.NewMQConsumer(srv.DB(), srv.Orders, srv.Broker(), outbox.Options{})
 	c.Start()
 	t.Cleanup(func() { c.Close() })
 	poll(t, "the orders written", func() bool { return audit(t, srv.URL, product).Orders == 3 })
@@ -362,7 +362,7 @@ func testVoidRowDropsTheOrder(t *testing.T, url string) {
 	if err := srv.DB().WithContext(t.Context()).Create(&void).Error; err != nil {
 		t.Fatal(err)
 	}
-	c := order.NewMQConsumer(srv.DB(), srv.Orders, srv.Broker(), order.ConsumerOptions{})
+	c := order.NewMQConsumer(srv.DB(), srv.Orders, srv.Broker(), outbox.Options{})
 	c.Start()
 	t.Cleanup(func() { c.Close() })
 	poll(t, "the message consumed", func() bool {

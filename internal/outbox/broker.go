@@ -1,11 +1,19 @@
-// Package mq is the mq mode's message broker: RabbitMQ through amqp091-go.
-// Orders are published to one durable quorum queue per deployment, with
-// publisher confirms, so that a publish returns once the broker has the
-// message (a quorum queue confirms once a majority of its replicas wrote
-// it). A consumer takes them in batches and acknowledges each batch once
-// it is written. The queue's depth, read by a passive declare, tells the
+// Package outbox carries the orders answered before their rows are
+// written, from the purchase to the consumer that writes them, on either
+// of two queues: the async mode's Redis Streams (the take script appends
+// the order in its own step: stock.Queue) and the mq mode's RabbitMQ
+// queue (Broker). Both are read by one consumer loop (Consumer) over a
+// Source, the shape of watermill's subscriber: a batch delivered, written
+// by a Sink, its refusals handed back, then acknowledged.
+//
+// The mq mode's broker is RabbitMQ through amqp091-go. Orders are
+// published to one durable quorum queue per deployment, with publisher
+// confirms, so that a publish returns once the broker has the message (a
+// quorum queue confirms once a majority of its replicas wrote it). A
+// consumer takes them in batches and acknowledges each batch once it is
+// written. The queue's depth, read by a passive declare, tells the
 // reconciler whether a take's order may still be in the queue.
-package mq
+package outbox
 
 import (
 	"context"
