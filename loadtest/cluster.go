@@ -376,21 +376,3 @@ func (c *cluster) ownDatabase(ctx context.Context, dsn string) (string, error) {
 	d.DBName = name
 	return d.FormatDSN(), nil
 }
-
-// startService starts a service instance in a child process of this binary
-// (see child.Run): the service's flags args, its log at warn on stderr. The
-// tests' children start with testenv.StartService, the same; this binary
-// may not link the testing package that one lives in.
-func startService(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (child.Service, string, time.Duration, error) {
-	cfg, fs, err := app.ParseConfig("service instance", args, getenv)
-	if err != nil {
-		fs.SetOutput(stderr)
-		return nil, "", 0, err
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := app.Start(ctx, cfg, log, app.Extras{})
-	if err != nil {
-		return nil, "", 0, err
-	}
-	return srv, srv.URL, cfg.ShutdownTimeout, nil
-}

@@ -161,7 +161,7 @@ func scenarioNames() string {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr, startService); ok {
+	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr, app.StartChild); ok {
 		return err
 	}
 	// The progress bar, the in-process service's log and the children's

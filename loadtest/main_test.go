@@ -31,7 +31,7 @@ import (
 // TestMain lets the test binary be a service instance or a Redis: the
 // cluster re-executes the running binary (see child.Run), and under go test
 // that binary is this one.
-func TestMain(m *testing.M) { child.Main(m.Run, startService) }
+func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
 
 // backends returns the environment the command sees: the real Redis when
 // REDIS_ADDR is set (its keys for product are deleted afterwards), a

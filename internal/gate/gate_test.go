@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/app"
 	"seckill/internal/gate"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets this test binary be the service processes it starts.
-func TestMain(m *testing.M) { child.Main(m.Run, testenv.StartService) }
+func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
 
 const secret = "test-gate-secret"
 

@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"seckill/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/LOCKS.md from the strategies table")
@@ -70,7 +68,7 @@ func runPattern(test string) string {
 }
 
 func TestLocksDoc(t *testing.T) {
-	tests := testFuncs(t)
+	tests := testkit.TestFuncs(t, ".")
 	for _, s := range Strategies() {
 		if s.Summary == "" || s.Fixes == "" || s.Breaks == "" || s.Commands == nil || s.Test == "" {
 			t.Errorf("%s: Summary, Fixes, Breaks, Commands and Test must all be filled", s.Name)
@@ -99,27 +97,4 @@ func TestLocksDoc(t *testing.T) {
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("docs/LOCKS.md is stale; run go test ./internal/lock -run TestLocksDoc -update (-file +table):\n%s", diff)
 	}
-}
-
-// testFuncs returns the names of the package's test functions.
-func testFuncs(t *testing.T) map[string]bool {
-	t.Helper()
-	files, err := filepath.Glob("*_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := make(map[string]bool)
-	fset := token.NewFileSet()
-	for _, f := range files {
-		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range af.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
-				names[fn.Name.Name] = true
-			}
-		}
-	}
-	return names
 }

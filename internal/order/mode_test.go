@@ -1,10 +1,6 @@
 package order
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +8,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 )
 
 // TestModesTable checks the table GET /api/modes and the page show: every
@@ -28,7 +25,7 @@ func TestModesTable(t *testing.T) {
 			t.Errorf("%s: takes with stock's %q", m.Name, m.Take)
 		}
 		fn, _, _ := strings.Cut(m.Test, "/")
-		if !testFuncsIn(t, filepath.Join("../..", m.Package))[fn] {
+		if !testkit.TestFuncs(t, filepath.Join("../..", m.Package))[fn] {
 			t.Errorf("%s: Test %q: no such test function in %s", m.Name, m.Test, m.Package)
 		}
 	}
@@ -64,29 +61,4 @@ func TestModesTable(t *testing.T) {
 	if _, err := ModeNamed("nope"); err == nil {
 		t.Error("ModeNamed(nope): no error")
 	}
-}
-
-func testFuncsIn(t *testing.T, dir string) map[string]bool {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
-	if err != nil || len(files) == 0 {
-		if _, serr := os.Stat(dir); serr != nil {
-			t.Fatalf("package %s: %v", dir, serr)
-		}
-		t.Fatalf("package %s has no tests (%v)", dir, err)
-	}
-	names := make(map[string]bool)
-	fset := token.NewFileSet()
-	for _, f := range files {
-		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range af.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
-				names[fn.Name.Name] = true
-			}
-		}
-	}
-	return names
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,26 +35,6 @@ func (s *Server) handleHealth(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, h)
-}
-
-// handleLocks serves the lock table itself: the page explains a strategy
-// with the same text docs/LOCKS.md is generated from.
-func (s *Server) handleLocks(c *gin.Context) {
-	var out []api.LockInfo
-	for _, l := range lock.Strategies() {
-		out = append(out, api.LockInfo{Name: l.Name, Summary: l.Summary, Fixes: l.Fixes, Breaks: l.Breaks, Commands: l.Commands, Test: l.Test})
-	}
-	c.JSON(http.StatusOK, out)
-}
-
-// handleModes serves the sale modes' table, as handleLocks the locks'.
-func (s *Server) handleModes(c *gin.Context) {
-	var out []api.ModeInfo
-	for _, m := range order.Modes() {
-		out = append(out, api.ModeInfo{Name: m.Name, Summary: m.Summary, Promises: m.Promises, Breaks: m.Breaks,
-			Store: string(m.Store()), Locked: m.Locked, Queued: m.Queued, Test: m.Command()})
-	}
-	c.JSON(http.StatusOK, out)
 }
 
 func newProductView(v order.View) api.ProductView {
@@ -305,47 +284,6 @@ func digits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-func (s *Server) handleStartRun(c *gin.Context) {
-	var spec api.RunSpec
-	if err := s.decode(c, &spec); err != nil {
-		s.failErr(c, err)
-		return
-	}
-	// The lab sends the run's orders back through this very listener unless
-	// it is told otherwise.
-	var self string
-	if addr, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		self = "http://" + addr.String()
-	}
-	run, err := s.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
-	if err != nil {
-		s.failErr(c, err)
-		return
-	}
-	c.Header("Location", "/api/runs/"+run.ID)
-	c.JSON(http.StatusAccepted, run)
-}
-
-func (s *Server) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, s.deps.Runs.List()) }
-
-func (s *Server) handleRun(c *gin.Context) {
-	run, err := s.deps.Runs.Get(c.Param("id"))
-	if err != nil {
-		s.failErr(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, run)
-}
-
-func (s *Server) handleRunTimeline(c *gin.Context) {
-	tl, err := s.deps.Runs.Timeline(c.Param("id"))
-	if err != nil {
-		s.failErr(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, tl)
 }
 
 // handleLookup tells which of a batch of order ids are rows in the table:

@@ -14,9 +14,10 @@ func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.handleHealth)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
 
+	lab := labRoutes{s}
 	g := r.Group("/api")
-	g.GET("/locks", s.handleLocks)
-	g.GET("/modes", s.handleModes)
+	g.GET("/locks", lab.handleLocks)
+	g.GET("/modes", lab.handleModes)
 	g.POST("/products", s.admin, s.handleResetProduct)
 	g.GET("/products/:id", s.handleProduct)
 	g.GET("/products/:id/audit", s.handleAudit)
@@ -28,10 +29,10 @@ func (s *Server) routes(r *gin.Engine) {
 	g.POST("/orders/:id/pay", s.handlePay)
 	g.POST("/orders/:id/cancel", s.handleCancel)
 	if s.deps.Runs != nil {
-		g.POST("/runs", s.admin, s.handleStartRun)
-		g.GET("/runs", s.handleRuns)
-		g.GET("/runs/:id", s.handleRun)
-		g.GET("/runs/:id/timeline", s.handleRunTimeline)
+		g.POST("/runs", s.admin, lab.handleStartRun)
+		g.GET("/runs", lab.handleRuns)
+		g.GET("/runs/:id", lab.handleRun)
+		g.GET("/runs/:id/timeline", lab.handleRunTimeline)
 	}
 
 	noRoute := func(c *gin.Context) { s.fail(c, http.StatusNotFound, api.CodeNotFound, "no such route") }

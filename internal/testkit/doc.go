@@ -5,7 +5,8 @@
 // set, as in CI (REDIS_ADDR, REDIS_CLUSTER, ETCD_ENDPOINTS, MYSQL_DSN), or
 // else one of the test's own: a process when its binary is on PATH, an
 // embedded one otherwise, so that the same tests run on a machine with
-// nothing but Go.
+// nothing but Go. TestFuncs reads the names of a package's tests, for the
+// tables that name the test of each row.
 //
 // It does not import the service, whose own packages (the lock's) test with
 // it. The processes themselves are started by testkit/child, which binaries

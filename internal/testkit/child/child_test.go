@@ -9,12 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/app"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets this test binary be the children it starts.
-func TestMain(m *testing.M) { child.Main(m.Run, testenv.StartService) }
+func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
 
 func exe(t *testing.T) string {
 	t.Helper()

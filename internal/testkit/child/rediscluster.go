@@ -75,20 +75,33 @@ func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) 
 // the replica's first acknowledgement (up to a second later), and a master
 // lost in that second takes them all with it.
 func waitReplicaSynced(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
-	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return pollNode(ctx, addr, func(ctx context.Context, rdb *redis.Client) error {
 		info, err := rdb.Info(ctx, "replication").Result()
 		if err == nil && (strings.Contains(info, "master_link_status:up") || streaming(info)) {
 			return nil
 		}
+		return fmt.Errorf("replica %s not in sync with its master before the deadline: %v %v", addr, err, info)
+	})
+}
+
+// pollNode runs check on a client of the node at addr every 20ms until it
+// returns nil, and returns check's last error once ctx is done: the wait
+// loops of this file, each with its own check and its own words.
+func pollNode(ctx context.Context, addr string, check func(context.Context, *redis.Client) error) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	defer rdb.Close()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check(ctx, rdb)
+		if err == nil {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("replica %s not in sync with its master before the deadline: %v %v", addr, err, info)
+			return err
 		case <-tick.C:
 		}
 	}
@@ -156,23 +169,15 @@ func free(port int) bool {
 // Just after a node is lost the others still report ok until they agree it
 // failed (the node timeout): see WaitFailover.
 func WaitClusterOK(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
-	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return pollNode(ctx, addr, func(ctx context.Context, rdb *redis.Client) error {
 		info, err := rdb.ClusterInfo(ctx).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster node %s not ok before the deadline: %v %v", addr, err, info)
-		case <-tick.C:
-		}
-	}
+		return fmt.Errorf("cluster node %s not ok before the deadline: %v %v", addr, err, info)
+	})
 }
 
 // Addrs are the nodes' host:port.
@@ -268,22 +273,14 @@ func WaitFailover(ctx context.Context, addrs []string, lost string) error {
 }
 
 func waitFailoverSeen(ctx context.Context, via, lost string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: via, DialerRetries: 1, MaxRetries: -1})
-	defer rdb.Close()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return pollNode(ctx, via, func(ctx context.Context, rdb *redis.Client) error {
 		info, err := rdb.ClusterInfo(ctx).Result()
 		slots, serr := rdb.ClusterSlots(ctx).Result()
 		if err == nil && serr == nil && strings.Contains(info, "cluster_state:ok") && !servedBy(slots, lost) {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no failover of %s seen from %s before the deadline: %v %v %v", lost, via, err, serr, info)
-		case <-tick.C:
-		}
-	}
+		return fmt.Errorf("no failover of %s seen from %s before the deadline: %v %v %v", lost, via, err, serr, info)
+	})
 }
 
 func servedBy(slots []redis.ClusterSlot, addr string) bool {

@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"os"
@@ -29,7 +28,6 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/order"
 	"seckill/internal/stock"
-	"seckill/internal/testkit/child"
 )
 
 // AdminToken is the operator token of the services Config configures:
@@ -202,21 +200,4 @@ func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
 		t.Fatal(err)
 	}
 	return rdb, db, mr
-}
-
-// StartService starts a service instance in a child process of a test (see
-// child.Run and child.Main): the service's flags args, its log at warn on
-// stderr. loadtest has its own, as its binary may not link this package.
-func StartService(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (child.Service, string, time.Duration, error) {
-	cfg, fs, err := app.ParseConfig("service instance", args, getenv)
-	if err != nil {
-		fs.SetOutput(stderr)
-		return nil, "", 0, err
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := app.Start(ctx, cfg, log, app.Extras{})
-	if err != nil {
-		return nil, "", 0, err
-	}
-	return srv, srv.URL, cfg.ShutdownTimeout, nil
 }

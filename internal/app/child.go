@@ -1,0 +1,30 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"seckill/internal/testkit/child"
+)
+
+// StartChild starts a service instance in a child process (see child.Run
+// and child.Main): the service's flags args, its log at warn on stderr. It
+// is the child.StartService of loadtest's binary and of the tests that start
+// instances; it lives here, not in testenv, as loadtest's binary may not
+// link the testing package, and not in child, which does not import the
+// service (the service's own packages test with child's processes).
+func StartChild(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (child.Service, string, time.Duration, error) {
+	cfg, fs, err := ParseConfig("service instance", args, getenv)
+	if err != nil {
+		fs.SetOutput(stderr)
+		return nil, "", 0, err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := Start(ctx, cfg, log, Extras{})
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return srv, srv.URL, cfg.ShutdownTimeout, nil
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"seckill/internal/api"
+	"seckill/internal/lock"
+	"seckill/internal/order"
+)
+
+// labRoutes are the lab's own routes, apart from the shop's: the tables
+// that explain the locks and the sale modes, and the load runs with their
+// timelines. They share the Server's failure and decoding helpers.
+type labRoutes struct{ *Server }
+
+// handleLocks serves the lock table itself: the page explains a strategy
+// with the same text docs/LOCKS.md is generated from.
+func (lab labRoutes) handleLocks(c *gin.Context) {
+	var out []api.LockInfo
+	for _, l := range lock.Strategies() {
+		out = append(out, api.LockInfo{Name: l.Name, Summary: l.Summary, Fixes: l.Fixes, Breaks: l.Breaks, Commands: l.Commands, Test: l.Test})
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// handleModes serves the sale modes' table, as handleLocks the locks'.
+func (lab labRoutes) handleModes(c *gin.Context) {
+	var out []api.ModeInfo
+	for _, m := range order.Modes() {
+		out = append(out, api.ModeInfo{Name: m.Name, Summary: m.Summary, Promises: m.Promises, Breaks: m.Breaks,
+			Store: string(m.Store()), Locked: m.Locked, Queued: m.Queued, Test: m.Command()})
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (lab labRoutes) handleStartRun(c *gin.Context) {
+	var spec api.RunSpec
+	if err := lab.decode(c, &spec); err != nil {
+		lab.failErr(c, err)
+		return
+	}
+	// The lab sends the run's orders back through this very listener unless
+	// it is told otherwise.
+	var self string
+	if addr, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		self = "http://" + addr.String()
+	}
+	run, err := lab.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
+	if err != nil {
+		lab.failErr(c, err)
+		return
+	}
+	c.Header("Location", "/api/runs/"+run.ID)
+	c.JSON(http.StatusAccepted, run)
+}
+
+func (lab labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lab.deps.Runs.List()) }
+
+func (lab labRoutes) handleRun(c *gin.Context) {
+	run, err := lab.deps.Runs.Get(c.Param("id"))
+	if err != nil {
+		lab.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, run)
+}
+
+func (lab labRoutes) handleRunTimeline(c *gin.Context) {
+	tl, err := lab.deps.Runs.Timeline(c.Param("id"))
+	if err != nil {
+		lab.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, tl)
+}
