@@ -32,6 +32,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/lab/harness"
+	"seckill/internal/order"
 	"seckill/internal/testkit/child"
 )
 
@@ -338,7 +339,7 @@ func (o options) runScenario(ctx context.Context, sc harness.Scenario, targets [
 func (o options) runGrid(ctx context.Context, targets, locks []string, rep *harness.Report, bar *progressBar) error {
 	modes := splitList(o.modes)
 	if o.modes == "all" {
-		modes = api.Modes()
+		modes = order.ModeNames()
 	}
 	var runErr error
 runs:

@@ -83,6 +83,7 @@ func TestPage(t *testing.T) {
 		}),
 		chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(product, 10)),
 		chromedp.WaitReady(chromedp.CSS("#lab-lock option")),
+		chromedp.WaitReady(chromedp.CSS("#lab-mode option")),
 		// Enter, as after any typed secret: the page stays, the token with it.
 		chromedp.SendKeys(chromedp.ID("token"), token+"\r"),
 	)
@@ -298,7 +299,7 @@ func TestPage(t *testing.T) {
 	// A run the service refuses sends nothing: its verdict and the reason, no
 	// table of zeros, no word of the audit. Redlock is refused without
 	// REDIS_ADDRS, which testenv never sets.
-	do(t, ctx, "wait for the lab's form", chromedp.WaitReady(chromedp.CSS("#lab-lock option")))
+	do(t, ctx, "wait for the lab's form", chromedp.WaitReady(chromedp.CSS("#lab-lock option")), chromedp.WaitReady(chromedp.CSS("#lab-mode option")))
 	// The browser kept the token typed before the page was opened again.
 	waitFor[bool](t, ctx, "the kept token", `document.querySelector("#token").value === `+strconv.Quote(token))
 	run[bool](t, ctx, `(() => {

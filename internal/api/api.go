@@ -86,9 +86,6 @@ const (
 	ModeMQ = "mq"
 )
 
-// Modes lists the stock modes in teaching order.
-func Modes() []string { return []string{ModeRMW, ModeLua, ModeDB, ModeSQLRMW, ModeAsync, ModeMQ} }
-
 // Defaults of a product, and of a purchase that names no lock or mode.
 const (
 	DefaultLock   = "token"

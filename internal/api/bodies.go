@@ -313,7 +313,9 @@ type Backlog struct {
 // ModeInfo is one sale mode as GET /api/modes lists it: the table in
 // internal/order (mode.go), in teaching order.
 type ModeInfo struct {
-	Name     string `json:"name"`
+	Name string `json:"name"`
+	// Short names the mode's steps in a few words, for a menu.
+	Short    string `json:"short"`
 	Summary  string `json:"summary"`
 	Promises string `json:"promises"`
 	Breaks   string `json:"breaks"`

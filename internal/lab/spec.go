@@ -9,6 +9,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lab/harness"
 	"seckill/internal/lock"
+	"seckill/internal/order"
 )
 
 // ClockSkew is how far ahead the clock-skew fault sets the faulty requests'
@@ -26,7 +27,7 @@ func check(s api.RunSpec) (api.RunSpec, error) {
 	if _, err := lock.Lookup(s.Lock); err != nil {
 		return invalid("lock: %q is not a registered strategy (GET /api/locks lists them)", s.Lock)
 	}
-	if modes := api.Modes(); !slices.Contains(modes, s.Mode) {
+	if modes := order.ModeNames(); !slices.Contains(modes, s.Mode) {
 		return invalid("mode: %q is not one of %s", s.Mode, strings.Join(modes, ", "))
 	}
 	if faults := api.Faults(); !slices.Contains(faults, s.Fault) {

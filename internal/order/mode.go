@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/stock"
 )
@@ -19,6 +18,8 @@ import (
 type Mode struct {
 	// Name is the user-facing identifier (the API's "mode").
 	Name string
+	// Short names its steps in a few words, for the page's menu.
+	Short string
 	// Summary says in one line how the unit is taken and the order written.
 	Summary string
 	// Promises says what the mode guarantees a buyer and the stock.
@@ -58,6 +59,15 @@ var modes = []Mode{rmwMode, luaMode, dbMode, sqlrmwMode, asyncMode, mqMode}
 // Modes lists the modes in teaching order.
 func Modes() []Mode { return slices.Clone(modes) }
 
+// ModeNames lists the modes' names in teaching order.
+func ModeNames() []string {
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.Name
+	}
+	return names
+}
+
 // ModeNamed returns the mode of a user-facing name, or an error wrapping
 // ErrInvalid and stock.ErrUnknownMode.
 func ModeNamed(name string) (Mode, error) {
@@ -66,7 +76,7 @@ func ModeNamed(name string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return Mode{}, fmt.Errorf("%w: %w %q (want one of %s)", ErrInvalid, stock.ErrUnknownMode, name, strings.Join(api.Modes(), ", "))
+	return Mode{}, fmt.Errorf("%w: %w %q (want one of %s)", ErrInvalid, stock.ErrUnknownMode, name, strings.Join(ModeNames(), ", "))
 }
 
 // modeOf is a stored product's mode, known to be in the table (validate

@@ -9,6 +9,7 @@ import (
 
 var asyncMode = Mode{
 	Name:    api.ModeAsync,
+	Short:   "script + queue, 202",
 	Summary: "lua's script also queues the order on the shard's stream, in the same atomic step; the buyer hears 202, a consumer writes the rows in batches.",
 	Promises: "The unit and the queued order are one step: no moment holds one without the other. The consumer writes each order once " +
 		"(an id already written is skipped), takes over a dead consumer's, and sends a row the database refuses to the dead letters, its unit back.",

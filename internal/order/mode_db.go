@@ -9,6 +9,7 @@ import (
 
 var dbMode = Mode{
 	Name:    api.ModeDB,
+	Short:   "SQL row",
 	Summary: "UPDATE product_shards SET stock = stock - 1 WHERE stock > 0, and the order's INSERT, in one SQL transaction; no lock.",
 	Promises: "The unit and the order are one commit: never one without the other, nothing to reconcile. The database's row lock " +
 		"serialises the buyers of a shard.",

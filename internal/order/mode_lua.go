@@ -9,6 +9,7 @@ import (
 
 var luaMode = Mode{
 	Name:    api.ModeLua,
+	Short:   "one script",
 	Summary: "One Lua script checks the shard, decrements it and records the buyer, atomically; no lock. The order's row is written next.",
 	Promises: "No oversell and no lock to wait for: Redis runs the script alone. One unit per buyer, and a retried take finds " +
 		"the first one's record. A unit whose row could not be written goes back.",

@@ -10,6 +10,7 @@ import (
 
 var mqMode = Mode{
 	Name:    api.ModeMQ,
+	Short:   "script, then RabbitMQ, 202",
 	Summary: "lua's script takes the unit; the order is then published to RabbitMQ (with publisher confirms), and a consumer writes the rows.",
 	Promises: "The buyer hears 202 once the broker confirmed the order; a publish the broker surely did not get gives the unit back, " +
 		"and one it may have got is left to the reconciler, which waits for the queue before it judges.",

@@ -9,6 +9,7 @@ import (
 
 var rmwMode = Mode{
 	Name:    api.ModeRMW,
+	Short:   "GET, SET",
 	Summary: "GET the shard's stock, check it, pause for the hold, SET it one lower: inside the product's lock, which decides everything.",
 	Promises: "As much as the lock does: under a lock that excludes (token, fenced, redlock, etcd...) every unit is sold once. " +
 		"On a product that is not a lab product the write is guarded besides: it lands only while the lease is still held, or the fence is unmoved.",

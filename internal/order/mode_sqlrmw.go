@@ -10,6 +10,7 @@ import (
 
 var sqlrmwMode = Mode{
 	Name:    api.ModeSQLRMW,
+	Short:   "SELECT, UPDATE, COMMIT",
 	Summary: "SELECT the shard's stock, then UPDATE it to the value read minus one, in the order's transaction, inside the product's lock.",
 	Promises: "Held until the COMMIT, the lock makes the read and the write one step, and the order commits with the unit. " +
 		"On a product that is not a lab product the UPDATE also requires the stock it read, so a lost lease sells nothing.",

@@ -30,7 +30,7 @@ func (lab labRoutes) handleLocks(c *gin.Context) {
 func (lab labRoutes) handleModes(c *gin.Context) {
 	var out []api.ModeInfo
 	for _, m := range order.Modes() {
-		out = append(out, api.ModeInfo{Name: m.Name, Summary: m.Summary, Promises: m.Promises, Breaks: m.Breaks,
+		out = append(out, api.ModeInfo{Name: m.Name, Short: m.Short, Summary: m.Summary, Promises: m.Promises, Breaks: m.Breaks,
 			Store: string(m.Store()), Locked: m.Locked, Queued: m.Queued, Test: m.Command()})
 	}
 	c.JSON(http.StatusOK, out)

@@ -527,7 +527,7 @@ func TestModesListTheTable(t *testing.T) {
 	var names []string
 	for _, m := range got {
 		names = append(names, m.Name)
-		if m.Promises == "" || m.Breaks == "" || !strings.HasPrefix(m.Test, "go test ") {
+		if m.Short == "" || m.Promises == "" || m.Breaks == "" || !strings.HasPrefix(m.Test, "go test ") {
 			t.Errorf("%s: %+v: the explanation lacks a text or its test", m.Name, m)
 		}
 	}

@@ -445,7 +445,15 @@
       setStatus($("#run-status"), "Could not list the sale modes: " + r.data.error, true);
       return;
     }
-    for (const m of r.data) state.modes.set(m.name, m);
+    // The menu is the service's table, as the locks' is: a new mode is a
+    // row there, not a line here.
+    const sel = $("#lab-mode");
+    for (const m of r.data) {
+      state.modes.set(m.name, m);
+      sel.append(el("option", { value: m.name }, m.short ? `${m.name} (${m.short})` : m.name));
+    }
+    sel.value = sel.options[0]?.value;
+    showModeNote();
     explainMode();
   }
 
