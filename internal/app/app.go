@@ -287,7 +287,7 @@ func (a *App) health(ctx context.Context) (api.Health, error) {
 	if err != nil {
 		return api.Health{}, fmt.Errorf("%w: %w", server.ErrRedisDown, err)
 	}
-	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer, Queue: q}, nil
+	return api.Health{Status: "ok", Mode: a.Mode(), Redis: a.redisVer, SQL: a.sqlVer, Queue: server.BacklogBody(q)}, nil
 }
 
 // Close closes the service, then Redis and the database, then the

@@ -15,8 +15,8 @@ import (
 )
 
 // NewAudit computes an audit's derived fields from its counts.
-func NewAudit(product int64, initial, remaining, taken, orders, queued int) api.Audit {
-	a := api.Audit{ProductID: product, Initial: initial, Remaining: remaining, Taken: taken, Orders: orders, Queued: queued}
+func NewAudit(product int64, initial, remaining, taken, orders, queued int) Audit {
+	a := Audit{ProductID: product, Initial: initial, Remaining: remaining, Taken: taken, Orders: orders, Queued: queued}
 	a.Oversold = max(0, orders-initial)
 	a.LostUpdates = orders + queued - (initial - remaining)
 	a.Unsettled = max(0, taken-orders-queued)
@@ -103,22 +103,22 @@ func (v View) Remaining() int {
 // append-only file): it counts again, reading the queued entries' order
 // ids with the stock, then which of them have rows, so that each unit is
 // counted once (Replaying, the SETTLING verdict).
-func (rec *Reconciler) Audit(ctx context.Context, id int64) (View, api.Audit, error) {
+func (rec *Reconciler) Audit(ctx context.Context, id int64) (View, Audit, error) {
 	v, a, err := rec.audit(ctx, id, false)
 	if err == nil && a.LostUpdates > 0 && a.Queued > 0 && v.Store == string(stock.InRedis) {
 		v, a, err = rec.audit(ctx, id, true)
 	}
 	if err != nil {
-		return View{}, api.Audit{}, err
+		return View{}, Audit{}, err
 	}
 	v.Durability = rec.cat.Durability(ctx)
 	return v, a, nil
 }
 
-func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (View, api.Audit, error) {
+func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (View, Audit, error) {
 	p, err := rec.cat.Product(ctx, id)
 	if err != nil {
-		return View{}, api.Audit{}, err
+		return View{}, Audit{}, err
 	}
 	v := View{Product: p, SoldOut: rec.stock.SoldOut(id)}
 	var c stock.Counts
@@ -136,22 +136,22 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 			return rec.audit(ctx, id, withQueue)
 		}
 		rec.cat.RebuildLater(p)
-		return View{}, api.Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
+		return View{}, Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
 	}
 	if err != nil {
-		return View{}, api.Audit{}, err
+		return View{}, Audit{}, err
 	}
 	v.Levels = c.Levels
 	sc, err := rec.countSale(ctx, p)
 	if err != nil {
-		return View{}, api.Audit{}, err
+		return View{}, Audit{}, err
 	}
 	perShard := sc.perShard
 	initial := stock.Split(p.Initial, p.Shards)
-	var shards []api.ShardAudit
+	var shards []ShardAudit
 	totalQueued := 0
 	for k := range p.Shards {
-		sa := api.ShardAudit{Shard: k, Initial: initial[k], Orders: perShard[k]}
+		sa := ShardAudit{Shard: k, Initial: initial[k], Orders: perShard[k]}
 		if k < len(c.Levels) {
 			sa.Remaining = c.Levels[k]
 		}
@@ -171,7 +171,7 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 		// Read after the stock: an entry queued then and written since is
 		// counted here, as it is in the orders.
 		if replaying, err = rec.sales.written(ctx, c.QueuedIDs); err != nil {
-			return View{}, api.Audit{}, err
+			return View{}, Audit{}, err
 		}
 	}
 	a := NewAudit(id, p.Initial, v.Remaining(), taken, v.Sold, totalQueued-replaying)
@@ -180,35 +180,35 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	a.Sale = p.Sale
 	a.Unpaid, a.Paid, a.Cancelled = sc.unpaid, sc.paid, sc.cancelled
 	if rp := c.Repairs; rp.Restored+rp.Short > 0 {
-		a.Repaired = &api.Repaired{Takes: rp.Restored + rp.Short, Units: rp.Restored, Short: rp.Short}
+		a.Repaired = &Repaired{Takes: rp.Restored + rp.Short, Units: rp.Restored, Short: rp.Short}
 	}
 	if a.DeadLettered, err = rec.stock.Queue().DeadLettered(ctx, id, p.Sale); err != nil {
-		return View{}, api.Audit{}, err
+		return View{}, Audit{}, err
 	}
 	if a.Reconciled, err = rec.LastReconciliation(ctx, id); err != nil {
-		return View{}, api.Audit{}, err
+		return View{}, Audit{}, err
 	}
 	judge(&a, p)
 	return v, a, nil
 }
 
 // Drain tells how the current sale's queued orders reached their rows.
-func (rec *Reconciler) Drain(ctx context.Context, id int64) (api.Drain, error) {
+func (rec *Reconciler) Drain(ctx context.Context, id int64) (Drain, error) {
 	_, a, err := rec.Audit(ctx, id)
 	if err != nil {
-		return api.Drain{}, err
+		return Drain{}, err
 	}
 	p, err := rec.cat.Product(ctx, id)
 	if err != nil {
-		return api.Drain{}, err
+		return Drain{}, err
 	}
 	var rows []Order
 	err = rec.db.WithContext(ctx).Select("accepted_at", "created_at").
 		Where("product_id = ? AND sale = ? AND mode IN ? AND status IN ?", id, p.Sale, queuedModes(), live).Find(&rows).Error
 	if err != nil {
-		return api.Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
+		return Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
 	}
-	d := api.Drain{Written: len(rows), Queued: a.Queued}
+	d := Drain{Written: len(rows), Queued: a.Queued}
 	lat := make([]float64, 0, len(rows))
 	for _, o := range rows {
 		if o.AcceptedAt != nil {
@@ -232,9 +232,9 @@ const rebuiltNote = "the orders answered 202 and still queued when Redis lost th
 // queued entries whose orders are written already (SETTLING), and a
 // rebuild that lost queued orders (REBUILT). Each only replaces OK, so a
 // real fault is never hidden.
-func judge(a *api.Audit, p catalogue.Product) {
+func judge(a *Audit, p catalogue.Product) {
 	if p.RebuiltAt != nil {
-		a.Rebuilt = &api.Rebuilt{At: *p.RebuiltAt, Uncounted: "nothing: every order was answered after its row was written"}
+		a.Rebuilt = &Rebuilt{At: *p.RebuiltAt, Uncounted: "nothing: every order was answered after its row was written"}
 		if p.Lab || modeOfProduct(p).Queued {
 			a.Rebuilt.Uncounted = rebuiltNote
 			if a.Verdict == api.VerdictOK {

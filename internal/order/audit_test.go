@@ -1,6 +1,7 @@
 package order
 
 import (
+	"encoding/json"
 	"testing"
 
 	"seckill/internal/api"
@@ -31,5 +32,17 @@ func TestNewAudit(t *testing.T) {
 					tc.oversold, tc.lost, tc.unsettled, tc.verdict)
 			}
 		})
+	}
+}
+
+// The last pass is kept in Redis as JSON: one an earlier version wrote,
+// with the API's lower-case names, reads back the same.
+func TestReconciliationKeptByEarlierVersionsReads(t *testing.T) {
+	var r Reconciliation
+	if err := json.Unmarshal([]byte(`{"at":"2026-11-26T07:00:00Z","takes":3,"returned":1,"held":2,"error":"x"}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Takes != 3 || r.Returned != 1 || r.Held != 2 || r.Error != "x" || r.At.IsZero() {
+		t.Errorf("read %+v", r)
 	}
 }

@@ -79,7 +79,7 @@ func TestServiceOnCluster(t *testing.T) {
 			if ok, errs := buy(40, func(i int) int64 { return 100 + int64(i) }); ok != 29 || errs["sold out"] != 11 {
 				t.Errorf("40 buyers for 29 units: %d succeeded, %v; want 29 and 11 sold out", ok, errs)
 			}
-			var a api.Audit
+			var a order.Audit
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				_, a, err = svc.Reconciler().Audit(t.Context(), id)

@@ -30,9 +30,9 @@ func (f *fixture) consumer(opt outbox.Options) *outbox.Consumer {
 }
 
 // waitAudit polls the audit until cond holds.
-func (f *fixture) waitAudit(id int64, what string, cond func(api.Audit) bool) api.Audit {
+func (f *fixture) waitAudit(id int64, what string, cond func(order.Audit) bool) order.Audit {
 	f.t.Helper()
-	var a api.Audit
+	var a order.Audit
 	waitFor(f.t, what, func() bool {
 		a = f.audit(id)
 		return cond(a)
@@ -69,7 +69,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 	}
 
 	f.consumer(outbox.Options{})
-	f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 5 })
+	f.waitAudit(1, "the queue drained", func(a order.Audit) bool { return a.Queued == 0 && a.Orders == 5 })
 	a := f.audit(1)
 	if a.Remaining != 5 || a.Taken != 5 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit after the drain: %+v", a)
@@ -102,7 +102,7 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 		t.Fatalf("the dead consumer's read: %d orders, %v", len(got), err)
 	}
 	f.consumer(outbox.Options{ClaimIdle: 100 * time.Millisecond})
-	a := f.waitAudit(1, "the orders claimed and written", func(a api.Audit) bool { return a.Orders == 4 && a.Queued == 0 })
+	a := f.waitAudit(1, "the orders claimed and written", func(a order.Audit) bool { return a.Orders == 4 && a.Queued == 0 })
 	if a.Remaining != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v", a)
 	}
@@ -129,7 +129,7 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 		}
 	}
 	f.consumer(outbox.Options{})
-	a := f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 })
+	a := f.waitAudit(1, "the queue drained", func(a order.Audit) bool { return a.Queued == 0 })
 	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.DeadLettered != 1 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), 1 dead letter, OK", a)
 	}

@@ -2,13 +2,11 @@ package order
 
 import (
 	"context"
-
-	"seckill/internal/api"
 )
 
 // ReconcileScheduled runs a pass as the schedule does: from what this
 // process's last pass settled.
-func (rec *Reconciler) ReconcileScheduled(ctx context.Context, id int64) (api.Reconciliation, error) {
+func (rec *Reconciler) ReconcileScheduled(ctx context.Context, id int64) (Reconciliation, error) {
 	return rec.pass(ctx, id, false)
 }
 

@@ -80,7 +80,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cancelled in SQL first, then the unit goes back: wait for both.
-	a := f.waitAudit(1, "the window's end", func(a api.Audit) bool { return a.Cancelled == 2 && a.Unsettled == 0 })
+	a := f.waitAudit(1, "the window's end", func(a order.Audit) bool { return a.Cancelled == 2 && a.Unsettled == 0 })
 	if a.Paid != 1 || a.Unpaid != 0 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 1 paid, 2 cancelled with their units back", a)
 	}
@@ -117,7 +117,7 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
-	a := f.waitAudit(1, "every order settled", func(a api.Audit) bool { return a.Unpaid == 0 && a.Unsettled == 0 })
+	a := f.waitAudit(1, "every order settled", func(a order.Audit) bool { return a.Unpaid == 0 && a.Unsettled == 0 })
 	if a.Paid+a.Cancelled != n || a.Remaining != a.Cancelled || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want every order paid or cancelled, one unit back per cancel, OK", a)
 	}

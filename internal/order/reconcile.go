@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
@@ -47,7 +46,7 @@ var ErrBusy = errors.New("order: another process holds the lease")
 // returns ErrBusy when another process is reconciling the product. It reads
 // every order of the sale: it is the complete pass, whatever this process
 // remembers from its scheduled ones.
-func (rec *Reconciler) Reconcile(ctx context.Context, id int64) (api.Reconciliation, error) {
+func (rec *Reconciler) Reconcile(ctx context.Context, id int64) (Reconciliation, error) {
 	return rec.pass(ctx, id, true)
 }
 
@@ -65,22 +64,22 @@ type passState struct {
 
 // pass runs a pass; full reads every order of the sale, otherwise the
 // pass starts from what this process's last pass over the layout settled.
-func (rec *Reconciler) pass(ctx context.Context, id int64, full bool) (api.Reconciliation, error) {
+func (rec *Reconciler) pass(ctx context.Context, id int64, full bool) (Reconciliation, error) {
 	if err := rec.enter(); err != nil {
-		return api.Reconciliation{}, err
+		return Reconciliation{}, err
 	}
 	defer rec.working.Done()
 	release, err := rec.lease(ctx, reconcileLeaseKey(id), rec.Budget().Purchase())
 	if err != nil {
-		return api.Reconciliation{}, err
+		return Reconciliation{}, err
 	}
 	if release == nil {
-		return api.Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
+		return Reconciliation{}, fmt.Errorf("%w: reconciling product %d", ErrBusy, id)
 	}
 	defer release()
 	p, err := rec.cat.Refresh(ctx, id)
 	if err != nil {
-		return api.Reconciliation{}, err
+		return Reconciliation{}, err
 	}
 	var prev *passState
 	if v, ok := rec.passes.Load(id); ok && !full {
@@ -116,12 +115,12 @@ const idChunk = 1000
 // reconcile passes over p's current sale, from prev if it describes the
 // same layout, and returns what the next pass may start from (nil: from
 // nothing).
-func (rec *Reconciler) reconcile(ctx context.Context, p catalogue.Product, prev *passState) (api.Reconciliation, *passState, error) {
+func (rec *Reconciler) reconcile(ctx context.Context, p catalogue.Product, prev *passState) (Reconciliation, *passState, error) {
 	if p.Store != string(stock.InRedis) {
 		// The db mode takes and writes in one transaction: only the
 		// payment deadlines that never reached the delay queue are left.
 		n, err := rec.life.expireOverdue(ctx, p)
-		return api.Reconciliation{Expired: n}, nil, err
+		return Reconciliation{Expired: n}, nil, err
 	}
 	if prev != nil && (prev.sale != p.Sale || prev.epoch != p.Epoch) {
 		prev = nil
@@ -155,7 +154,7 @@ func (rec *Reconciler) reconcile(ctx context.Context, p catalogue.Product, prev 
 type passRun struct {
 	rec    *Reconciler
 	p      catalogue.Product
-	r      api.Reconciliation
+	r      Reconciliation
 	ledger []stock.Entry // every take: a buyer may hold two (stock.Ledgers.Entries)
 	// over: takes whose purchases ended with their outcome unknown.
 	over map[idgen.ID]bool
@@ -374,7 +373,7 @@ func (rec *Reconciler) queueDepth(ctx context.Context) (int, error) {
 }
 
 // LastReconciliation returns the last pass recorded for a product, if any.
-func (rec *Reconciler) LastReconciliation(ctx context.Context, id int64) (*api.Reconciliation, error) {
+func (rec *Reconciler) LastReconciliation(ctx context.Context, id int64) (*Reconciliation, error) {
 	b, err := rec.rdb.Get(ctx, reconciledKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -382,7 +381,7 @@ func (rec *Reconciler) LastReconciliation(ctx context.Context, id int64) (*api.R
 	if err != nil {
 		return nil, fmt.Errorf("reading the last reconciliation of product %d: %w", id, err)
 	}
-	var r api.Reconciliation
+	var r Reconciliation
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("the last reconciliation of product %d: %w", id, err)
 	}

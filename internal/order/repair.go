@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
@@ -23,12 +22,12 @@ import (
 // before) does not name. It reads the live orders of the sale; each
 // restore checks the shard's ledger again, so an order whose take landed
 // after ledger was read is left as it is.
-func (rec *Reconciler) restoreForgotten(ctx context.Context, p catalogue.Product, ledger []stock.Entry, locker lock.Locker) (api.Reconciliation, error) {
+func (rec *Reconciler) restoreForgotten(ctx context.Context, p catalogue.Product, ledger []stock.Entry, locker lock.Locker) (Reconciliation, error) {
 	recorded := make(map[idgen.ID]bool, len(ledger))
 	for _, e := range ledger {
 		recorded[e.Order] = true
 	}
-	var r api.Reconciliation
+	var r Reconciliation
 	var rows []Order
 	err := rec.db.WithContext(ctx).Select("id", "user_id", "shard", "idem_key", "created_at").
 		Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).Find(&rows).Error

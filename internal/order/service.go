@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
@@ -458,12 +457,8 @@ func (q *Queue) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]b
 }
 
 // Backlog is the async mode's queue, over every product.
-func (q *Queue) Backlog(ctx context.Context) (api.Backlog, error) {
-	b, err := q.stock.Queue().Backlog(ctx)
-	if err != nil {
-		return api.Backlog{}, err
-	}
-	return api.Backlog{Streams: b.Streams, Queued: b.Queued, Delivered: b.Delivered, OldestMS: b.Oldest.Milliseconds()}, nil
+func (q *Queue) Backlog(ctx context.Context) (stock.Backlog, error) {
+	return q.stock.Queue().Backlog(ctx)
 }
 
 // DeliveredTo counts, per consumer name, the queued orders delivered to it

@@ -61,7 +61,7 @@ func (f *fixture) reset(spec catalogue.ProductSpec) catalogue.Product {
 	return p
 }
 
-func (f *fixture) audit(id int64) api.Audit {
+func (f *fixture) audit(id int64) order.Audit {
 	f.t.Helper()
 	_, a, err := f.svc.Reconciler().Audit(f.t.Context(), id)
 	if err != nil {
@@ -302,7 +302,7 @@ func TestRebuildAfterRedisLostTheStock(t *testing.T) {
 			if !errors.Is(err, order.ErrRebuilding) {
 				t.Fatalf("a purchase after Redis lost the stock: %v, want ErrRebuilding", err)
 			}
-			var a api.Audit
+			var a order.Audit
 			waitFor(t, "the rebuild", func() bool {
 				_, got, err := f.svc.Reconciler().Audit(t.Context(), 1)
 				a = got
@@ -465,7 +465,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 			}
 			orders = append(orders, o)
 		}
-		pass := func(what string, want api.Reconciliation, remembered int) {
+		pass := func(what string, want order.Reconciliation, remembered int) {
 			t.Helper()
 			r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1)
 			if err != nil || r.Returned != want.Returned || r.Takes != want.Takes || r.Pending != want.Pending || r.Orphans != want.Orphans {
@@ -475,8 +475,8 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 				t.Fatalf("%s: %d takes left settled for the next pass, want %d", what, got, remembered)
 			}
 		}
-		pass("the first pass (every order)", api.Reconciliation{Takes: 3}, 3)
-		pass("a pass with nothing new", api.Reconciliation{Takes: 3}, 3)
+		pass("the first pass (every order)", order.Reconciliation{Takes: 3}, 3)
+		pass("a pass with nothing new", order.Reconciliation{Takes: 3}, 3)
 
 		// A process took a unit for buyer 4 and died before its INSERT.
 		store := stock.NewStore(f.rdb, f.db)
@@ -485,7 +485,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 			Ticket: stock.Ticket{User: 4, Order: 123456789, Key: "died"}}); err != nil {
 			t.Fatal(err)
 		}
-		pass("a pass after a take was stranded", api.Reconciliation{Takes: 4, Returned: 1}, 3)
+		pass("a pass after a take was stranded", order.Reconciliation{Takes: 4, Returned: 1}, 3)
 		if a := f.audit(1); a.Orders != 3 || a.Remaining != 7 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
 			t.Fatalf("audit after the stranded take's return %+v: want 3 orders, 7 left, OK", a)
 		}
@@ -497,7 +497,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pass("a pass after a settled order was cancelled", api.Reconciliation{Takes: 3, Returned: 1}, 2)
+		pass("a pass after a settled order was cancelled", order.Reconciliation{Takes: 3, Returned: 1}, 2)
 		if a := f.audit(1); a.Orders != 2 || a.Remaining != 8 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
 			t.Fatalf("audit after the cancelled order's return %+v: want 2 orders, 8 left, OK", a)
 		}
@@ -536,7 +536,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 			}
 		}
 		f.consumer(outbox.Options{})
-		f.waitAudit(1, "the queue drained", func(a api.Audit) bool { return a.Queued == 0 && a.Orders == 3 })
+		f.waitAudit(1, "the queue drained", func(a order.Audit) bool { return a.Queued == 0 && a.Orders == 3 })
 		if r, err := f.svc.Reconciler().ReconcileScheduled(t.Context(), 1); err != nil || r.Returned != 0 || r.Pending != 0 || f.svc.Reconciler().Remembered(1) != 3 {
 			t.Fatalf("the pass after the drain: %+v, %v, %d settled; want 3 settled", r, err, f.svc.Reconciler().Remembered(1))
 		}

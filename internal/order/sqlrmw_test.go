@@ -98,7 +98,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 			// The traces tell the same: with the fault, every release comes
 			// before its commit; without, after.
 			for _, tr := range traces {
-				for _, s := range tr.API(true).Sections {
+				for _, s := range tr.Sections() {
 					if s.Outcome != api.OutcomeTaken {
 						continue
 					}

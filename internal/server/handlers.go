@@ -118,7 +118,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, auditBody(a))
 }
 
 func (s *Server) handleDrain(c *gin.Context) {
@@ -131,7 +131,7 @@ func (s *Server) handleDrain(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, d)
+	c.JSON(http.StatusOK, drainBody(d))
 }
 
 // handleReconcile runs a pass of the reconciler over the product now.
@@ -145,7 +145,7 @@ func (s *Server) handleReconcile(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, r)
+	c.JSON(http.StatusOK, reconciliationBody(&r))
 }
 
 func newOrder(o order.Order) api.Order {
@@ -192,7 +192,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
 	// Lock none's lease is a no-op: its section runs from read to write.
-	t := trace.API(rc.Lock != "none")
+	t := traceBody(trace, rc.Lock != "none")
 	if err != nil {
 		if errors.Is(err, stock.ErrSoldOut) && s.deps.Orders.Catalogue().SoldOut(*req.ProductID) {
 			// For the edge gate: only the flag, which a returning unit

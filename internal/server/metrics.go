@@ -142,7 +142,7 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(b.queued, prometheus.GaugeValue, float64(q.Queued))
 	ch <- prometheus.MustNewConstMetric(b.delivered, prometheus.GaugeValue, float64(q.Delivered))
 	ch <- prometheus.MustNewConstMetric(b.streams, prometheus.GaugeValue, float64(q.Streams))
-	ch <- prometheus.MustNewConstMetric(b.oldest, prometheus.GaugeValue, float64(q.OldestMS)/1000)
+	ch <- prometheus.MustNewConstMetric(b.oldest, prometheus.GaugeValue, q.Oldest.Seconds())
 }
 
 // GateNotices are the counts of the notices a gate notifier sent.

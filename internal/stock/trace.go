@@ -13,29 +13,58 @@ import (
 // allocation.
 type Trace struct {
 	start    time.Time
-	sections []api.TraceSection
+	sections []Section
 }
 
 // NewTrace starts a trace at the receipt of the request.
 func NewTrace() *Trace { return &Trace{start: time.Now()} }
 
-// API returns the trace as the contract carries it. locked says whether a
-// lock was really held: without one (lock none) the acquire and release
-// times are the no-op lease's, and the section runs from read to write.
-func (t *Trace) API(locked bool) *api.Trace {
+// Section is one shard tried: for a lock strategy, from the lock obtained
+// to the release sent; without a lock, from the read to the write. Times
+// are microseconds since the trace began, on the monotonic clock; a time is
+// nil when the step did not happen.
+type Section struct {
+	Shard int
+	// Token is the lock's fencing token, 0 for a lock without one.
+	Token uint64
+	// LeaseUS is the lease the lock was taken with, 0 without a lock or for
+	// the modes that take none.
+	LeaseUS int64
+	// AcquireUS is when the lock was obtained (its reply received).
+	AcquireUS *int64
+	// ReadUS and Read: when the stock was read (the reply received) and the
+	// value read.
+	ReadUS *int64
+	Read   *int
+	// WriteUS and Wrote: when the write was sent and the value it carried.
+	// An atomic take (lua, db) has a write time and no values.
+	WriteUS *int64
+	Wrote   *int
+	// CommitUS is when the transaction's COMMIT was sent (sqlrmw, db).
+	CommitUS *int64
+	// ReleaseUS is when the release was sent.
+	ReleaseUS *int64
+	// DoneUS is when the section ended: the write's reply (atomic takes),
+	// or the commit's.
+	DoneUS *int64
+	// LeaseLost: the release found the lock no longer this holder's.
+	LeaseLost bool
+	// Outcome is one of api's Outcome constants.
+	Outcome string
+}
+
+// Began is when the trace began, on the wall clock.
+func (t *Trace) Began() time.Time { return t.start }
+
+// Took is the time since the trace began.
+func (t *Trace) Took() time.Duration { return time.Since(t.start) }
+
+// Sections are the sections recorded, in order; none for a nil trace.
+func (t *Trace) Sections() []Section {
 	if t == nil {
 		return nil
 	}
-	out := &api.Trace{ReceivedUnixUS: t.start.UnixMicro(), TookUS: *t.now(), Sections: t.sections}
-	if out.Sections == nil {
-		out.Sections = []api.TraceSection{}
-	}
-	if !locked {
-		for i := range out.Sections {
-			out.Sections[i].AcquireUS, out.Sections[i].ReleaseUS, out.Sections[i].LeaseUS = nil, nil, 0
-		}
-	}
-	return out
+	return t.sections
 }
 
 func (t *Trace) now() *int64 {
@@ -44,14 +73,14 @@ func (t *Trace) now() *int64 {
 }
 
 // cur is the section being recorded.
-func (t *Trace) cur() *api.TraceSection { return &t.sections[len(t.sections)-1] }
+func (t *Trace) cur() *Section { return &t.sections[len(t.sections)-1] }
 
 // acquired opens a section on shard: its lock was obtained.
 func (t *Trace) acquired(shard int, token uint64, lease time.Duration) {
 	if t == nil {
 		return
 	}
-	t.sections = append(t.sections, api.TraceSection{Shard: shard, Token: token, LeaseUS: lease.Microseconds(),
+	t.sections = append(t.sections, Section{Shard: shard, Token: token, LeaseUS: lease.Microseconds(),
 		AcquireUS: t.now(), Outcome: api.OutcomeFailed})
 }
 
@@ -60,7 +89,7 @@ func (t *Trace) sent(shard int) {
 	if t == nil {
 		return
 	}
-	t.sections = append(t.sections, api.TraceSection{Shard: shard, WriteUS: t.now(), Outcome: api.OutcomeFailed})
+	t.sections = append(t.sections, Section{Shard: shard, WriteUS: t.now(), Outcome: api.OutcomeFailed})
 }
 
 // read and write copy n after the nil check: taking n's own address would
