@@ -99,7 +99,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	dur(&s.Duration, "duration", 0, "open loop length; in a closed loop, stop sending after it (0: no limit)")
 	dur(&s.Timeout, "timeout", harness.DefaultTimeout, "hard bound on each run")
 	fs.StringVar(&o.locks, "lock", api.DefaultLock, `lock strategy, a comma-separated list, or "all" (every one the service lists)`)
-	fs.StringVar(&o.modes, "mode", api.DefaultMode, `stock mode (rmw, lua, db, sqlrmw, async), a list, or "all"`)
+	fs.StringVar(&o.modes, "mode", api.DefaultMode, "stock mode ("+strings.Join(order.ModeNames(), ", ")+`), a list, or "all"`)
 	dur(&s.Hold, "hold", 0, "pause inside the critical section")
 	fs.BoolVar(&s.Abandon, "abandon", false, "fault: the lock holder never releases")
 	fs.BoolVar(&s.CrashBeforeExpire, "crash-before-expire", false, "fault: the holder crashes before its lease expires")

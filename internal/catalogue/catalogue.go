@@ -76,9 +76,11 @@ type Catalogue struct {
 	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
 
 	// Rebuilds in flight, which Close waits for.
-	flight  sync.Mutex
-	closing bool
-	working sync.WaitGroup
+	flight    sync.Mutex
+	closing   bool
+	working   sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 
 	sub  *redis.PubSub
 	done chan struct{} // closed when followNotices returns
@@ -87,6 +89,9 @@ type Catalogue struct {
 // New returns the catalogue of the products in db, laid out in opt.Stock,
 // following the other processes' notices on rdb until Close.
 func New(db *gorm.DB, rdb redis.UniversalClient, opt Options) (*Catalogue, error) {
+	if opt.Stock == nil || opt.Locks == nil || opt.Mode == nil || opt.Sold == nil || opt.Lease == nil {
+		return nil, errors.New("catalogue: Options.Stock, Locks, Mode, Sold and Lease are required")
+	}
 	c := &Catalogue{db: db, rdb: rdb, opt: opt, log: cmp.Or(opt.Log, slog.Default()), stock: opt.Stock, done: make(chan struct{})}
 	c.durable = durability.NewWatch(rdb, 0, c.durabilityDropped)
 	if err := c.subscribe(); err != nil {
@@ -95,20 +100,23 @@ func New(db *gorm.DB, rdb redis.UniversalClient, opt Options) (*Catalogue, error
 	return c, nil
 }
 
-// Close waits for the rebuilds in flight and stops following notices. It
-// closes neither the database nor Redis.
-func (c *Catalogue) Close() error {
+// Stop refuses new rebuilds; the catalogue serves on until Close.
+func (c *Catalogue) Stop() {
 	c.flight.Lock()
-	if c.closing {
-		c.flight.Unlock()
-		return nil
-	}
+	defer c.flight.Unlock()
 	c.closing = true
-	c.flight.Unlock()
-	c.working.Wait()
-	err := c.sub.Close()
-	<-c.done
-	return err
+}
+
+// Close refuses new rebuilds, waits for those in flight and stops
+// following notices. It closes neither the database nor Redis.
+func (c *Catalogue) Close() error {
+	c.Stop()
+	c.closeOnce.Do(func() {
+		c.working.Wait()
+		c.closeErr = c.sub.Close()
+		<-c.done
+	})
+	return c.closeErr
 }
 
 func (c *Catalogue) subscribe() error {

@@ -12,8 +12,8 @@ import (
 	"seckill/internal/stock"
 )
 
-// ErrClosing: the catalogue is closing and starts no rebuild.
-var ErrClosing = errors.New("catalogue: closing")
+// errClosing: the catalogue is closing and starts no rebuild.
+var errClosing = errors.New("catalogue: closing")
 
 // rebuildLease bounds a rebuild: the lease that keeps other processes from
 // rebuilding the same product at once, and the rebuild's own deadline.
@@ -56,7 +56,7 @@ func (c *Catalogue) enter() error {
 	c.flight.Lock()
 	defer c.flight.Unlock()
 	if c.closing {
-		return ErrClosing
+		return errClosing
 	}
 	c.working.Add(1)
 	return nil

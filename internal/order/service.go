@@ -258,13 +258,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		queue: &Queue{base: b},
 		sales: &Service{base: b},
 	}
-	cat, err := catalogue.New(db, rdb, catalogue.Options{
-		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.rec.lease, Log: opt.Log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	b.cat = cat
+	// The store is set up before the catalogue's notices may reach it.
 	if opt.StockBack != nil {
 		b.stock.OnCleared(opt.StockBack)
 	}
@@ -272,6 +266,13 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		b.opt.ReconcileGrace = b.Budget().Purchase()
 	}
 	b.stock.ClaimWindow(b.Budget().Purchase())
+	cat, err := catalogue.New(db, rdb, catalogue.Options{
+		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.rec.lease, Log: opt.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.cat = cat
 	if opt.ReconcileEvery > 0 {
 		b.working.Go(b.rec.reconcileOnSchedule)
 	}
@@ -312,6 +313,7 @@ func (s *Service) Close() error {
 	s.closing = true
 	close(s.stop)
 	s.flight.Unlock()
+	s.cat.Stop() // no rebuild starts now: they are bounded, and Close waits
 	s.working.Wait()
 	if s.ownIDs {
 		s.ids.Close()

@@ -48,8 +48,8 @@ type Source interface {
 	// closes. A batch and an error may come together: the batch was
 	// delivered, and is written before the error is dealt with.
 	Next(ctx context.Context, stop <-chan struct{}) (Batch, error)
-	// Refuse takes a refused order out of the queue and returns its unit
-	// to the store.
+	// Refuse returns a refused order's unit to the store (the streams move
+	// the order to their dead letters; the broker's message goes with Ack).
 	Refuse(ctx context.Context, r Refusal)
 	// Ack tells the queue the batch is settled as w says: written, voided,
 	// or refused (and handed to Refuse already).

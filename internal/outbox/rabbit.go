@@ -92,7 +92,7 @@ func (r *rabbit) Next(_ context.Context, stop <-chan struct{}) (Batch, error) {
 	if len(ds) == 0 {
 		return Batch{}, nil
 	}
-	b := Batch{handle: ds}
+	b := Batch{handle: delivered{r.sub, ds}}
 	for _, d := range ds {
 		q, err := parseMessage(d.Body)
 		if err != nil {
@@ -110,12 +110,19 @@ func (r *rabbit) Refuse(ctx context.Context, x Refusal) { r.giveBack(ctx, x.Orde
 // given back) and malformed alike. A failed one drops the subscription:
 // its batch is delivered again, and skipped as written.
 func (r *rabbit) Ack(_ context.Context, b Batch, _ Outcome) error {
-	ds, _ := b.handle.([]Delivery)
-	if err := r.sub.Ack(ds); err != nil {
+	d := b.handle.(delivered)
+	if err := d.sub.Ack(d.ds); err != nil {
 		r.drop()
 		return err
 	}
 	return nil
+}
+
+// delivered is a batch's deliveries and the subscription they came on,
+// the only one that can acknowledge them.
+type delivered struct {
+	sub *Subscription
+	ds  []Delivery
 }
 
 func (r *rabbit) Close() error {

@@ -30,10 +30,12 @@ type streams struct {
 	returned func(ctx context.Context, product int64)
 	log      *slog.Logger
 
-	mu        sync.Mutex
-	list      []string
-	listed    time.Time
-	lastClaim time.Time
+	mu     sync.Mutex
+	list   []string
+	listed time.Time
+	// lastClaim and claimedLast are the loop's alone.
+	lastClaim   time.Time
+	claimedLast bool
 }
 
 // NewStreams returns the Source of q's streams for the consumer name.
@@ -45,10 +47,13 @@ func NewStreams(q *stock.Queue, name string, returned func(ctx context.Context, 
 }
 
 func (s *streams) Next(ctx context.Context, stop <-chan struct{}) (Batch, error) {
-	if time.Since(s.lastClaim) >= s.opt.ClaimEvery {
-		s.lastClaim = time.Now()
+	// A claim takes a turn of its own, never two in a row: however long
+	// the claimed orders take to write, the new ones are read in between.
+	if !s.claimedLast && time.Since(s.lastClaim) >= s.opt.ClaimEvery {
+		s.lastClaim, s.claimedLast = time.Now(), true
 		return s.claim(ctx), nil
 	}
+	s.claimedLast = false
 	list, err := s.streamList(ctx)
 	if err != nil {
 		return Batch{}, fmt.Errorf("listing the order streams: %w", err)

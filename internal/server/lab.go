@@ -18,7 +18,7 @@ type labRoutes struct{ *Server }
 
 // handleLocks serves the lock table itself: the page explains a strategy
 // with the same text docs/LOCKS.md is generated from.
-func (lab labRoutes) handleLocks(c *gin.Context) {
+func (lr labRoutes) handleLocks(c *gin.Context) {
 	var out []api.LockInfo
 	for _, l := range lock.Strategies() {
 		out = append(out, api.LockInfo{Name: l.Name, Summary: l.Summary, Fixes: l.Fixes, Breaks: l.Breaks, Commands: l.Commands, Test: l.Test})
@@ -27,7 +27,7 @@ func (lab labRoutes) handleLocks(c *gin.Context) {
 }
 
 // handleModes serves the sale modes' table, as handleLocks the locks'.
-func (lab labRoutes) handleModes(c *gin.Context) {
+func (lr labRoutes) handleModes(c *gin.Context) {
 	var out []api.ModeInfo
 	for _, m := range order.Modes() {
 		out = append(out, api.ModeInfo{Name: m.Name, Short: m.Short, Summary: m.Summary, Promises: m.Promises, Breaks: m.Breaks,
@@ -36,10 +36,10 @@ func (lab labRoutes) handleModes(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-func (lab labRoutes) handleStartRun(c *gin.Context) {
+func (lr labRoutes) handleStartRun(c *gin.Context) {
 	var spec api.RunSpec
-	if err := lab.decode(c, &spec); err != nil {
-		lab.failErr(c, err)
+	if err := lr.decode(c, &spec); err != nil {
+		lr.failErr(c, err)
 		return
 	}
 	// The lab sends the run's orders back through this very listener unless
@@ -48,30 +48,30 @@ func (lab labRoutes) handleStartRun(c *gin.Context) {
 	if addr, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		self = "http://" + addr.String()
 	}
-	run, err := lab.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
+	run, err := lr.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
 	if err != nil {
-		lab.failErr(c, err)
+		lr.failErr(c, err)
 		return
 	}
 	c.Header("Location", "/api/runs/"+run.ID)
 	c.JSON(http.StatusAccepted, run)
 }
 
-func (lab labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lab.deps.Runs.List()) }
+func (lr labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lr.deps.Runs.List()) }
 
-func (lab labRoutes) handleRun(c *gin.Context) {
-	run, err := lab.deps.Runs.Get(c.Param("id"))
+func (lr labRoutes) handleRun(c *gin.Context) {
+	run, err := lr.deps.Runs.Get(c.Param("id"))
 	if err != nil {
-		lab.failErr(c, err)
+		lr.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, run)
 }
 
-func (lab labRoutes) handleRunTimeline(c *gin.Context) {
-	tl, err := lab.deps.Runs.Timeline(c.Param("id"))
+func (lr labRoutes) handleRunTimeline(c *gin.Context) {
+	tl, err := lr.deps.Runs.Timeline(c.Param("id"))
 	if err != nil {
-		lab.failErr(c, err)
+		lr.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, tl)

@@ -14,10 +14,10 @@ func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.handleHealth)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
 
-	lab := labRoutes{s}
+	lr := labRoutes{s}
 	g := r.Group("/api")
-	g.GET("/locks", lab.handleLocks)
-	g.GET("/modes", lab.handleModes)
+	g.GET("/locks", lr.handleLocks)
+	g.GET("/modes", lr.handleModes)
 	g.POST("/products", s.admin, s.handleResetProduct)
 	g.GET("/products/:id", s.handleProduct)
 	g.GET("/products/:id/audit", s.handleAudit)
@@ -29,10 +29,10 @@ func (s *Server) routes(r *gin.Engine) {
 	g.POST("/orders/:id/pay", s.handlePay)
 	g.POST("/orders/:id/cancel", s.handleCancel)
 	if s.deps.Runs != nil {
-		g.POST("/runs", s.admin, lab.handleStartRun)
-		g.GET("/runs", lab.handleRuns)
-		g.GET("/runs/:id", lab.handleRun)
-		g.GET("/runs/:id/timeline", lab.handleRunTimeline)
+		g.POST("/runs", s.admin, lr.handleStartRun)
+		g.GET("/runs", lr.handleRuns)
+		g.GET("/runs/:id", lr.handleRun)
+		g.GET("/runs/:id/timeline", lr.handleRunTimeline)
 	}
 
 	noRoute := func(c *gin.Context) { s.fail(c, http.StatusNotFound, api.CodeNotFound, "no such route") }

@@ -90,7 +90,7 @@ type Spec struct {
 
 	// Lock is the lock strategy's name. Default: api.DefaultLock.
 	Lock string `json:"lock,omitempty"`
-	// Mode is one of api.Modes. Default: api.DefaultMode.
+	// Mode is one of the service's sale modes (GET /api/modes). Default: api.DefaultMode.
 	Mode string `json:"mode,omitempty"`
 	// Hold is a pause inside the critical section (sent as hold_ms).
 	Hold Duration `json:"hold,omitempty"`
