@@ -5,17 +5,23 @@ import (
 	"io"
 	"log/slog"
 	"time"
-
-	"seckill/internal/testkit/child"
 )
+
+// Running is a started service instance: the same interface as
+// testkit/child's Service, which is an alias of it, so that StartChild is
+// child's StartService without the service's binary linking child.
+type Running = interface {
+	Done() <-chan struct{}
+	Shutdown(context.Context) error
+}
 
 // StartChild starts a service instance in a child process (see child.Run
 // and child.Main): the service's flags args, its log at warn on stderr. It
-// is the child.StartService of loadtest's binary and of the tests that start
+// is child.StartService for loadtest's binary and the tests that start
 // instances; it lives here, not in testenv, as loadtest's binary may not
 // link the testing package, and not in child, which does not import the
 // service (the service's own packages test with child's processes).
-func StartChild(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (child.Service, string, time.Duration, error) {
+func StartChild(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (Running, string, time.Duration, error) {
 	cfg, fs, err := ParseConfig("service instance", args, getenv)
 	if err != nil {
 		fs.SetOutput(stderr)

@@ -34,7 +34,10 @@ func StartInstance(ctx context.Context, exe string, args []string, stderr io.Wri
 }
 
 // Service is a started service instance, as the service's *app.Server is.
-type Service interface {
+// It is an alias of the interface itself, not a type of its own, so that
+// app.StartChild can be a StartService without importing this package
+// (which would link test support into the service's binary).
+type Service = interface {
 	Done() <-chan struct{}
 	Shutdown(context.Context) error
 }
