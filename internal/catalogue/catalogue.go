@@ -141,7 +141,7 @@ func (c *Catalogue) followNotices() {
 		switch m := m.(type) {
 		case *redis.Subscription:
 			c.products.Clear()
-			c.stock.ClearAllSoldOut()
+			c.stock.Flags().ClearAll()
 		case *redis.Message:
 			id, err := strconv.ParseInt(m.Payload, 10, 64)
 			if err != nil {
@@ -151,7 +151,7 @@ func (c *Catalogue) followNotices() {
 			if m.Channel == resetChannel {
 				c.products.Delete(id)
 			}
-			c.stock.ClearSoldOut(id)
+			c.stock.Flags().Clear(id)
 		}
 	}
 }
@@ -170,7 +170,7 @@ func (c *Catalogue) Returned(ctx context.Context, id int64) { c.announce(ctx, re
 
 // SoldOut reports this process's sold-out flag for a product: set, its
 // purchases are refused without a look at Redis until a unit comes back.
-func (c *Catalogue) SoldOut(id int64) bool { return c.stock.SoldOut(id) }
+func (c *Catalogue) SoldOut(id int64) bool { return c.stock.Flags().SoldOut(id) }
 
 // Product returns a product, from the process's cache when it has it.
 func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
@@ -239,7 +239,7 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 		return Product{}, fmt.Errorf("resetting product %d: %w", p.ID, err)
 	}
 	c.products.Store(p.ID, p)
-	c.stock.ClearSoldOut(p.ID)
+	c.stock.Flags().Clear(p.ID)
 	c.announce(ctx, resetChannel, p.ID)
 	if old != nil && old.Store == string(stock.InRedis) {
 		if err := c.stock.Drop(ctx, old.Stock().Layout); err != nil {

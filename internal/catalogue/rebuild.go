@@ -111,7 +111,7 @@ func (c *Catalogue) Rebuild(ctx context.Context, id, epoch int64) (bool, error) 
 		return false, fmt.Errorf("rebuilding product %d: %w", id, err)
 	}
 	c.products.Store(id, p)
-	c.stock.ClearSoldOut(id)
+	c.stock.Flags().Clear(id)
 	c.announce(ctx, resetChannel, id)
 	return true, nil
 }

@@ -120,7 +120,7 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	if err != nil {
 		return View{}, Audit{}, err
 	}
-	v := View{Product: p, SoldOut: rec.stock.SoldOut(id)}
+	v := View{Product: p, SoldOut: rec.stock.Flags().SoldOut(id)}
 	var c stock.Counts
 	switch {
 	case p.Store == string(stock.InRedis) && withQueue:

@@ -204,7 +204,7 @@ func (b *base) lockShard(ctx context.Context, p catalogue.Product, shard int) fu
 // returnUnit puts a cancelled order's unit back and forgets its buyer.
 func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Order) {
 	if p.Store == string(stock.InSQL) {
-		lc.stock.ClearSoldOut(p.ID)
+		lc.stock.Flags().Clear(p.ID)
 		lc.cat.Returned(ctx, p.ID)
 		return
 	}

@@ -260,7 +260,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	// The store is set up before the catalogue's notices may reach it.
 	if opt.StockBack != nil {
-		b.stock.OnCleared(opt.StockBack)
+		b.stock.Flags().OnCleared(opt.StockBack)
 	}
 	if b.opt.ReconcileGrace <= 0 {
 		b.opt.ReconcileGrace = b.Budget().Purchase()

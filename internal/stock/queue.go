@@ -346,7 +346,7 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 			return fmt.Errorf("counting dead order %s: %w", q.Order, err)
 		}
 	}
-	qu.store.ClearSoldOut(l.ID)
+	qu.flags.Clear(l.ID)
 	return nil
 }
 

@@ -62,9 +62,6 @@ func (p Product) Accepts(m Mode) error {
 type Store struct {
 	*backend
 	claimWindow time.Duration
-	products    sync.Map // int64 → *state
-	// cleared is told each product whose flag went from set to clear.
-	cleared func(id int64)
 }
 
 // backend is what the store and its parts share: the servers, the
@@ -79,6 +76,11 @@ type backend struct {
 	queue     *Queue
 	deadlines *Deadlines
 	ledgers   *Ledgers
+	flags     *Flags
+
+	products sync.Map // int64 → *state: each product's counter and flag
+	// cleared is told each product whose flag went from set to clear.
+	cleared func(id int64)
 }
 
 // Queue holds the async mode's queued orders: the shards' streams, read,
@@ -92,6 +94,14 @@ type Deadlines struct{ *backend }
 // Ledgers reads and writes what the shards recorded: the takes, the stock
 // levels, the counts an audit compares with the orders.
 type Ledgers struct{ *backend }
+
+// Flags are this process's sold-out flags, one per product: set, the
+// product's purchases are refused without a look at Redis until a unit
+// comes back.
+type Flags struct{ *backend }
+
+// Flags is the process's sold-out flags.
+func (s *Store) Flags() *Flags { return s.flags }
 
 // Queue is the store's queue of orders not written yet.
 func (s *Store) Queue() *Queue { return s.queue }
@@ -126,7 +136,7 @@ func (st *state) clear() bool {
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
 	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey}
 	b.store = &Store{backend: b, claimWindow: DefaultClaimWindow}
-	b.queue, b.deadlines, b.ledgers = &Queue{b}, &Deadlines{b}, &Ledgers{b}
+	b.queue, b.deadlines, b.ledgers, b.flags = &Queue{b}, &Deadlines{b}, &Ledgers{b}, &Flags{b}
 	return b.store
 }
 
@@ -143,21 +153,21 @@ func (s *Store) ForDeployment(name string) *Store {
 	return s
 }
 
-func (s *Store) state(id int64) *state {
-	if st, ok := s.products.Load(id); ok {
+func (b *backend) state(id int64) *state {
+	if st, ok := b.products.Load(id); ok {
 		return st.(*state)
 	}
-	st, _ := s.products.LoadOrStore(id, new(state))
+	st, _ := b.products.LoadOrStore(id, new(state))
 	return st.(*state)
 }
 
 // SoldOut reports the process's sold-out flag for a product.
-func (s *Store) SoldOut(id int64) bool { return s.state(id).flag.Load()&1 == 1 }
+func (f *Flags) SoldOut(id int64) bool { return f.state(id).flag.Load()&1 == 1 }
 
-// ClearSoldOut forgets the sold-out flag, after stock was added anywhere.
-func (s *Store) ClearSoldOut(id int64) {
-	if s.state(id).clear() && s.cleared != nil {
-		s.cleared(id)
+// Clear forgets the sold-out flag, after stock was added anywhere.
+func (f *Flags) Clear(id int64) {
+	if f.state(id).clear() && f.cleared != nil {
+		f.cleared(id)
 	}
 }
 
@@ -166,14 +176,14 @@ func (s *Store) ClearSoldOut(id int64) {
 // "sold out" from this process (the edge gate) must unlearn it then. fn runs
 // on the caller's goroutine and must not block. Call it before the store
 // is used.
-func (s *Store) OnCleared(fn func(id int64)) { s.cleared = fn }
+func (f *Flags) OnCleared(fn func(id int64)) { f.cleared = fn }
 
-// ClearAllSoldOut forgets every product's flag, when stock may have come
-// back unseen (a missed notice).
-func (s *Store) ClearAllSoldOut() {
-	s.products.Range(func(id, st any) bool {
-		if st.(*state).clear() && s.cleared != nil {
-			s.cleared(id.(int64))
+// ClearAll forgets every product's flag, when stock may have come back
+// unseen (a missed notice).
+func (f *Flags) ClearAll() {
+	f.products.Range(func(id, st any) bool {
+		if st.(*state).clear() && f.cleared != nil {
+			f.cleared(id.(int64))
 		}
 		return true
 	})

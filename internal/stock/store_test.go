@@ -134,7 +134,7 @@ func TestTakeEveryUnitThenSoldOut(t *testing.T) {
 			if _, err := f.take(r, 8); !errors.Is(err, stock.ErrSoldOut) {
 				t.Fatalf("eighth buyer: %v, want ErrSoldOut", err)
 			}
-			if !f.s.SoldOut(p.ID) {
+			if !f.s.Flags().SoldOut(p.ID) {
 				t.Error("the sold-out flag is not set after every shard was found empty")
 			}
 			if diff := cmp.Diff([]int{0, 0, 0, 0, 0}, f.levels(p)); diff != "" {
@@ -149,7 +149,7 @@ func TestTakeEveryUnitThenSoldOut(t *testing.T) {
 			if back, err := f.s.GiveBack(t.Context(), r, last); err != nil || !back {
 				t.Fatalf("give-back: %v, %v", back, err)
 			}
-			if f.s.SoldOut(p.ID) {
+			if f.s.Flags().SoldOut(p.ID) {
 				t.Error("the sold-out flag survived a unit given back")
 			}
 			if got := f.levels(p)[last.Shard]; got != 1 {
@@ -176,8 +176,8 @@ func TestWithoutFallbackOnlyThePickedShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if soldOut != 1 || f.s.SoldOut(p.ID) {
-		t.Errorf("%d buyers told sold out, flag %v: want one refusal from the empty shard and no flag", soldOut, f.s.SoldOut(p.ID))
+	if soldOut != 1 || f.s.Flags().SoldOut(p.ID) {
+		t.Errorf("%d buyers told sold out, flag %v: want one refusal from the empty shard and no flag", soldOut, f.s.Flags().SoldOut(p.ID))
 	}
 }
 
@@ -436,7 +436,7 @@ func TestSoldOutFlagDoesNotHideAUnitGivenBackMidScan(t *testing.T) {
 	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: locker}, 1); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("the scan: %v, want ErrSoldOut (both shards were empty when read)", err)
 	}
-	if f.s.SoldOut(p.ID) {
+	if f.s.Flags().SoldOut(p.ID) {
 		t.Fatal("the flag is set although a unit came back during the scan")
 	}
 	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: lock.NewLocal()}, 2); err != nil {

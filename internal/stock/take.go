@@ -538,7 +538,7 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 		_ = s.forget(ctx, p, r.Ticket.User, "", r.Ticket.Order.String())
 	}
 	if n == 1 {
-		s.ClearSoldOut(p.ID)
+		s.flags.Clear(p.ID)
 	}
 	return n == 1, nil
 }
