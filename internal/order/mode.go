@@ -41,13 +41,25 @@ type Mode struct {
 	// it, so the Redis must keep what it answered (catalogue's checkDurable).
 	Queued bool
 
+	// moments are the lab faults that have a moment to happen in the mode;
+	// a purchase asking for another is refused (refuseFaults).
+	moments moments
+
 	seller seller
+}
+
+// moments says which of the lab's purchase faults a mode has a moment for.
+type moments struct {
+	crashAfterTake      bool // a take, then a separate write or publish
+	poison              bool // an order queued before its row
+	releaseBeforeCommit bool // a lock released around a transaction
 }
 
 // seller is what a mode does with one purchase.
 type seller interface {
-	// admit refuses what the mode cannot do for a purchase: a lab fault
-	// with no moment to happen in it, a backend the service lacks.
+	// admit refuses what the mode cannot do for a purchase on this
+	// service's backends (the faults with no moment in the mode are
+	// refused before, from the table: refuseFaults).
 	admit(s *Service, lab LabOptions) error
 	// sell takes the unit for sl and writes, queues or publishes its order.
 	sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error)
@@ -130,18 +142,20 @@ type sale struct {
 	retry bool
 }
 
-// refuseFaults refuses the lab faults a mode has no moment for.
-func refuseFaults(mode string, lab LabOptions, crash, poison, releaseBeforeCommit bool) error {
+// refuseFaults refuses the lab faults the mode has no moment for.
+func refuseFaults(m Mode, lab LabOptions) error {
 	f := lab.Fault
 	switch {
-	case f.CrashAfterTake && !crash:
+	case f.CrashAfterTake && !m.moments.crashAfterTake:
 		return fmt.Errorf("%w: crash_after_take: the %s mode takes the unit and records the order in one atomic step, with no moment in between",
-			ErrInvalid, mode)
-	case f.Poison && !poison:
-		return fmt.Errorf("%w: poison: a queued order whose row the database refuses needs the async mode and a database that keeps column sizes (MySQL; SQLite would store it)",
-			ErrInvalid)
-	case f.ReleaseBeforeCommit && !releaseBeforeCommit:
-		return fmt.Errorf("%w: release_before_commit is a fault of the sqlrmw mode, not of %s", ErrInvalid, mode)
+			ErrInvalid, m.Name)
+	case f.Poison && !m.moments.poison:
+		return errPoisonNeedsMySQL
+	case f.ReleaseBeforeCommit && !m.moments.releaseBeforeCommit:
+		return fmt.Errorf("%w: release_before_commit is a fault of the sqlrmw mode, not of %s", ErrInvalid, m.Name)
 	}
 	return nil
 }
+
+var errPoisonNeedsMySQL = fmt.Errorf("%w: poison: a queued order whose row the database refuses needs the async mode and a database that keeps column sizes (MySQL; SQLite would store it)",
+	ErrInvalid)

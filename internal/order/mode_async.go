@@ -17,17 +17,15 @@ var asyncMode = Mode{
 		"The service refuses the mode on such a Redis for products that are not lab products (409 not_durable).",
 	Test: "TestAsyncDurability", Package: "./internal/testkit/faults",
 	Take: stock.Async, Queued: true,
-	seller: async{},
+	moments: moments{poison: true},
+	seller:  async{},
 }
 
 type async struct{}
 
 func (async) admit(s *Service, lab LabOptions) error {
-	if err := refuseFaults(api.ModeAsync, lab, false, true, false); err != nil {
-		return err
-	}
 	if lab.Fault.Poison && s.db.Dialector.Name() == "sqlite" {
-		return refuseFaults(api.ModeAsync, lab, false, false, false)
+		return errPoisonNeedsMySQL
 	}
 	return nil
 }

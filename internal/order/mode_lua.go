@@ -16,15 +16,14 @@ var luaMode = Mode{
 	Breaks: "The take and the row are two systems: a process that dies between them leaves a unit out of the store and no order, " +
 		"until the reconciler finds the take in the ledger and returns it. On a Redis that forgets (no AOF), a take it forgot is restored from the orders.",
 	Test: "TestEveryBuyerGetsExactlyTheStock/none/lua", Package: "./internal/server",
-	Take:   stock.Lua,
-	seller: lua{},
+	Take:    stock.Lua,
+	moments: moments{crashAfterTake: true},
+	seller:  lua{},
 }
 
 type lua struct{}
 
-func (lua) admit(_ *Service, lab LabOptions) error {
-	return refuseFaults(api.ModeLua, lab, true, false, false)
-}
+func (lua) admit(*Service, LabOptions) error { return nil }
 
 func (lua) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
 	return s.takeInRedis(ctx, sl, rc, s.recordTaken)

@@ -18,16 +18,17 @@ var mqMode = Mode{
 		"strands a unit, out of the store and in no order, until the reconciler finds the take and returns it.",
 	Test: "TestMQ/CrashAfterTake", Package: "./internal/outbox",
 	Take: stock.MQ, Queued: true,
-	seller: mqSeller{},
+	moments: moments{crashAfterTake: true},
+	seller:  mqSeller{},
 }
 
 type mqSeller struct{}
 
-func (mqSeller) admit(s *Service, lab LabOptions) error {
+func (mqSeller) admit(s *Service, _ LabOptions) error {
 	if s.opt.Broker == nil {
 		return fmt.Errorf("%w: the mq mode needs RabbitMQ, and this service has none (RABBITMQ_URL)", ErrInvalid)
 	}
-	return refuseFaults(api.ModeMQ, lab, true, false, false)
+	return nil
 }
 
 func (mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {

@@ -17,14 +17,13 @@ var rmwMode = Mode{
 		"stock and each writes back its own decrement: more orders than stock. A lab product's write is not guarded, so a holder paused past its lease oversells.",
 	Test: "TestOversellWithoutLock", Package: "./internal/server",
 	Take: stock.RMW, Locked: true,
-	seller: rmw{},
+	moments: moments{crashAfterTake: true},
+	seller:  rmw{},
 }
 
 type rmw struct{}
 
-func (rmw) admit(_ *Service, lab LabOptions) error {
-	return refuseFaults(api.ModeRMW, lab, true, false, false)
-}
+func (rmw) admit(*Service, LabOptions) error { return nil }
 
 func (rmw) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
 	return s.takeInRedis(ctx, sl, rc, s.recordTaken)

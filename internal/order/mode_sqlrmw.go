@@ -18,15 +18,13 @@ var sqlrmwMode = Mode{
 		"before the last write is visible: both sell the same unit.",
 	Test: "TestSQLRMWReleaseBeforeCommit", Package: "./internal/order",
 	Take: stock.SQLRMW, Locked: true,
-	seller: sqlrmw{},
+	moments: moments{releaseBeforeCommit: true},
+	seller:  sqlrmw{},
 }
 
 type sqlrmw struct{}
 
 func (sqlrmw) admit(s *Service, lab LabOptions) error {
-	if err := refuseFaults(api.ModeSQLRMW, lab, false, false, true); err != nil {
-		return err
-	}
 	if lab.Fault.ReleaseBeforeCommit && s.db.Dialector.Name() == "sqlite" {
 		return fmt.Errorf("%w: release_before_commit needs MySQL: SQLite's one connection runs one transaction at a time, so no holder reads before the last one's COMMIT", ErrInvalid)
 	}

@@ -35,8 +35,17 @@ func TestModesTable(t *testing.T) {
 	}
 	// What the rest of the service asks of a mode, pinned to the lesson each
 	// teaches: a lock around a read-modify-write, a 202 before the row.
-	var locked, queued, inSQL []string
+	var locked, queued, inSQL, crash, poison, early []string
 	for _, m := range Modes() {
+		if m.moments.crashAfterTake {
+			crash = append(crash, m.Name)
+		}
+		if m.moments.poison {
+			poison = append(poison, m.Name)
+		}
+		if m.moments.releaseBeforeCommit {
+			early = append(early, m.Name)
+		}
 		if m.Locked {
 			locked = append(locked, m.Name)
 		}
@@ -54,6 +63,10 @@ func TestModesTable(t *testing.T) {
 		{"locked", locked, []string{"rmw", "sqlrmw"}},
 		{"queued", queued, []string{"async", "mq"}},
 		{"in SQL", inSQL, []string{"db", "sqlrmw"}},
+		// The lab's faults, each where it has a moment to happen.
+		{"crash_after_take", crash, []string{"rmw", "lua", "mq"}},
+		{"poison", poison, []string{"async"}},
+		{"release_before_commit", early, []string{"sqlrmw"}},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s modes %v, want %v", c.what, c.got, c.want)

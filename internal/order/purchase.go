@@ -140,6 +140,9 @@ func (s *Service) plan(p catalogue.Product, in Purchase, rc *Receipt) (plan, err
 	if err := p.Stock().Accepts(mode.Take); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := refuseFaults(mode, in.Lab); err != nil {
+		return plan{}, err
+	}
 	if err := mode.seller.admit(s, in.Lab); err != nil {
 		return plan{}, err
 	}
