@@ -19,7 +19,12 @@ import (
 // migrating, "Deadlock found" while creating the demo product).
 func TestInstancesStartedTogether(t *testing.T) {
 	if os.Getenv("MYSQL_DSN") == "" {
-		t.Skip("MYSQL_DSN is not set: SQLite is one process, and the race is the database server's")
+		// Tried on the embedded go-mysql-server (2026-11-26): every instance
+		// came up, but in 3 of 10 tries the products table was empty after;
+		// MariaDB passes 20 of 20. The test needs a server that isolates
+		// concurrent transactions as MySQL does.
+		t.Skip("MYSQL_DSN is not set: SQLite is one process, and the race is a database server's; the embedded go-mysql-server " +
+			"does not isolate concurrent transactions as MySQL does (the demo product's row was missing in 3 of 10 tries there)")
 	}
 	const instances, tries = 3, 10
 	for try := range tries {
