@@ -43,8 +43,8 @@ type Sells struct {
 	Queued bool
 }
 
-// Options are what a Catalogue is built from; Stock, Locks, Mode, Sold and
-// Lease are required.
+// Options are what a Catalogue is built from; every field but Log is
+// required.
 type Options struct {
 	Stock *stock.Store
 	// Locks is the pool whose names a product's lock must be among.
@@ -58,6 +58,10 @@ type Options struct {
 	// Lease takes a lease on key across processes for ttl; it returns nil
 	// and no error when another process holds it.
 	Lease func(ctx context.Context, key string, ttl time.Duration) (release func(), err error)
+	// Enter registers a rebuild as work in flight with the catalogue's
+	// owner, which waits for it before it closes what a rebuild uses; it
+	// fails once the owner is closing, and the rebuild is not started.
+	Enter func() (done func(), err error)
 	Log   *slog.Logger
 }
 
@@ -75,10 +79,6 @@ type Catalogue struct {
 	products   sync.Map // int64 → Product: the cache
 	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
 
-	// Rebuilds in flight, which Close waits for.
-	flight    sync.Mutex
-	closing   bool
-	working   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 
@@ -89,8 +89,8 @@ type Catalogue struct {
 // New returns the catalogue of the products in db, laid out in opt.Stock,
 // following the other processes' notices on rdb until Close.
 func New(db *gorm.DB, rdb redis.UniversalClient, opt Options) (*Catalogue, error) {
-	if opt.Stock == nil || opt.Locks == nil || opt.Mode == nil || opt.Sold == nil || opt.Lease == nil {
-		return nil, errors.New("catalogue: Options.Stock, Locks, Mode, Sold and Lease are required")
+	if opt.Stock == nil || opt.Locks == nil || opt.Mode == nil || opt.Sold == nil || opt.Lease == nil || opt.Enter == nil {
+		return nil, errors.New("catalogue: Options.Stock, Locks, Mode, Sold, Lease and Enter are required")
 	}
 	c := &Catalogue{db: db, rdb: rdb, opt: opt, log: cmp.Or(opt.Log, slog.Default()), stock: opt.Stock, done: make(chan struct{})}
 	c.durable = durability.NewWatch(rdb, 0, c.durabilityDropped)
@@ -100,19 +100,10 @@ func New(db *gorm.DB, rdb redis.UniversalClient, opt Options) (*Catalogue, error
 	return c, nil
 }
 
-// Stop refuses new rebuilds; the catalogue serves on until Close.
-func (c *Catalogue) Stop() {
-	c.flight.Lock()
-	defer c.flight.Unlock()
-	c.closing = true
-}
-
-// Close refuses new rebuilds, waits for those in flight and stops
-// following notices. It closes neither the database nor Redis.
+// Close stops following notices. It closes neither the database nor
+// Redis; the rebuilds in flight are the owner's to wait for (Options.Enter).
 func (c *Catalogue) Close() error {
-	c.Stop()
 	c.closeOnce.Do(func() {
-		c.working.Wait()
 		c.closeErr = c.sub.Close()
 		<-c.done
 	})

@@ -12,9 +12,6 @@ import (
 	"seckill/internal/stock"
 )
 
-// errClosing: the catalogue is closing and starts no rebuild.
-var errClosing = errors.New("catalogue: closing")
-
 // rebuildLease bounds a rebuild: the lease that keeps other processes from
 // rebuilding the same product at once, and the rebuild's own deadline.
 const rebuildLease = 30 * time.Second
@@ -32,12 +29,13 @@ func (c *Catalogue) RebuildLater(p Product) {
 	if _, running := c.rebuilding.LoadOrStore(p.ID, struct{}{}); running {
 		return
 	}
-	if err := c.enter(); err != nil {
+	done, err := c.opt.Enter()
+	if err != nil {
 		c.rebuilding.Delete(p.ID)
 		return
 	}
 	go func() {
-		defer c.working.Done()
+		defer done()
 		defer c.rebuilding.Delete(p.ID)
 		ctx, cancel := context.WithTimeout(context.Background(), rebuildLease)
 		defer cancel()
@@ -49,17 +47,6 @@ func (c *Catalogue) RebuildLater(p Product) {
 			c.log.Warn("rebuilt the stock of a product from its orders after Redis lost it", "product", p.ID)
 		}
 	}()
-}
-
-// enter registers a rebuild in flight; it fails once Close began.
-func (c *Catalogue) enter() error {
-	c.flight.Lock()
-	defer c.flight.Unlock()
-	if c.closing {
-		return errClosing
-	}
-	c.working.Add(1)
-	return nil
 }
 
 // Rebuild lays out product id's stock anew from its orders, if its layout

@@ -268,6 +268,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	b.stock.ClaimWindow(b.Budget().Purchase())
 	cat, err := catalogue.New(db, rdb, catalogue.Options{
 		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.rec.lease, Log: opt.Log,
+		Enter: func() (func(), error) { return b.working.Done, b.enter() },
 	})
 	if err != nil {
 		return nil, err
@@ -313,7 +314,6 @@ func (s *Service) Close() error {
 	s.closing = true
 	close(s.stop)
 	s.flight.Unlock()
-	s.cat.Stop() // no rebuild starts now: they are bounded, and Close waits
 	s.working.Wait()
 	if s.ownIDs {
 		s.ids.Close()
