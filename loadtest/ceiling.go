@@ -426,7 +426,7 @@ func asyncCeiling(ctx context.Context, c *cluster, s harness.Spec, client *http.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, a, err := orders.Reconciler().Audit(ctx, s.ProductID)
+		_, a, err := c.first.Reconciler.Audit(ctx, s.ProductID)
 		if err != nil {
 			return row, 0, fmt.Errorf("auditing product %d during the drain: %w", s.ProductID, err)
 		}

@@ -22,7 +22,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/gate"
 	"seckill/internal/lab/harness"
-	"seckill/internal/order"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 	"seckill/internal/testkit/child"
 	"seckill/internal/testkit/testenv"
@@ -59,7 +59,7 @@ func deleteProductKeys(t *testing.T, addr string, product int64, runs int) {
 	var extra []string
 	for p := product; p < product+int64(runs); p++ {
 		ids = append(ids, p)
-		extra = append(extra, order.ProductKeys(p)...)
+		extra = append(extra, reconcile.ProductKeys(p)...)
 	}
 	if err := stock.Purge(context.Background(), rdb, ids, extra...); err != nil {
 		t.Logf("cleaning up products %v: %v", ids, err)

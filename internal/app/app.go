@@ -25,6 +25,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/outbox"
+	"seckill/internal/reconcile"
 	"seckill/internal/server"
 	"seckill/internal/stock"
 )
@@ -35,7 +36,10 @@ type App struct {
 	Config   Config
 	Embedded bool // Redis or the database is the embedded stand-in
 	Orders   *order.Service
-	Consumer *outbox.Consumer // nil when Config.Consume is off
+	// Reconciler settles what purchases left unsettled, audits and repairs
+	// the sales of Orders.
+	Reconciler *reconcile.Reconciler
+	Consumer   *outbox.Consumer // nil when Config.Consume is off
 	// MQConsumer writes the mq mode's orders; nil without a broker or
 	// when Config.Consume is off.
 	MQConsumer *outbox.Consumer
@@ -87,7 +91,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
-		Orders: a.Orders, Health: a.health, AdminToken: token, AllowedOrigins: cfg.AllowedOrigins,
+		Orders: a.Orders, Reconciler: a.Reconciler, Health: a.health, AdminToken: token, AllowedOrigins: cfg.AllowedOrigins,
 		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
@@ -146,15 +150,26 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 	if err != nil {
 		return err
 	}
-	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
-		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, Admit: admission.NewPerBuyer(a.rdb, cfg.RateLimit), Step: redisStep,
-		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), ReconcileGrace: cfg.ReconcileGrace,
-		IDs: a.ids, Stock: stock.NewStore(a.rdb, a.db).ForDeployment(deployment(cfg)),
-		Lease: lease, Broker: a.broker, StockBack: stockBack, Log: log,
+	st := stock.NewStore(a.rdb, a.db).ForDeployment(deployment(cfg))
+	// The reconciler is built first: the service asks it for repairs; it
+	// starts on the service once that exists.
+	a.Reconciler, err = reconcile.New(reconcile.Options{
+		DB: a.db, Redis: a.rdb, Stock: st, Lease: lease, Every: reconcileEvery(cfg.ReconcileEvery), Grace: cfg.ReconcileGrace,
+		LockTTL: cfg.LockTTL, Step: redisStep, Broker: a.broker, Log: log,
 	})
 	if err != nil {
 		return err
 	}
+	connected.rec.Store(a.Reconciler)
+	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
+		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, Admit: admission.NewPerBuyer(a.rdb, cfg.RateLimit), Step: redisStep,
+		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), Repairs: a.Reconciler,
+		IDs: a.ids, Stock: st, Lease: lease, Broker: a.broker, StockBack: stockBack, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	a.Reconciler.Start(a.Orders, a.Orders.Catalogue())
 	connected.svc.Store(a.Orders)
 	// What a 202 survives, said once at start; the service reads it again
 	// when it may have changed (catalogue.Catalogue.Durability).
@@ -299,6 +314,9 @@ func (a *App) Close() error {
 	}
 	if a.MQConsumer != nil {
 		errs = append(errs, a.MQConsumer.Close())
+	}
+	if a.Reconciler != nil { // its schedules first: their passes are the service's work
+		errs = append(errs, a.Reconciler.Close())
 	}
 	if a.Orders != nil {
 		errs = append(errs, a.Orders.Close())

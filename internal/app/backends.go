@@ -20,6 +20,7 @@ import (
 
 	"seckill/internal/idgen"
 	"seckill/internal/order"
+	"seckill/internal/reconcile"
 )
 
 // redisStep bounds one command to the main Redis, with the client's retry:
@@ -31,16 +32,23 @@ const redisTimeout = 2 * time.Second
 // onConnect is the Redis client's hook on each new connection (to any node
 // of a cluster): once they exist, the order id generator's Connected (which
 // drops the ids' blocks of a Redis that restarted, before the connection
-// serves), then the order service's RedisConnected (a server not met before
-// waits for its repair). They are made after the client, on it.
+// serves), the reconciler's ServerSeen (a server not met before: the
+// products wait for their repair) and the order service's RedisConnected.
+// They are made after the client, on it.
 type onConnect struct {
 	ids atomic.Pointer[idgen.Redis]
+	rec atomic.Pointer[reconcile.Reconciler]
 	svc atomic.Pointer[order.Service]
 }
 
 func (h *onConnect) hook(ctx context.Context, cn *redis.Conn) error {
 	if ids := h.ids.Load(); ids != nil {
 		if err := ids.Connected(ctx, cn); err != nil {
+			return err
+		}
+	}
+	if rec := h.rec.Load(); rec != nil {
+		if err := rec.ServerSeen(ctx, cn); err != nil {
 			return err
 		}
 	}

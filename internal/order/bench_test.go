@@ -53,7 +53,7 @@ func BenchmarkBuy(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			if _, au, err := a.Orders.Reconciler().Audit(context.Background(), id); err != nil || au.Verdict != api.VerdictOK && bc.lock != "none" {
+			if _, au, err := a.Reconciler.Audit(context.Background(), id); err != nil || au.Verdict != api.VerdictOK && bc.lock != "none" {
 				b.Errorf("audit %+v, %v", au, err)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/outbox"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
@@ -32,11 +33,7 @@ func TestServiceOnCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { locks.Close() })
-			svc, err := order.NewService(db, c.Client, locks, order.Options{LockWait: 10 * time.Second, ReconcileEvery: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { svc.Close() })
+			svc, rec := testenv.Orders(t, db, c.Client, locks, order.Options{LockWait: 10 * time.Second}, reconcile.Options{})
 			consumer := order.NewConsumer(db, svc, outbox.Options{})
 			consumer.Start()
 			t.Cleanup(func() { consumer.Close() })
@@ -79,10 +76,10 @@ func TestServiceOnCluster(t *testing.T) {
 			if ok, errs := buy(40, func(i int) int64 { return 100 + int64(i) }); ok != 29 || errs["sold out"] != 11 {
 				t.Errorf("40 buyers for 29 units: %d succeeded, %v; want 29 and 11 sold out", ok, errs)
 			}
-			var a order.Audit
+			var a reconcile.Audit
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				_, a, err = svc.Reconciler().Audit(t.Context(), id)
+				_, a, err = rec.Audit(t.Context(), id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -109,11 +106,7 @@ func TestLifecycleOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { locks.Close() })
-	svc, err := order.NewService(db, c.Client, locks, order.Options{ReconcileEvery: -1, DueEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
+	svc, rec := testenv.Orders(t, db, c.Client, locks, order.Options{DueEvery: -1}, reconcile.Options{})
 	ctx := t.Context()
 	id := testenv.ProductID(t)
 	if _, err := svc.Catalogue().Reset(ctx, catalogue.ProductSpec{ID: id, Stock: 2, Shards: 2, Mode: api.ModeLua, PayTimeout: catalogue.MinPayTimeout}); err != nil {
@@ -134,7 +127,7 @@ func TestLifecycleOnCluster(t *testing.T) {
 	if err := svc.Lifecycle().ExpireDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, a, err := svc.Reconciler().Audit(ctx, id)
+	_, a, err := rec.Audit(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

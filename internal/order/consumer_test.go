@@ -12,40 +12,17 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/outbox"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
+	"seckill/internal/testkit/testenv"
 )
-
-func (f *fixture) consumer(opt outbox.Options) *outbox.Consumer {
-	f.t.Helper()
-	if opt.Block == 0 {
-		opt.Block = 20 * time.Millisecond
-	}
-	if opt.ClaimEvery == 0 {
-		opt.ClaimEvery = 50 * time.Millisecond
-	}
-	c := order.NewConsumer(f.db, f.svc, opt)
-	c.Start()
-	f.t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// waitAudit polls the audit until cond holds.
-func (f *fixture) waitAudit(id int64, what string, cond func(order.Audit) bool) order.Audit {
-	f.t.Helper()
-	var a order.Audit
-	waitFor(f.t, what, func() bool {
-		a = f.audit(id)
-		return cond(a)
-	})
-	return a
-}
 
 // The async mode answers once the order is queued, with its id; the order
 // is pending until the consumer writes it; a retry with the same key gets
 // the same order, queued or written; the audit counts the queue.
 func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	f.reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: "async", Lab: true})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 10, Shards: 3, Mode: "async", Lab: true})
 	var ids []string
 	for u := int64(1); u <= 5; u++ {
 		o, rc, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1, Key: "k" + string(rune('0'+u))})
@@ -57,7 +34,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 		}
 		ids = append(ids, o.ID.String())
 	}
-	if a := f.audit(1); a.Queued != 5 || a.Orders != 0 || a.Remaining != 5 || a.Verdict != api.VerdictOK {
+	if a := f.Audit(1); a.Queued != 5 || a.Orders != 0 || a.Remaining != 5 || a.Verdict != api.VerdictOK {
 		t.Fatalf("audit before the consumer: %+v: want 5 queued, OK", a)
 	}
 	first, _, _ := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1, Key: "k1"})
@@ -68,9 +45,9 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 		t.Errorf("the queued order read back: %+v, %v; want pending", o, err)
 	}
 
-	f.consumer(outbox.Options{})
-	f.waitAudit(1, "the queue drained", func(a order.Audit) bool { return a.Queued == 0 && a.Orders == 5 })
-	a := f.audit(1)
+	f.Consumer(outbox.Options{})
+	f.WaitAudit(1, "the queue drained", func(a reconcile.Audit) bool { return a.Queued == 0 && a.Orders == 5 })
+	a := f.Audit(1)
 	if a.Remaining != 5 || a.Taken != 5 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit after the drain: %+v", a)
 	}
@@ -89,7 +66,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 // written once.
 func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 4, Shards: 1, Mode: "async", Lab: true})
+	p := f.Reset(catalogue.ProductSpec{ID: 1, Stock: 4, Shards: 1, Mode: "async", Lab: true})
 	for u := int64(1); u <= 4; u++ {
 		if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
 			t.Fatal(err)
@@ -101,8 +78,8 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	if err != nil || len(got) != 4 {
 		t.Fatalf("the dead consumer's read: %d orders, %v", len(got), err)
 	}
-	f.consumer(outbox.Options{ClaimIdle: 100 * time.Millisecond})
-	a := f.waitAudit(1, "the orders claimed and written", func(a order.Audit) bool { return a.Orders == 4 && a.Queued == 0 })
+	f.Consumer(outbox.Options{ClaimIdle: 100 * time.Millisecond})
+	a := f.WaitAudit(1, "the orders claimed and written", func(a reconcile.Audit) bool { return a.Orders == 4 && a.Queued == 0 })
 	if a.Remaining != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v", a)
 	}
@@ -113,7 +90,7 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 // written: nothing is retried for ever, nothing is lost.
 func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 	f := newFixture(t, order.Options{})
-	f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "async", Lab: true})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "async", Lab: true})
 	if err := f.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 666
 		BEGIN SELECT RAISE(ABORT, 'user 666 is refused'); END`).Error; err != nil {
 		t.Fatal(err)
@@ -128,8 +105,8 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 			poison = o
 		}
 	}
-	f.consumer(outbox.Options{})
-	a := f.waitAudit(1, "the queue drained", func(a order.Audit) bool { return a.Queued == 0 })
+	f.Consumer(outbox.Options{})
+	a := f.WaitAudit(1, "the queue drained", func(a reconcile.Audit) bool { return a.Queued == 0 })
 	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.DeadLettered != 1 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), 1 dead letter, OK", a)
 	}
@@ -159,7 +136,7 @@ func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { locks.Close() })
-	other, err := order.NewService(f.db, f.rdb, locks, order.Options{ReconcileEvery: -1, StockBack: func(id int64) {
+	other, err := order.NewService(f.db, f.rdb, locks, order.Options{StockBack: func(id int64) {
 		mu.Lock()
 		told = append(told, id)
 		mu.Unlock()
@@ -168,7 +145,7 @@ func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	f.reset(catalogue.ProductSpec{ID: 1, Stock: 1, Shards: 1, Mode: "async", Lab: true})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 1, Shards: 1, Mode: "async", Lab: true})
 	if err := f.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 666
 		BEGIN SELECT RAISE(ABORT, 'user 666 is refused'); END`).Error; err != nil {
 		t.Fatal(err)
@@ -180,9 +157,9 @@ func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
 	if _, _, err := other.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1}); !errors.Is(err, stock.ErrSoldOut) || !other.Catalogue().SoldOut(1) {
 		t.Fatalf("the other process's purchase: %v, flag %v; want sold out, flag set", err, other.Catalogue().SoldOut(1))
 	}
-	f.consumer(outbox.Options{})
-	waitFor(t, "the other process's flag to clear", func() bool { return !other.Catalogue().SoldOut(1) })
-	waitFor(t, "the gate to be told", func() bool {
+	f.Consumer(outbox.Options{})
+	testenv.WaitFor(t, "the other process's flag to clear", func() bool { return !other.Catalogue().SoldOut(1) })
+	testenv.WaitFor(t, "the gate to be told", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Contains(told, 1)

@@ -147,7 +147,7 @@ func (lc *Lifecycle) cancel(ctx context.Context, p catalogue.Product, o Order, b
 	}
 	now := time.Now()
 	ours := o.Sale == p.Sale // a unit of an earlier sale went with its stock
-	if ours && p.Store == string(stock.InSQL) && (modeOfProduct(p).Locked || p.Lab) {
+	if ours && p.Store == string(stock.InSQL) && (ModeOf(p).Locked || p.Lab) {
 		// The sqlrmw mode writes the stock it read, minus one: a unit
 		// returned between its SELECT and its UPDATE would be written over.
 		// Return it under the shard's lock, as the purchases take theirs.
@@ -209,10 +209,10 @@ func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Orde
 		return
 	}
 	var locker lock.Locker
-	if modeOfProduct(p).Locked {
+	if ModeOf(p).Locked {
 		locker, _ = lc.locker(p.Lock)
 	}
-	req := stock.Request{Product: p.Stock(), Mode: modeOfProduct(p).Take, Locker: locker,
+	req := stock.Request{Product: p.Stock(), Mode: ModeOf(p).Take, Locker: locker,
 		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.Budget().GiveBackWait(), Guard: !p.Lab}
 	lc.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }

@@ -12,6 +12,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/order"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 )
 
@@ -31,7 +32,7 @@ func TestPayAndCancel(t *testing.T) {
 	for _, mode := range []string{"lua", "db", "rmw"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, order.Options{})
-			f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: mode, PayTimeout: time.Minute})
+			f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: mode, PayTimeout: time.Minute})
 			a, b := f.buy(1, 1), f.buy(1, 2)
 			if a.DueAt == nil || a.DueAt.Sub(a.CreatedAt) != time.Minute {
 				t.Errorf("due %v for an order made at %v: want a minute later", a.DueAt, a.CreatedAt)
@@ -57,7 +58,7 @@ func TestPayAndCancel(t *testing.T) {
 					t.Errorf("after the cancel: %v, want ErrCancelled", err)
 				}
 			}
-			a2 := f.audit(1)
+			a2 := f.Audit(1)
 			if a2.Paid != 1 || a2.Unpaid != 0 || a2.Cancelled != 1 || a2.Orders != 1 || a2.Remaining != 4 || a2.Verdict != api.VerdictOK {
 				t.Errorf("audit %+v: want 1 paid, 1 cancelled with its unit back (4 left), OK", a2)
 			}
@@ -72,7 +73,7 @@ func TestPayAndCancel(t *testing.T) {
 // units; a paid one stays.
 func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: 20 * time.Millisecond})
-	f.reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
 	paid := f.buy(1, 1)
 	f.buy(1, 2)
 	f.buy(1, 3)
@@ -80,7 +81,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cancelled in SQL first, then the unit goes back: wait for both.
-	a := f.waitAudit(1, "the window's end", func(a order.Audit) bool { return a.Cancelled == 2 && a.Unsettled == 0 })
+	a := f.WaitAudit(1, "the window's end", func(a reconcile.Audit) bool { return a.Cancelled == 2 && a.Unsettled == 0 })
 	if a.Paid != 1 || a.Unpaid != 0 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 1 paid, 2 cancelled with their units back", a)
 	}
@@ -95,7 +96,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: 5 * time.Millisecond})
 	const n = 40
-	f.reset(catalogue.ProductSpec{ID: 1, Stock: n, Shards: 4, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: n, Shards: 4, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
 	orders := make([]order.Order, n)
 	for i := range orders {
 		orders[i] = f.buy(1, int64(i+1))
@@ -117,7 +118,7 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
-	a := f.waitAudit(1, "every order settled", func(a order.Audit) bool { return a.Unpaid == 0 && a.Unsettled == 0 })
+	a := f.WaitAudit(1, "every order settled", func(a reconcile.Audit) bool { return a.Unpaid == 0 && a.Unsettled == 0 })
 	if a.Paid+a.Cancelled != n || a.Remaining != a.Cancelled || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want every order paid or cancelled, one unit back per cancel, OK", a)
 	}
@@ -131,7 +132,7 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: -1})
 	const n = 20
-	f.reset(catalogue.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: time.Minute, Lab: true, Lifecycle: catalogue.Naive})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: n, Shards: 2, Mode: "lua", PayTimeout: time.Minute, Lab: true, Lifecycle: catalogue.Naive})
 	orders := make([]order.Order, n)
 	for i := range orders {
 		orders[i] = f.buy(1, int64(i+1))
@@ -155,7 +156,7 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 	wg.Wait()
 	// A unit paid for and returned: a paid row whose unit went back (lost
 	// updates), or a payment told it succeeded whose order ended cancelled.
-	a := f.audit(1)
+	a := f.Audit(1)
 	if both := max(0, a.LostUpdates) + max(0, int(paidOK.Load())-a.Paid); both == 0 {
 		t.Errorf("audit %+v, %d payments told they succeeded: want units both paid for and returned", a, paidOK.Load())
 	}
@@ -170,7 +171,7 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 // again when the claim's lease ends, and another process cancels them.
 func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: -1})
-	p := f.reset(catalogue.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
+	p := f.Reset(catalogue.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
 	o := f.buy(1, 1)
 	time.Sleep(time.Until(*o.DueAt) + 2*time.Millisecond) // the window has ended
 	store := stock.NewStore(f.rdb, f.db)
@@ -182,14 +183,14 @@ func TestClaimedDeadlinesOfADeadProcessComeDueAgain(t *testing.T) {
 	if err := f.svc.Lifecycle().ExpireDue(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if a := f.audit(1); a.Cancelled != 0 {
+	if a := f.Audit(1); a.Cancelled != 0 {
 		t.Fatalf("cancelled while another held the claim: %+v", a)
 	}
 	time.Sleep(250 * time.Millisecond)
 	if err := f.svc.Lifecycle().ExpireDue(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if a := f.audit(1); a.Cancelled != 1 || a.Remaining != 2 {
+	if a := f.Audit(1); a.Cancelled != 1 || a.Remaining != 2 {
 		t.Errorf("after the lease: %+v, want the order cancelled and its unit back", a)
 	}
 }

@@ -103,8 +103,8 @@ func modeOf(name string) Mode {
 	return m
 }
 
-// queuedModes names the modes whose buyers are answered before the row.
-func queuedModes() []string {
+// QueuedModes names the modes whose buyers are answered before the row.
+func QueuedModes() []string {
 	var out []string
 	for _, m := range modes {
 		if m.Queued {
@@ -114,8 +114,8 @@ func queuedModes() []string {
 	return out
 }
 
-// modeOfProduct is the product's mode (see modeOf).
-func modeOfProduct(p catalogue.Product) Mode { return modeOf(p.Mode) }
+// ModeOf is the product's mode (see modeOf).
+func ModeOf(p catalogue.Product) Mode { return modeOf(p.Mode) }
 
 // Command is the go test command that runs the mode's Test.
 func (m Mode) Command() string {

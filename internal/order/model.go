@@ -15,6 +15,7 @@
 package order
 
 import (
+	"slices"
 	"time"
 
 	"seckill/internal/idgen"
@@ -43,6 +44,9 @@ const (
 
 // live are the statuses of an order that holds a unit.
 var live = []string{Unpaid, Paid}
+
+// LiveStatuses are the statuses of an order that holds a unit (Live).
+func LiveStatuses() []string { return slices.Clone(live) }
 
 // Who cancelled an order.
 const (

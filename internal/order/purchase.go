@@ -193,13 +193,13 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		return Order{}, rc, err
 	}
 	defer s.working.Done()
-	s.rec.touch(p.ID)
+	s.opt.Repairs.Touch(p.ID)
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
 	defer cancel()
 	var gen uint64 // the server changes the product was repaired after
 	if p.Store == string(stock.InRedis) {
-		if gen, err = s.rec.awaitRepair(ctx, p.ID); err != nil {
+		if gen, err = s.opt.Repairs.AwaitRepair(ctx, p.ID); err != nil {
 			return Order{}, rc, err
 		}
 	}
@@ -248,15 +248,6 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 // ':', so two triples never give one name.
 func purchaseOwner(product, user int64, key string) string {
 	return "purchase:" + strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(user, 10) + ":" + key
-}
-
-// touch notes that this process sold the product: the reconciler passes
-// over those.
-func (rec *Reconciler) touch(id int64) {
-	if at, ok := rec.touched.Load(id); ok && time.Since(at.(time.Time)) < time.Minute {
-		return
-	}
-	rec.touched.Store(id, time.Now())
 }
 
 // sell takes a unit for t and writes its order, as the plan's mode does;
@@ -311,7 +302,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 // the purchase here, as a process that died here would: no order, no
 // give-back.
 func (s *Service) keep(ctx context.Context, sl sale, taken stock.Taken) error {
-	if s.rec.changedSince(sl.gen) {
+	if s.opt.Repairs.ChangedSince(sl.gen) {
 		s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take")
 		return fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, sl.p.ID)
 	}

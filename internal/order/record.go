@@ -132,6 +132,14 @@ func (s *Service) settle(ctx context.Context, o Order) (Order, bool, error) {
 	return row, row.Live(), nil
 }
 
+// Settle settles o's write whose outcome is unknown, as settle does, and
+// reports whether the order is live: the reconciler's way to decide a take
+// whose order it did not find.
+func (s *Service) Settle(ctx context.Context, o Order) (live bool, err error) {
+	_, live, err = s.settle(ctx, o)
+	return live, err
+}
+
 // definite reports whether a failed write surely did not commit: the
 // server answered with an error. A timeout or a broken connection leaves
 // the write's outcome unknown.

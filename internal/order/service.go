@@ -50,13 +50,13 @@ type Options struct {
 	// retries included: the unit of the purchase's time budget. Default: 4s.
 	Step time.Duration
 	// ReconcileEvery is how often the reconciler passes over the products
-	// this process sells. Default: 10s; negative turns the schedule off
-	// (Reconcile still works on demand).
+	// (reconcile.Options.Every): a buyer told "sold out for now" is told to
+	// ask again after it. Default: DefaultReconcileEvery.
 	ReconcileEvery time.Duration
-	// ReconcileGrace is how old a take must be before the reconciler
-	// judges it stranded. It must outlast any purchase still in flight.
-	// Default: the budget of a whole purchase (Budget.Purchase).
-	ReconcileGrace time.Duration
+	// Repairs is the reconciler a purchase asks whether its product must
+	// be repaired first (a Redis that came back without takes) and tells
+	// that the product sells here. Default: none; nothing is repaired.
+	Repairs Repairs
 	// DueEvery is how often the process polls the payment deadlines.
 	// Default: DefaultDueEvery; negative turns the polling off.
 	DueEvery time.Duration
@@ -78,8 +78,7 @@ type Options struct {
 	// db, for Deployment.
 	Stock *stock.Store
 	// Lease is the lock of the leases that keep background jobs to one
-	// process at a time (a reconciler's pass, a rebuild). Default: the
-	// pool's token lock.
+	// process at a time (a rebuild). Default: the pool's token lock.
 	Lease lock.Locker
 	// Broker carries the mq mode's orders to the consumers. Default: none,
 	// and the mq mode is refused.
@@ -92,6 +91,26 @@ type Options struct {
 	// Log receives what went wrong beyond the client's reach. Default: slog.Default().
 	Log *slog.Logger
 }
+
+// Repairs is what a purchase asks of the reconciler (reconcile.Reconciler).
+type Repairs interface {
+	// Touch notes that this process sells the product.
+	Touch(product int64)
+	// AwaitRepair returns once the product was repaired after the last
+	// change of its Redis seen, with that change's number; ErrRebuilding
+	// when the repair takes longer than a step.
+	AwaitRepair(ctx context.Context, product int64) (gen uint64, err error)
+	// ChangedSince reports whether Redis changed since gen: a take that ran
+	// meanwhile may have taken a unit a forgotten take still holds.
+	ChangedSince(gen uint64) bool
+}
+
+// noRepairs is Options.Repairs's default: a service that sees no change.
+type noRepairs struct{}
+
+func (noRepairs) Touch(int64)                                        {}
+func (noRepairs) AwaitRepair(context.Context, int64) (uint64, error) { return 0, nil }
+func (noRepairs) ChangedSince(uint64) bool                           { return false }
 
 // Admitter decides whether a buyer's purchase is let in (admission.PerBuyer).
 type Admitter interface {
@@ -173,7 +192,6 @@ type base struct {
 type parts struct {
 	cat   *catalogue.Catalogue
 	life  *Lifecycle
-	rec   *Reconciler
 	queue *Queue
 	sales *Service
 }
@@ -181,22 +199,14 @@ type parts struct {
 // Service sells products: it takes a unit as the product's mode says and
 // writes its order (purchase.go, record.go, mode_*.go). Its other jobs are
 // parts of their own, which it builds and closes: the Catalogue of
-// products, the Lifecycle of orders (pay, cancel, expire), the Reconciler
-// (stranded takes, audits, repairs) and the Queue's view of queued orders.
+// products, the Lifecycle of orders (pay, cancel, expire) and the Queue's
+// view of queued orders. The reconciler (stranded takes, audits, repairs)
+// is a package of its own above this one (internal/reconcile).
 type Service struct{ *base }
 
 // Lifecycle moves orders through their lives: paid, cancelled, expired
 // unpaid with the unit returned.
 type Lifecycle struct{ *base }
-
-// Reconciler finds takes with no order and settles them, audits a sale,
-// and repairs the shards of a Redis that came back without takes.
-type Reconciler struct {
-	*base
-	touched sync.Map // int64 → time.Time: products sold here
-	passes  sync.Map // int64 → *passState: the last scheduled pass's, for the next
-	gate    repairGate
-}
 
 // Queue shows the orders queued and not written yet: the async mode's
 // pending index and streams.
@@ -207,9 +217,6 @@ func (s *Service) Catalogue() *catalogue.Catalogue { return s.cat }
 
 // Lifecycle is the service's part that pays, cancels and expires orders.
 func (s *Service) Lifecycle() *Lifecycle { return s.life }
-
-// Reconciler is the service's reconciler and auditor.
-func (s *Service) Reconciler() *Reconciler { return s.rec }
 
 // Queue is the service's view of the queued orders.
 func (s *Service) Queue() *Queue { return s.queue }
@@ -227,6 +234,9 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	if opt.ReconcileEvery == 0 {
 		opt.ReconcileEvery = DefaultReconcileEvery
+	}
+	if opt.Repairs == nil {
+		opt.Repairs = noRepairs{}
 	}
 	if opt.DueEvery == 0 {
 		opt.DueEvery = DefaultDueEvery
@@ -254,7 +264,6 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	b.parts = &parts{
 		life:  &Lifecycle{base: b},
-		rec:   &Reconciler{base: b},
 		queue: &Queue{base: b},
 		sales: &Service{base: b},
 	}
@@ -262,26 +271,17 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if opt.StockBack != nil {
 		b.stock.Flags().OnCleared(opt.StockBack)
 	}
-	if b.opt.ReconcileGrace <= 0 {
-		b.opt.ReconcileGrace = b.Budget().Purchase()
-	}
 	b.stock.ClaimWindow(b.Budget().Purchase())
 	cat, err := catalogue.New(db, rdb, catalogue.Options{
-		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.rec.lease, Log: opt.Log,
+		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.lease, Log: opt.Log,
 		Enter: func() (func(), error) { return b.working.Done, b.enter() },
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.cat = cat
-	if opt.ReconcileEvery > 0 {
-		b.working.Go(b.rec.reconcileOnSchedule)
-	}
 	if opt.DueEvery > 0 {
 		b.working.Go(b.life.expireOnSchedule)
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		b.working.Go(func() { b.rec.watchMasters(cc) })
 	}
 	return b.sales, nil
 }
@@ -321,22 +321,43 @@ func (s *Service) Close() error {
 	return s.cat.Close()
 }
 
-// RedisConnected is the Redis client's OnConnect hook (app wires it, on
-// one Redis and on a cluster's every node): a server not met before makes
-// the products wait for their repair (see repairGate), and the catalogue
-// reads the durability again. When the service made its own order id
-// generator (Options.IDs unset), the generator's Connected runs here too:
-// it drops the id blocks of a server that restarted before the connection
-// serves anything (see idgen.Redis).
+// RedisConnected is the service's part of the Redis client's OnConnect
+// hook (app wires it, on one Redis and on a cluster's every node, beside
+// the reconciler's ServerSeen): the catalogue reads the durability again.
+// When the service made its own order id generator (Options.IDs unset),
+// the generator's Connected runs here too: it drops the id blocks of a
+// server that restarted before the connection serves anything (see
+// idgen.Redis).
 func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
 	s.cat.Reconnected()
-	if err := s.rec.serverSeen(ctx, cn); err != nil {
-		return err
-	}
 	if !s.ownIDs {
 		return nil
 	}
 	return s.ids.Connected(ctx, cn)
+}
+
+// Enter registers a job of another part (a reconciler's pass, a repair)
+// as work in flight, which Close waits for; it fails with ErrClosing once
+// Close began. done ends it.
+func (s *Service) Enter() (done func(), err error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	return s.working.Done, nil
+}
+
+// ExpireOverdue cancels p's unpaid orders well past their due time (see
+// Lifecycle): the reconciler's pass does it for the deadlines that never
+// reached the delay queue.
+func (s *Service) ExpireOverdue(ctx context.Context, p catalogue.Product) (int, error) {
+	return s.life.expireOverdue(ctx, p)
+}
+
+// lease takes key for ttl with Options.Lease (the token lock, not a copy),
+// unless another holds it; it returns the release, or nil when another
+// holds it.
+func (b *base) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
+	return lock.Try(ctx, b.opt.Lease, key, ttl, b.opt.Step, b.log)
 }
 
 // sells is what the catalogue knows of a mode.

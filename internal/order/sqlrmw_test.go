@@ -85,7 +85,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 			if unexpectedError != nil {
 				t.Fatal(unexpectedError)
 			}
-			_, au, err := a.Orders.Reconciler().Audit(t.Context(), id)
+			_, au, err := a.Reconciler.Audit(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestReleaseBeforeCommitOnlyWhereItTeaches(t *testing.T) {
 	f := newFixture(t, order.Options{})
 	id := testenv.ProductID(t)
 	for _, mode := range []string{api.ModeRMW, api.ModeSQLRMW} {
-		f.reset(catalogue.ProductSpec{ID: id, Stock: 5, Mode: mode, Lab: true})
+		f.Reset(catalogue.ProductSpec{ID: id, Stock: 5, Mode: mode, Lab: true})
 		_, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: id,
 			Lab: order.LabOptions{Fault: order.Fault{ReleaseBeforeCommit: true}}})
 		if !errors.Is(err, order.ErrInvalid) {
@@ -163,14 +163,14 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	}()
 	p, _ := a.Orders.Catalogue().Product(t.Context(), id)
 	lockKey := stock.Layout{ID: id, Shards: 1, Epoch: p.Epoch}.LockKey(0)
-	waitFor(t, "the purchase holding the shard's lock", func() bool { return a.Redis().Exists(t.Context(), lockKey).Val() == 1 })
+	testenv.WaitFor(t, "the purchase holding the shard's lock", func() bool { return a.Redis().Exists(t.Context(), lockKey).Val() == 1 })
 	if _, err := a.Orders.Lifecycle().Cancel(t.Context(), first.ID, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	if _, au, err := a.Orders.Reconciler().Audit(t.Context(), id); err != nil || au.Remaining != 4 || au.Orders != 1 || au.Verdict != api.VerdictOK {
+	if _, au, err := a.Reconciler.Audit(t.Context(), id); err != nil || au.Remaining != 4 || au.Orders != 1 || au.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v, %v: want the returned unit kept (4 left, 1 order), OK", au, err)
 	}
 }

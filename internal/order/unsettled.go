@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"seckill/internal/catalogue"
-	"seckill/internal/idgen"
 	"seckill/internal/stock"
 )
 
@@ -58,42 +57,4 @@ func (s *Service) retryAfter() time.Duration {
 		return s.opt.ReconcileEvery
 	}
 	return DefaultReconcileEvery
-}
-
-// forgetSettled drops from p's unsettled set the orders that are settled:
-// their take is out of the ledger (given back, or never landed), or their
-// order is written. It runs after a reconciler's pass.
-func (rec *Reconciler) forgetSettled(ctx context.Context, p catalogue.Product) error {
-	l := p.Stock().Layout
-	marked, err := rec.stock.Ledgers().Unsettled(ctx, l)
-	if err != nil || len(marked) == 0 {
-		return err
-	}
-	ledger, err := rec.stock.Ledgers().Entries(ctx, l)
-	if err != nil {
-		return err
-	}
-	taken := make(map[idgen.ID]bool, len(ledger))
-	for _, e := range ledger {
-		taken[e.Order] = true
-	}
-	var settled, held []idgen.ID
-	for id := range marked {
-		if taken[id] {
-			held = append(held, id)
-		} else {
-			settled = append(settled, id)
-		}
-	}
-	if len(held) > 0 {
-		var written []int64
-		if err := rec.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND status IN ?", held, live).
-			Pluck("id", &written).Error; err != nil {
-			return fmt.Errorf("reading the unsettled orders of product %d: %w", p.ID, err)
-		}
-		for _, id := range written {
-			settled = append(settled, idgen.ID(id))
-		}
-	}
-	return rec.stock.Ledgers().ForgetUnsettled(ctx, l, settled)
 }

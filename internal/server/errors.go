@@ -14,6 +14,7 @@ import (
 	"seckill/internal/lab"
 	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 )
 
@@ -82,7 +83,7 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeOrderQueued, true
 	case errors.Is(err, catalogue.ErrResetRequired):
 		return http.StatusConflict, api.CodeResetRequired, true
-	case errors.Is(err, order.ErrBusy):
+	case errors.Is(err, reconcile.ErrBusy):
 		return http.StatusConflict, api.CodeBusy, true
 	case errors.Is(err, errUnknownHost):
 		return http.StatusMisdirectedRequest, api.CodeUnknownHost, true

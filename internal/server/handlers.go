@@ -15,6 +15,7 @@ import (
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) handleHealth(c *gin.Context) {
 	c.JSON(http.StatusOK, h)
 }
 
-func newProductView(v order.View) api.ProductView {
+func newProductView(v reconcile.View) api.ProductView {
 	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
 		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle, Replicated: v.Replicated,
@@ -100,7 +101,7 @@ func (s *Server) handleProduct(c *gin.Context) {
 }
 
 func (s *Server) respondProduct(c *gin.Context, id int64) {
-	v, _, err := s.deps.Orders.Reconciler().Audit(c.Request.Context(), id)
+	v, _, err := s.deps.Reconciler.Audit(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -113,7 +114,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	_, a, err := s.deps.Orders.Reconciler().Audit(c.Request.Context(), id)
+	_, a, err := s.deps.Reconciler.Audit(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -126,7 +127,7 @@ func (s *Server) handleDrain(c *gin.Context) {
 	if !ok {
 		return
 	}
-	d, err := s.deps.Orders.Reconciler().Drain(c.Request.Context(), id)
+	d, err := s.deps.Reconciler.Drain(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -140,7 +141,7 @@ func (s *Server) handleReconcile(c *gin.Context) {
 	if !ok {
 		return
 	}
-	r, err := s.deps.Orders.Reconciler().Reconcile(c.Request.Context(), id)
+	r, err := s.deps.Reconciler.Reconcile(c.Request.Context(), id)
 	if err != nil {
 		s.failErr(c, err)
 		return

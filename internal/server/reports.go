@@ -2,14 +2,14 @@ package server
 
 import (
 	"seckill/internal/api"
-	"seckill/internal/order"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 )
 
 // The reconciler's and the queue's reports as the API's bodies: the domain
 // keeps its own types, and the wire contract changes only here.
 
-func auditBody(a order.Audit) api.Audit {
+func auditBody(a reconcile.Audit) api.Audit {
 	out := api.Audit{ProductID: a.ProductID, Sale: a.Sale, Initial: a.Initial, Remaining: a.Remaining,
 		Taken: a.Taken, Orders: a.Orders, Queued: a.Queued, Oversold: a.Oversold, LostUpdates: a.LostUpdates,
 		DeadLettered: a.DeadLettered, Unsettled: a.Unsettled, Unpaid: a.Unpaid, Paid: a.Paid, Cancelled: a.Cancelled,
@@ -28,7 +28,7 @@ func auditBody(a order.Audit) api.Audit {
 	return out
 }
 
-func reconciliationBody(r *order.Reconciliation) *api.Reconciliation {
+func reconciliationBody(r *reconcile.Reconciliation) *api.Reconciliation {
 	if r == nil {
 		return nil
 	}
@@ -36,7 +36,7 @@ func reconciliationBody(r *order.Reconciliation) *api.Reconciliation {
 	return &out
 }
 
-func drainBody(d order.Drain) api.Drain { return api.Drain(d) }
+func drainBody(d reconcile.Drain) api.Drain { return api.Drain(d) }
 
 // BacklogBody is the async mode's queue as the API says it (GET /health).
 func BacklogBody(b stock.Backlog) api.Backlog {

@@ -20,6 +20,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/order"
+	"seckill/internal/reconcile"
 )
 
 // Runs serves the lab's load runs; the web page starts them.
@@ -47,6 +48,8 @@ var (
 // Deps are what the server needs.
 type Deps struct {
 	Orders *order.Service
+	// Reconciler audits the sales of Orders and settles them on demand.
+	Reconciler *reconcile.Reconciler
 	// Health checks the backends; an error makes /healthz answer 503. It
 	// wraps ErrRedisDown or ErrDatabaseDown.
 	Health func(context.Context) (api.Health, error)

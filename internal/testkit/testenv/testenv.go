@@ -26,7 +26,9 @@ import (
 	"gorm.io/gorm/logger"
 
 	"seckill/internal/app"
+	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 )
 
@@ -171,7 +173,7 @@ func DropProductKeys(t testing.TB, addr string, ids ...int64) {
 	defer rdb.Close()
 	var extra []string
 	for _, id := range ids {
-		extra = append(extra, order.ProductKeys(id)...)
+		extra = append(extra, reconcile.ProductKeys(id)...)
 	}
 	if err := stock.Purge(context.Background(), rdb, ids, extra...); err != nil {
 		t.Errorf("deleting the keys of products %v: %v", ids, err)
@@ -200,4 +202,40 @@ func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
 		t.Fatal(err)
 	}
 	return rdb, db, mr
+}
+
+// Orders is an order service and its reconciler on db and rdb, wired as
+// app wires them: one stock store, the token lock for the leases, the
+// reconciler as the service's Repairs (not on a connect hook: these tests
+// restart no Redis). Both close when the test ends. The reconciler's schedule is off
+// unless ropt.Every says otherwise: the tests call Reconcile.
+func Orders(t testing.TB, db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt order.Options, ropt reconcile.Options) (*order.Service, *reconcile.Reconciler) {
+	t.Helper()
+	lease, err := locks.Get("token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt.Stock == nil {
+		opt.Stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
+	}
+	if ropt.Every == 0 {
+		ropt.Every = -1
+	}
+	ropt.DB, ropt.Redis, ropt.Stock, ropt.Lease = db, rdb, opt.Stock, lease
+	ropt.LockTTL, ropt.Step, ropt.Broker = opt.LockTTL, opt.Step, opt.Broker
+	rec, err := reconcile.New(ropt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Repairs = rec
+	svc, err := order.NewService(db, rdb, locks, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Start(svc, svc.Catalogue())
+	t.Cleanup(func() {
+		rec.Close()
+		svc.Close()
+	})
+	return svc, rec
 }

@@ -1,4 +1,4 @@
-package order
+package reconcile
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
+	"seckill/internal/order"
 	"seckill/internal/stock"
 )
 
@@ -40,7 +41,7 @@ func ProductKeys(id int64) []string {
 }
 
 // ErrBusy: another process is reconciling the product right now.
-var ErrBusy = errors.New("order: another process holds the lease")
+var ErrBusy = errors.New("reconcile: another process holds the lease")
 
 // Reconcile runs one pass over a product's current sale and returns it. It
 // returns ErrBusy when another process is reconciling the product. It reads
@@ -65,11 +66,12 @@ type passState struct {
 // pass runs a pass; full reads every order of the sale, otherwise the
 // pass starts from what this process's last pass over the layout settled.
 func (rec *Reconciler) pass(ctx context.Context, id int64, full bool) (Reconciliation, error) {
-	if err := rec.enter(); err != nil {
+	done, err := rec.enter()
+	if err != nil {
 		return Reconciliation{}, err
 	}
-	defer rec.working.Done()
-	release, err := rec.lease(ctx, reconcileLeaseKey(id), rec.Budget().Purchase())
+	defer done()
+	release, err := rec.lease(ctx, reconcileLeaseKey(id), rec.orders.Budget().Purchase())
 	if err != nil {
 		return Reconciliation{}, err
 	}
@@ -119,7 +121,7 @@ func (rec *Reconciler) reconcile(ctx context.Context, p catalogue.Product, prev 
 	if p.Store != string(stock.InRedis) {
 		// The db mode takes and writes in one transaction: only the
 		// payment deadlines that never reached the delay queue are left.
-		n, err := rec.life.expireOverdue(ctx, p)
+		n, err := rec.orders.ExpireOverdue(ctx, p)
 		return Reconciliation{Expired: n}, nil, err
 	}
 	if prev != nil && (prev.sale != p.Sale || prev.epoch != p.Epoch) {
@@ -145,7 +147,7 @@ func (rec *Reconciler) reconcile(ctx context.Context, p catalogue.Product, prev 
 			return pr.r, nil, err
 		}
 	}
-	n, err := rec.life.expireOverdue(ctx, p)
+	n, err := rec.orders.ExpireOverdue(ctx, p)
 	pr.r.Expired = n
 	return pr.r, pr.next, err
 }
@@ -159,7 +161,7 @@ type passRun struct {
 	// over: takes whose purchases ended with their outcome unknown.
 	over map[idgen.ID]bool
 	// byID: the orders the pass looks at; those no take names are left.
-	byID      map[idgen.ID]Order
+	byID      map[idgen.ID]order.Order
 	liveCount int // the sale's live orders, or -1: count byID's
 	next      *passState
 	matched   int // takes with a live order
@@ -190,8 +192,8 @@ func (rec *Reconciler) begin(ctx context.Context, p catalogue.Product, prev *pas
 	}
 	pr.next = &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(pr.ledger))}
 	pr.r.Takes = len(pr.ledger)
-	if modeOfProduct(p).Locked {
-		if pr.locker, err = rec.locker(p.Lock); err != nil {
+	if order.ModeOf(p).Locked {
+		if pr.locker, err = rec.cat.Locker(p.Lock); err != nil {
 			return pr, err
 		}
 	}
@@ -209,7 +211,7 @@ func (pr *passRun) live(e stock.Entry) {
 // their grace or held by the broker's queue as pending, and returns the
 // rest: the candidates for a give-back.
 func (pr *passRun) sort(ctx context.Context, prev *passState) ([]stock.Entry, error) {
-	grace := time.Now().Add(-pr.rec.opt.ReconcileGrace)
+	grace := time.Now().Add(-pr.rec.opt.Grace)
 	depth := -1 // the broker's queue, read once, when an mq take asks
 	var candidates []stock.Entry
 	for _, e := range pr.ledger {
@@ -255,7 +257,7 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 	for i, e := range candidates {
 		ids[i] = e.Order
 	}
-	queued, err := rec.queue.queuedAmong(ctx, ids)
+	queued, err := rec.stock.Queue().PendingAmong(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -265,9 +267,9 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 			continue
 		}
 		now := time.Now()
-		o := Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
+		o := order.Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
 			Lock: p.Lock, Mode: p.Mode, Key: e.Key, AcceptedAt: &now, CreatedAt: now}
-		_, live, err := rec.sales.settle(ctx, o)
+		live, err := rec.orders.Settle(ctx, o)
 		if err != nil {
 			return err
 		}
@@ -276,8 +278,8 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 			continue
 		}
 		req := stock.Request{Product: p.Stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
-			Mode: modeOfProduct(p).Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
-			GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
+			Mode: order.ModeOf(p).Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
+			GiveBackWait: rec.orders.Budget().GiveBackWait(), Guard: !p.Lab}
 		back, err := rec.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
 			return err
@@ -311,33 +313,33 @@ func (pr *passRun) countOrphans() {
 // the sale's rows that are not live (few: cancelled and void), the rows of
 // the takes prev did not settle, by id, and the number of live orders of
 // the sale.
-func (rec *Reconciler) ordersOf(ctx context.Context, p catalogue.Product, ledger []stock.Entry, prev *passState) (map[idgen.ID]Order, int, error) {
+func (rec *Reconciler) ordersOf(ctx context.Context, p catalogue.Product, ledger []stock.Entry, prev *passState) (map[idgen.ID]order.Order, int, error) {
 	cols := []string{"id", "user_id", "buyer", "status"}
 	if prev == nil {
-		var rows []Order
+		var rows []order.Order
 		err := rec.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading the orders of product %d: %w", p.ID, err)
 		}
-		byID := make(map[idgen.ID]Order, len(rows))
+		byID := make(map[idgen.ID]order.Order, len(rows))
 		for _, o := range rows {
 			byID[o.ID] = o
 		}
 		return byID, -1, nil
 	}
 	var liveCount int64
-	err := rec.db.WithContext(ctx).Model(&Order{}).Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).
+	err := rec.db.WithContext(ctx).Model(&order.Order{}).Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, order.LiveStatuses()).
 		Count(&liveCount).Error
 	if err != nil {
 		return nil, 0, fmt.Errorf("counting the live orders of product %d: %w", p.ID, err)
 	}
-	var rows []Order
-	err = rec.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ? AND status NOT IN ?", p.ID, p.Sale, live).
+	var rows []order.Order
+	err = rec.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ? AND status NOT IN ?", p.ID, p.Sale, order.LiveStatuses()).
 		Find(&rows).Error
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the orders of product %d that are not live: %w", p.ID, err)
 	}
-	byID := make(map[idgen.ID]Order, len(rows))
+	byID := make(map[idgen.ID]order.Order, len(rows))
 	for _, o := range rows {
 		byID[o.ID] = o
 	}
@@ -392,7 +394,7 @@ func (rec *Reconciler) LastReconciliation(ctx context.Context, id int64) (*Recon
 // last hour, and, at start, those reset in the last day, until Close.
 func (rec *Reconciler) reconcileOnSchedule() {
 	rec.touchRecent()
-	t := time.NewTicker(rec.opt.ReconcileEvery)
+	t := time.NewTicker(rec.opt.Every)
 	defer t.Stop()
 	for {
 		select {
@@ -407,10 +409,10 @@ func (rec *Reconciler) reconcileOnSchedule() {
 				rec.passes.Delete(id)
 				return true
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), rec.Budget().Purchase())
+			ctx, cancel := context.WithTimeout(context.Background(), rec.orders.Budget().Purchase())
 			defer cancel()
 			_, err := rec.pass(ctx, id, false)
-			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosing) && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, order.ErrClosing) && !errors.Is(err, order.ErrNotFound) {
 				rec.log.Warn("a reconciliation pass failed", "product", id, "error", err)
 			}
 			select {
@@ -440,23 +442,40 @@ func (rec *Reconciler) touchRecent() {
 	}
 }
 
-// lease takes key for ttl with Options.Lease (the token lock, not a copy),
-// unless another holds it; it returns the release, or nil when another
-// holds it.
-func (rec *Reconciler) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
-	lease, err := rec.opt.Lease.Acquire(ctx, key, lock.Options{TTL: ttl})
-	if errors.Is(err, lock.ErrNotObtained) {
-		return nil, nil
+// forgetSettled drops from p's unsettled set the orders that are settled:
+// their take is out of the ledger (given back, or never landed), or their
+// order is written. It runs after a reconciler's pass.
+func (rec *Reconciler) forgetSettled(ctx context.Context, p catalogue.Product) error {
+	l := p.Stock().Layout
+	marked, err := rec.stock.Ledgers().Unsettled(ctx, l)
+	if err != nil || len(marked) == 0 {
+		return err
 	}
+	ledger, err := rec.stock.Ledgers().Entries(ctx, l)
 	if err != nil {
-		return nil, fmt.Errorf("taking the lease %s: %w", key, err)
+		return err
 	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), rec.opt.Step)
-		defer cancel()
-		// Expired already (ErrNotHeld): another may hold it now, and keeps it.
-		if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
-			rec.log.Warn("a lease was not released; it expires", "key", key, "error", err)
+	taken := make(map[idgen.ID]bool, len(ledger))
+	for _, e := range ledger {
+		taken[e.Order] = true
+	}
+	var settled, held []idgen.ID
+	for id := range marked {
+		if taken[id] {
+			held = append(held, id)
+		} else {
+			settled = append(settled, id)
 		}
-	}, nil
+	}
+	if len(held) > 0 {
+		var written []int64
+		if err := rec.db.WithContext(ctx).Model(&order.Order{}).Where("id IN ? AND status IN ?", held, order.LiveStatuses()).
+			Pluck("id", &written).Error; err != nil {
+			return fmt.Errorf("reading the unsettled orders of product %d: %w", p.ID, err)
+		}
+		for _, id := range written {
+			settled = append(settled, idgen.ID(id))
+		}
+	}
+	return rec.stock.Ledgers().ForgetUnsettled(ctx, l, settled)
 }

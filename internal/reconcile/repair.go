@@ -1,4 +1,4 @@
-package order
+package reconcile
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
+	"seckill/internal/order"
 	"seckill/internal/stock"
 )
 
@@ -28,14 +29,14 @@ func (rec *Reconciler) restoreForgotten(ctx context.Context, p catalogue.Product
 		recorded[e.Order] = true
 	}
 	var r Reconciliation
-	var rows []Order
+	var rows []order.Order
 	err := rec.db.WithContext(ctx).Select("id", "user_id", "shard", "idem_key", "created_at").
-		Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, live).Find(&rows).Error
+		Where("product_id = ? AND sale = ? AND status IN ?", p.ID, p.Sale, order.LiveStatuses()).Find(&rows).Error
 	if err != nil {
 		return r, fmt.Errorf("reading the live orders of product %d: %w", p.ID, err)
 	}
-	req := stock.Request{Product: p.Stock(), Mode: modeOfProduct(p).Take, Locker: locker,
-		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.Budget().GiveBackWait(), Guard: !p.Lab}
+	req := stock.Request{Product: p.Stock(), Mode: order.ModeOf(p).Take, Locker: locker,
+		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.orders.Budget().GiveBackWait(), Guard: !p.Lab}
 	var restored []stock.Entry
 	for _, o := range rows {
 		if recorded[o.ID] {

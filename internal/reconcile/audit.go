@@ -1,4 +1,4 @@
-package order
+package reconcile
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"seckill/internal/catalogue"
 	"seckill/internal/durability"
 	"seckill/internal/idgen"
+	"seckill/internal/order"
 
 	"seckill/internal/stock"
 )
@@ -47,7 +48,7 @@ func (rec *Reconciler) countSale(ctx context.Context, p catalogue.Product) (sale
 		Status string
 		N      int
 	}
-	err := rec.db.WithContext(ctx).Model(&Order{}).Select("shard, status, COUNT(*) AS n").
+	err := rec.db.WithContext(ctx).Model(&order.Order{}).Select("shard, status, COUNT(*) AS n").
 		Where("product_id = ? AND sale = ?", p.ID, p.Sale).Group("shard, status").Scan(&rows).Error
 	if err != nil {
 		return saleCounts{}, fmt.Errorf("counting orders of product %d: %w", p.ID, err)
@@ -55,11 +56,11 @@ func (rec *Reconciler) countSale(ctx context.Context, p catalogue.Product) (sale
 	c := saleCounts{perShard: make([]int, p.Shards)}
 	for _, r := range rows {
 		switch r.Status {
-		case Unpaid:
+		case order.Unpaid:
 			c.unpaid += r.N
-		case Paid:
+		case order.Paid:
 			c.paid += r.N
-		case Cancelled:
+		case order.Cancelled:
 			c.cancelled += r.N
 			continue
 		default: // void rows hold no unit
@@ -95,7 +96,7 @@ func (v View) Remaining() int {
 // Audit returns the product's view and its audit. The counts are read one
 // after the other, so while purchases are in flight the audit may see a
 // unit taken whose order is not written yet; it is exact on a quiet product.
-// A product whose stock Redis lost is being rebuilt: ErrRebuilding.
+// A product whose stock Redis lost is being rebuilt: order.ErrRebuilding.
 //
 // When the counts show more units than are gone while orders are queued,
 // the queue may hold entries whose orders are written already (a consumer
@@ -136,7 +137,7 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 			return rec.audit(ctx, id, withQueue)
 		}
 		rec.cat.RebuildLater(p)
-		return View{}, Audit{}, fmt.Errorf("%w: product %d", ErrRebuilding, id)
+		return View{}, Audit{}, fmt.Errorf("%w: product %d", order.ErrRebuilding, id)
 	}
 	if err != nil {
 		return View{}, Audit{}, err
@@ -170,7 +171,7 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	if withQueue {
 		// Read after the stock: an entry queued then and written since is
 		// counted here, as it is in the orders.
-		if replaying, err = rec.sales.written(ctx, c.QueuedIDs); err != nil {
+		if replaying, err = rec.written(ctx, c.QueuedIDs); err != nil {
 			return View{}, Audit{}, err
 		}
 	}
@@ -202,9 +203,9 @@ func (rec *Reconciler) Drain(ctx context.Context, id int64) (Drain, error) {
 	if err != nil {
 		return Drain{}, err
 	}
-	var rows []Order
+	var rows []order.Order
 	err = rec.db.WithContext(ctx).Select("accepted_at", "created_at").
-		Where("product_id = ? AND sale = ? AND mode IN ? AND status IN ?", id, p.Sale, queuedModes(), live).Find(&rows).Error
+		Where("product_id = ? AND sale = ? AND mode IN ? AND status IN ?", id, p.Sale, order.QueuedModes(), order.LiveStatuses()).Find(&rows).Error
 	if err != nil {
 		return Drain{}, fmt.Errorf("reading the queued orders of product %d: %w", id, err)
 	}
@@ -235,7 +236,7 @@ const rebuiltNote = "the orders answered 202 and still queued when Redis lost th
 func judge(a *Audit, p catalogue.Product) {
 	if p.RebuiltAt != nil {
 		a.Rebuilt = &Rebuilt{At: *p.RebuiltAt, Uncounted: "nothing: every order was answered after its row was written"}
-		if p.Lab || modeOfProduct(p).Queued {
+		if p.Lab || order.ModeOf(p).Queued {
 			a.Rebuilt.Uncounted = rebuiltNote
 			if a.Verdict == api.VerdictOK {
 				a.Verdict = api.VerdictRebuilt
@@ -249,11 +250,11 @@ func judge(a *Audit, p catalogue.Product) {
 
 // written counts those of ids that have a row: an order in any status, or
 // a void row.
-func (s *Service) written(ctx context.Context, ids []idgen.ID) (int, error) {
+func (rec *Reconciler) written(ctx context.Context, ids []idgen.ID) (int, error) {
 	n := 0
 	for chunk := range slices.Chunk(ids, 1000) {
 		var c int64
-		if err := s.db.WithContext(ctx).Model(&Order{}).Where("id IN ?", chunk).Count(&c).Error; err != nil {
+		if err := rec.db.WithContext(ctx).Model(&order.Order{}).Where("id IN ?", chunk).Count(&c).Error; err != nil {
 			return 0, fmt.Errorf("looking the queued orders up: %w", err)
 		}
 		n += int(c)

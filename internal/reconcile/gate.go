@@ -1,4 +1,4 @@
-package order
+package reconcile
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/order"
 	"seckill/internal/stock"
 )
 
@@ -22,7 +23,7 @@ import (
 // connection (a restart, a replica promoted there), or, on a cluster, a
 // slot whose master changed. Until a product is repaired after the last
 // change seen, its purchases wait for the repair (one per product and
-// process, started by the first of them) and answer ErrRebuilding when it
+// process, started by the first of them) and answer order.ErrRebuilding when it
 // takes longer than a step: no unit a forgotten take held is sold before
 // it is taken back. A process that starts after the change has met no
 // server before: its reconciler's first pass repairs.
@@ -40,10 +41,10 @@ type repairFlight struct {
 	running chan struct{} // closed when the repair running ends; nil when none runs
 }
 
-// serverSeen is the part of the Redis client's connection hook that tells
+// ServerSeen is the part of the Redis client's connection hook that tells
 // a server change: a master whose run id and replication id are not those
 // met at its address before.
-func (rec *Reconciler) serverSeen(ctx context.Context, cn *redis.Conn) error {
+func (rec *Reconciler) ServerSeen(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server", "replication").Result()
 	var reply redis.Error
 	switch {
@@ -122,10 +123,10 @@ func (rec *Reconciler) watchMasters(cc *redis.ClusterClient) {
 // new master.
 const masterPoll = 200 * time.Millisecond
 
-// awaitRepair returns once product id was repaired after the last server
-// change seen, starting the repair if none runs; ErrRebuilding if that
+// AwaitRepair returns once product id was repaired after the last server
+// change seen, starting the repair if none runs; order.ErrRebuilding if that
 // takes longer than a step, or fails.
-func (rec *Reconciler) awaitRepair(ctx context.Context, id int64) (uint64, error) {
+func (rec *Reconciler) AwaitRepair(ctx context.Context, id int64) (uint64, error) {
 	want := rec.gate.changes.Load()
 	if want == 0 {
 		return 0, nil
@@ -138,12 +139,13 @@ func (rec *Reconciler) awaitRepair(ctx context.Context, id int64) (uint64, error
 		return want, nil
 	}
 	if f.running == nil {
-		if err := rec.enter(); err != nil {
+		done, err := rec.enter()
+		if err != nil {
 			f.mu.Unlock()
 			return 0, err
 		}
 		f.running = make(chan struct{})
-		go rec.runRepair(id, f)
+		go rec.runRepair(id, f, done)
 	}
 	running := f.running
 	f.mu.Unlock()
@@ -157,15 +159,15 @@ func (rec *Reconciler) awaitRepair(ctx context.Context, id int64) (uint64, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.done < want {
-		return 0, fmt.Errorf("%w: product %d is being repaired after a change of its Redis", ErrRebuilding, id)
+		return 0, fmt.Errorf("%w: product %d is being repaired after a change of its Redis", order.ErrRebuilding, id)
 	}
 	return want, nil
 }
 
-func (rec *Reconciler) runRepair(id int64, f *repairFlight) {
-	defer rec.working.Done()
+func (rec *Reconciler) runRepair(id int64, f *repairFlight, done func()) {
+	defer done()
 	seen := rec.gate.changes.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), rec.Budget().Purchase())
+	ctx, cancel := context.WithTimeout(context.Background(), rec.orders.Budget().Purchase())
 	defer cancel()
 	err := rec.repair(ctx, id)
 	if err != nil {
@@ -188,8 +190,8 @@ func (rec *Reconciler) repair(ctx context.Context, id int64) error {
 		return err
 	}
 	var locker lock.Locker
-	if modeOfProduct(p).Locked {
-		if locker, err = rec.locker(p.Lock); err != nil {
+	if order.ModeOf(p).Locked {
+		if locker, err = rec.cat.Locker(p.Lock); err != nil {
 			return err
 		}
 	}
@@ -207,7 +209,7 @@ func (rec *Reconciler) repair(ctx context.Context, id int64) error {
 	return err
 }
 
-// changedSince reports whether a server change was seen since gen, which
-// awaitRepair returned: a take that ran meanwhile may have taken a unit a
+// ChangedSince reports whether a server change was seen since gen, which
+// AwaitRepair returned: a take that ran meanwhile may have taken a unit a
 // forgotten take still holds.
-func (rec *Reconciler) changedSince(gen uint64) bool { return rec.gate.changes.Load() != gen }
+func (rec *Reconciler) ChangedSince(gen uint64) bool { return rec.gate.changes.Load() != gen }
