@@ -274,7 +274,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	b.stock.ClaimWindow(b.Budget().Purchase())
 	cat, err := catalogue.New(db, rdb, catalogue.Options{
 		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.lease, Log: opt.Log,
-		Enter: func() (func(), error) { return b.working.Done, b.enter() },
+		Enter: b.sales.Enter,
 	})
 	if err != nil {
 		return nil, err
