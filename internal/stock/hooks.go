@@ -71,9 +71,7 @@ func Compose(hs ...*Hooks) *Hooks {
 func composed(hs []*Hooks) *Hooks {
 	return &Hooks{
 		Acquired: func(shard int, token uint64, lease time.Duration) {
-			for _, h := range hs {
-				h.acquired(shard, token, lease)
-			}
+			each(hs, func(h *Hooks) { h.acquired(shard, token, lease) })
 		},
 		KeepLock:  func() bool { return slices.ContainsFunc(hs, (*Hooks).keepLock) },
 		Sent:      func(shard int) { each(hs, func(h *Hooks) { h.sent(shard) }) },
