@@ -9,6 +9,7 @@ import (
 
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
+	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 )
@@ -30,7 +31,7 @@ func TestFencedStaleHolder(t *testing.T) {
 	}
 	t.Cleanup(func() { stock.Purge(t.Context(), rdb, []int64{p.ID}) })
 	take := func(user int64, hold time.Duration) error {
-		_, err := s.Take(t.Context(), stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Hold: hold,
+		_, err := s.Take(t.Context(), stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Hooks: order.Faults{Hold: hold}.Hooks(),
 			Lock:   lock.Options{TTL: 100 * time.Millisecond, Wait: 5 * time.Second},
 			Ticket: stock.Ticket{User: user, Order: idgen.ID(1000 + user), Key: "k"}})
 		return err

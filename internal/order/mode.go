@@ -144,7 +144,7 @@ type sale struct {
 
 // refuseFaults refuses the lab faults the mode has no moment for.
 func refuseFaults(m Mode, lab LabOptions) error {
-	f := lab.Fault
+	f := lab.Faults
 	switch {
 	case f.CrashAfterTake && !m.moments.crashAfterTake:
 		return fmt.Errorf("%w: crash_after_take: the %s mode takes the unit and records the order in one atomic step, with no moment in between",

@@ -24,7 +24,7 @@ var asyncMode = Mode{
 type async struct{}
 
 func (async) admit(s *Service, lab LabOptions) error {
-	if lab.Fault.Poison && s.db.Dialector.Name() == "sqlite" {
+	if lab.Faults.Poison && s.db.Dialector.Name() == "sqlite" {
 		return errPoisonNeedsMySQL
 	}
 	return nil

@@ -25,7 +25,7 @@ var sqlrmwMode = Mode{
 type sqlrmw struct{}
 
 func (sqlrmw) admit(s *Service, lab LabOptions) error {
-	if lab.Fault.ReleaseBeforeCommit && s.db.Dialector.Name() == "sqlite" {
+	if lab.Faults.ReleaseBeforeCommit && s.db.Dialector.Name() == "sqlite" {
 		return fmt.Errorf("%w: release_before_commit needs MySQL: SQLite's one connection runs one transaction at a time, so no holder reads before the last one's COMMIT", ErrInvalid)
 	}
 	return nil

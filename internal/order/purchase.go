@@ -39,39 +39,27 @@ func (e *UnsettledError) Unwrap() error { return e.Err }
 // (a reset or a rebuild), or its keys are gone. Buy reads the product again.
 var errStale = errors.New("order: the product's layout changed during the purchase")
 
-// Fault injects the lock ladder's failures into one purchase.
-type Fault struct {
-	// Abandon leaves the lock held, as a holder that crashed would.
-	Abandon bool
-	// CrashAfterTake stops the purchase between the take and the order's
-	// write (the mq mode: its publish), as a process that died there
-	// would: the unit stays taken and no order comes. The async, db and
-	// sqlrmw modes have no such moment, and refuse it.
-	CrashAfterTake bool
-	// Lock carries the strategy-level faults: a crash between SETNX and
-	// EXPIRE, a skewed client clock.
-	Lock lock.Fault
-	// ReleaseBeforeCommit releases the sqlrmw mode's lock before its
-	// transaction commits (MySQL only: see plan).
-	ReleaseBeforeCommit bool
-	// Poison queues the async mode's order with a row the database
-	// refuses (see stock.Request.Poison): it goes to the dead letters.
-	// MySQL only: SQLite keeps no column sizes and would store it.
-	Poison bool
-}
-
 // LabOptions are a purchase's teaching knobs. They are honoured on lab
 // products only (Product.Lab): on any other product they are ErrLabOnly,
 // so that nobody can make a real sale oversell or stall.
 type LabOptions struct {
-	Lock, Mode string        // "" uses the product's
-	Hold       time.Duration // a pause inside the critical section
-	Fault      Fault
+	Lock, Mode string // "" uses the product's
+	Faults     Faults
 	// Trace, when not nil, records the purchase's critical sections.
 	Trace *stock.Trace
 }
 
 func (o LabOptions) set() bool { return o != LabOptions{} }
+
+// hooks are the take's: the faults', then the trace's (which so notes
+// the COMMIT once the faults' hold before it is spent). Nil for a
+// purchase without lab options, which pays nothing more.
+func (o LabOptions) hooks() *stock.Hooks {
+	if !o.set() {
+		return nil
+	}
+	return stock.Compose(o.Faults.Hooks(), o.Trace.Hooks())
+}
 
 // Purchase is one buyer's request.
 type Purchase struct {
@@ -89,9 +77,9 @@ func (in Purchase) check() error {
 	switch {
 	case in.UserID <= 0 || in.ProductID <= 0:
 		return invalid("user_id and product_id must be positive integers")
-	case in.Lab.Hold < 0 || in.Lab.Hold > MaxHold:
+	case in.Lab.Faults.Hold < 0 || in.Lab.Faults.Hold > MaxHold:
 		return invalid("hold must be between 0 and %s", MaxHold)
-	case in.Lab.Fault.Lock.ClockSkew < -MaxClockSkew || in.Lab.Fault.Lock.ClockSkew > MaxClockSkew:
+	case in.Lab.Faults.Lock.ClockSkew < -MaxClockSkew || in.Lab.Faults.Lock.ClockSkew > MaxClockSkew:
 		return invalid("clock skew must be within ±%s", MaxClockSkew)
 	case len(in.Key) > MaxKeyLen:
 		return invalid("the idempotency key must be at most %d characters", MaxKeyLen)
@@ -255,9 +243,8 @@ func purchaseOwner(product, user int64, key string) string {
 func (s *Service) sell(ctx context.Context, p catalogue.Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
 	req := stock.Request{
 		Product: p.Stock(), Ticket: t, Mode: pl.mode.Take, Locker: pl.locker,
-		Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Fault.Lock},
-		Hold: lab.Hold, Abandon: lab.Fault.Abandon, GiveBackWait: s.Budget().GiveBackWait(),
-		ReleaseBeforeCommit: lab.Fault.ReleaseBeforeCommit, Trace: lab.Trace, Poison: lab.Fault.Poison,
+		Lock:         lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Faults.Lock},
+		GiveBackWait: s.Budget().GiveBackWait(), Hooks: lab.hooks(),
 		Guard: !p.Lab, // a lab product shows what a lease alone allows
 	}
 	return pl.mode.seller.sell(ctx, s, sale{p: p, req: req, lab: lab, gen: gen, retry: pl.retry}, rc)
@@ -306,7 +293,7 @@ func (s *Service) keep(ctx context.Context, sl sale, taken stock.Taken) error {
 		s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take")
 		return fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, sl.p.ID)
 	}
-	if sl.lab.Fault.CrashAfterTake {
+	if sl.lab.Faults.CrashAfterTake {
 		return fmt.Errorf("%w: order %s of product %d", ErrCrashed, sl.req.Ticket.Order, sl.p.ID)
 	}
 	return nil

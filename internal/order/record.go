@@ -263,16 +263,13 @@ func (s *Service) sellInTx(ctx context.Context, p catalogue.Product, req stock.R
 		}
 		return Order{}, err
 	}
-	if req.ReleaseBeforeCommit {
-		s.release(ctx, held, rc)
-		// The hold, spent here as a slow disk or a GC pause would: the
-		// next holder reads before this COMMIT every time.
-		if err := pauseFor(ctx, req.Hold); err != nil {
+	if req.Hooks != nil { // the closure is made for the lab's purchases only
+		if err := req.Hooks.BeforeCommit(ctx, func() { s.release(ctx, held, rc) }); err != nil {
 			tx.Rollback()
+			s.release(ctx, held, rc)
 			return Order{}, fmt.Errorf("holding before the commit: %w", err)
 		}
 	}
-	req.Trace.Commit()
 	err = tx.Commit().Error
 	s.release(ctx, held, rc)
 	if err == nil {

@@ -43,7 +43,7 @@ func TestCloseWaitsForPurchasesInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := f.svc.Buy(context.Background(), order.Purchase{UserID: 1, ProductID: 1,
-			Lab: order.LabOptions{Hold: 300 * time.Millisecond}})
+			Lab: order.LabOptions{Faults: order.Faults{Hold: 300 * time.Millisecond}}})
 		done <- err
 	}()
 	lockKey := stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch}.LockKey(0)
@@ -71,8 +71,8 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 10})
 	f.Reset(catalogue.ProductSpec{ID: 2, Stock: 10, Lab: true})
 	for _, lab := range []order.LabOptions{
-		{Lock: "none"}, {Mode: "lua"}, {Hold: time.Millisecond},
-		{Fault: order.Fault{Abandon: true}}, {Fault: order.Fault{Lock: lock.Fault{ClockSkew: time.Second}}},
+		{Lock: "none"}, {Mode: "lua"}, {Faults: order.Faults{Hold: time.Millisecond}},
+		{Faults: order.Faults{Abandon: true}}, {Faults: order.Faults{Lock: lock.Fault{ClockSkew: time.Second}}},
 	} {
 		if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1, Lab: lab}); !errors.Is(err, order.ErrLabOnly) {
 			t.Errorf("%+v on a product that is not a lab product: %v, want ErrLabOnly", lab, err)
@@ -81,7 +81,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 	if a := f.Audit(1); a.Remaining != 10 || a.Orders != 0 {
 		t.Errorf("audit after the refusals: %+v", a)
 	}
-	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 2, Lab: order.LabOptions{Lock: "none", Hold: time.Millisecond}}); err != nil {
+	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 2, Lab: order.LabOptions{Lock: "none", Faults: order.Faults{Hold: time.Millisecond}}}); err != nil {
 		t.Errorf("the same options on a lab product: %v", err)
 	}
 	// A product's lab flag is fixed when it is created.
@@ -162,7 +162,7 @@ func TestReentrantRetryEntersItsOwnLock(t *testing.T) {
 	f := newFixture(t, order.Options{LockWait: 5 * time.Second})
 	p := f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 1, Lock: "reentrant", Lab: true})
 	lockKey := stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch}.LockKey(0)
-	hold := order.LabOptions{Hold: 500 * time.Millisecond}
+	hold := order.LabOptions{Faults: order.Faults{Hold: 500 * time.Millisecond}}
 	first := make(chan order.Order, 1)
 	go func() {
 		o, _, err := f.svc.Buy(context.Background(), order.Purchase{UserID: 1, ProductID: 1, Key: "k1", Lab: hold})
@@ -212,7 +212,7 @@ func TestResetMidPurchase(t *testing.T) {
 	lockKey := stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch}.LockKey(0)
 	done := make(chan order.Order, 1)
 	go func() {
-		o, _, err := f.svc.Buy(context.Background(), order.Purchase{UserID: 2, ProductID: 1, Lab: order.LabOptions{Hold: 300 * time.Millisecond}})
+		o, _, err := f.svc.Buy(context.Background(), order.Purchase{UserID: 2, ProductID: 1, Lab: order.LabOptions{Faults: order.Faults{Hold: 300 * time.Millisecond}}})
 		if err != nil {
 			t.Error(err)
 		}

@@ -66,7 +66,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 					<-start
 					tr := stock.NewTrace()
 					_, _, err := a.Orders.Buy(context.Background(), order.Purchase{UserID: int64(u + 1), ProductID: id,
-						Lab: order.LabOptions{Hold: 20 * time.Millisecond, Fault: order.Fault{ReleaseBeforeCommit: tc.fault}, Trace: tr}})
+						Lab: order.LabOptions{Faults: order.Faults{Hold: 20 * time.Millisecond, ReleaseBeforeCommit: tc.fault}, Trace: tr}})
 					mu.Lock()
 					defer mu.Unlock()
 					traces = append(traces, tr)
@@ -125,7 +125,7 @@ func TestReleaseBeforeCommitOnlyWhereItTeaches(t *testing.T) {
 	for _, mode := range []string{api.ModeRMW, api.ModeSQLRMW} {
 		f.Reset(catalogue.ProductSpec{ID: id, Stock: 5, Mode: mode, Lab: true})
 		_, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: id,
-			Lab: order.LabOptions{Fault: order.Fault{ReleaseBeforeCommit: true}}})
+			Lab: order.LabOptions{Faults: order.Faults{ReleaseBeforeCommit: true}}})
 		if !errors.Is(err, order.ErrInvalid) {
 			t.Errorf("mode %s on SQLite: %v, want ErrInvalid", mode, err)
 		}
@@ -158,7 +158,7 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	held := make(chan error, 1)
 	go func() { // reads 4, holds, writes 3
 		_, _, err := a.Orders.Buy(context.Background(), order.Purchase{UserID: 2, ProductID: id,
-			Lab: order.LabOptions{Hold: 300 * time.Millisecond}})
+			Lab: order.LabOptions{Faults: order.Faults{Hold: 300 * time.Millisecond}}})
 		held <- err
 	}()
 	p, _ := a.Orders.Catalogue().Product(t.Context(), id)

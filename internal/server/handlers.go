@@ -181,14 +181,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
-		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode,
-			Hold: time.Duration(req.HoldMS) * time.Millisecond,
-			Fault: order.Fault{Abandon: req.Abandon, CrashAfterTake: req.CrashAfterTake, Lock: lock.Fault{
-				CrashBeforeExpire: req.CrashBeforeExpire,
-				ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
-			}, ReleaseBeforeCommit: req.ReleaseBeforeCommit, Poison: req.Poison},
-			Trace: trace,
-		},
+		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode, Faults: faults(req), Trace: trace},
 	})
 	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
 	s.metrics.purchase(rc, err)
@@ -214,6 +207,15 @@ func (s *Server) handleBuy(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, body)
+}
+
+// faults are the lab's faults a purchase asks for.
+func faults(req api.OrderRequest) order.Faults {
+	return order.Faults{Hold: time.Duration(req.HoldMS) * time.Millisecond,
+		Abandon: req.Abandon, CrashAfterTake: req.CrashAfterTake, Lock: lock.Fault{
+			CrashBeforeExpire: req.CrashBeforeExpire,
+			ClockSkew:         time.Duration(req.ClockSkewMS) * time.Millisecond,
+		}, ReleaseBeforeCommit: req.ReleaseBeforeCommit, Poison: req.Poison}
 }
 
 // orderID reads the order id of the path, or answers 400.

@@ -157,12 +157,13 @@ func (g *guardCase) run(t *testing.T, lab bool) {
 	opt := lock.Options{TTL: 10 * time.Second}
 	var errB error
 	a := stock.Request{Product: p, Ticket: ticket(1), Mode: stock.RMW, Locker: g.a, Lock: opt, Guard: !lab}
-	a = stock.Inside(a, func() {
+	a.Hooks = &stock.Hooks{Inside: func(context.Context) error {
 		g.steal(t, p.LockKey(0))
 		b := stock.Request{Product: p, Ticket: ticket(2), Mode: stock.RMW, Locker: g.b,
 			Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}, Guard: !lab}
 		_, errB = g.s.Take(ctx, b)
-	})
+		return nil
+	}}
 	_, errA := g.s.Take(ctx, a)
 	if errB != nil {
 		t.Fatalf("B, inside A's section: %v", errB)

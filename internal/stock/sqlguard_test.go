@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os"
@@ -90,7 +91,7 @@ func sqlGuardCase(t *testing.T, iso sql.IsolationLevel, lab bool) {
 		takenB stock.Taken
 	)
 	reqA := stock.Request{Product: p, Ticket: ticket(1), Mode: stock.SQLRMW, Locker: locker, Lock: opt, Tx: txA, Guard: !lab}
-	reqA = stock.Inside(reqA, func() {
+	reqA.Hooks = &stock.Hooks{Inside: func(context.Context) error {
 		if err := a.Redis().Del(ctx, p.LockKey(0)).Err(); err != nil { // A's lease expired
 			t.Fatal(err)
 		}
@@ -111,7 +112,8 @@ func sqlGuardCase(t *testing.T, iso sql.IsolationLevel, lab bool) {
 		if _, err := takenB.Held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-	})
+		return nil
+	}}
 	takenA, errA := s.Take(ctx, reqA)
 	if _, err := takenA.Held.Release(ctx); err != nil {
 		t.Fatal(err)

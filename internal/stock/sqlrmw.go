@@ -27,13 +27,13 @@ func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (ta
 	if err != nil {
 		return false, err
 	}
-	h := &Held{lease: lease, trace: r.Trace, shard: t.Shard, product: p.ID}
-	if r.Abandon {
+	h := &Held{lease: lease, hooks: r.Hooks, shard: t.Shard, product: p.ID}
+	if r.Hooks.keepLock() {
 		lock.Abandon(lease)
 		h.lease = nil
 	}
 	defer func() {
-		r.Trace.done(taken, err)
+		r.Hooks.done(taken, err)
 		if taken {
 			t.Held = h
 			return
@@ -48,19 +48,14 @@ func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (ta
 	if err := row.Scan(&n); err != nil {
 		return false, fmt.Errorf("reading SQL shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
-	r.Trace.read(n)
+	r.Hooks.read(n)
 	if n <= 0 {
 		return false, nil
 	}
-	if !r.ReleaseBeforeCommit { // else the hold is the slow COMMIT's (see order)
-		if err := pause(ctx, r.Hold); err != nil {
-			return false, err
-		}
+	if err := r.Hooks.inside(ctx); err != nil {
+		return false, err
 	}
-	if r.inside != nil {
-		r.inside()
-	}
-	r.Trace.write(n - 1)
+	r.Hooks.write(n - 1)
 	// A guarded write is conditional on the value read: a holder paused
 	// past its lease finds another holder's write there and writes
 	// nothing. The UPDATE's WHERE reads the latest committed row, not the
@@ -86,7 +81,7 @@ func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (ta
 // holder reads the old value. A nil *Held holds nothing.
 type Held struct {
 	lease   lock.Lease // nil once released, or abandoned
-	trace   *Trace
+	hooks   *Hooks
 	shard   int
 	product int64
 }
@@ -99,7 +94,7 @@ func (h *Held) Release(ctx context.Context) (lost bool, err error) {
 	}
 	lease := h.lease
 	h.lease = nil
-	h.trace.releasing()
+	h.hooks.releasing()
 	// A release must not fail with the purchase's context: it may be the
 	// COMMIT's deadline that ran out.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -109,7 +104,7 @@ func (h *Held) Release(ctx context.Context) (lost bool, err error) {
 	case err == nil:
 		return false, nil
 	case errors.Is(err, lock.ErrNotHeld):
-		h.trace.leaseLost()
+		h.hooks.leaseLost()
 		return true, nil
 	}
 	return false, fmt.Errorf("releasing the lock of SQL shard %d of product %d: %w", h.shard, h.product, err)

@@ -23,6 +23,10 @@
 // the table product_shards, for db and sqlrmw. Which store a product uses is
 // fixed when it is laid out; modes of one store may be switched per request.
 //
+// A take knows no lab fault: it calls Hooks at its moments (the lock
+// obtained, the read, inside the critical section, the write, the release),
+// and the lab's trace and faults hook them. A sale to the public has none.
+//
 // On a Redis Cluster (the store's client a *redis.ClusterClient), a shard's
 // keys share a slot, and a buyer's key is in a slot of its own, which no
 // script may touch with a shard's: a purchase claims the buyer's key first,

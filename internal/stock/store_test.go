@@ -370,7 +370,7 @@ func TestFencedStaleHolderIsRefused(t *testing.T) {
 	opt := lock.Options{TTL: 100 * time.Millisecond, Wait: 5 * time.Second}
 	stale := make(chan error, 1)
 	go func() {
-		_, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Lock: opt, Hold: time.Second}, 1)
+		_, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Lock: opt, Hooks: holding(time.Second)}, 1)
 		stale <- err
 	}()
 	// The first holder has read and is paused in its hold; its lease runs
@@ -442,4 +442,17 @@ func TestSoldOutFlagDoesNotHideAUnitGivenBackMidScan(t *testing.T) {
 	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: lock.NewLocal()}, 2); err != nil {
 		t.Errorf("the unit given back cannot be bought: %v", err)
 	}
+}
+
+// holding are hooks that pause d in the critical section, or until the
+// take's context ends, as a holder paused by a GC or a slow call would.
+func holding(d time.Duration) *stock.Hooks {
+	return &stock.Hooks{Inside: func(ctx context.Context) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
 }

@@ -61,11 +61,6 @@ type Request struct {
 	// Locker guards the rmw mode's read-modify-write; lua and db take no lock.
 	Locker lock.Locker
 	Lock   lock.Options
-	// Hold pauses inside the critical section, between the read and the
-	// write, to widen the race window or to outlive the lease.
-	Hold time.Duration
-	// Abandon leaves the lock held, as a holder that crashed would.
-	Abandon bool
 	// GiveBackWait is how long a give-back waits for the shard's lock. It
 	// must outlast the longest a live holder may hold it: after that,
 	// whoever holds the lock is a crashed holder that will never write, and
@@ -75,16 +70,9 @@ type Request struct {
 	// written in it too, so the take and the order commit or roll back
 	// together.
 	Tx *gorm.DB
-	// Poison is the lab's fault of the async mode: the queued message
-	// carries PoisonKey for its idempotency key, which the order's column
-	// (64 characters) cannot hold, so a database that keeps column sizes
-	// refuses its row. The ledger and the buyer keep the real key.
-	Poison bool
-	// ReleaseBeforeCommit is the sqlrmw mode's fault: its caller releases
-	// the lock before the COMMIT (see Taken.Held).
-	ReleaseBeforeCommit bool
-	// Trace, when not nil, records the take's critical sections.
-	Trace *Trace
+	// Hooks, when not nil, are called at the take's moments: the lab's
+	// trace and faults. Nil for a sale to the public.
+	Hooks *Hooks
 	// Guard makes the rmw mode's write refuse a holder whose lock is no
 	// longer its own (ErrLeaseLost, nothing written): the write checks, in
 	// its script, that the lock key still names the lease (lock.HoldingOf),
@@ -95,10 +83,6 @@ type Request struct {
 	// that a holder paused past its lease shows what a lease alone allows.
 	// A lease with a fencing token of its own is fenced either way.
 	Guard bool
-
-	// inside, when not nil, runs between the read and the write (after
-	// Hold): the tests' way into the critical section.
-	inside func()
 }
 
 // DefaultGiveBackWait is Request.GiveBackWait's default.
@@ -211,29 +195,29 @@ func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error)
 	switch r.Mode {
 	case Lua, MQ:
 		keys := append([]string{p.StockKey(t.Shard), p.LedgerKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
-		r.Trace.sent(t.Shard)
+		r.Hooks.sent(t.Shard)
 		res, err := takeScript.Run(ctx, s.rdb, keys, r.Ticket.User, t.record()).Slice()
 		if err != nil {
-			r.Trace.done(false, err)
+			r.Hooks.done(false, err)
 			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 		}
 		ok, err := s.reply(p, t.Shard, r.Ticket.User, res)
-		r.Trace.done(ok, err)
+		r.Hooks.done(ok, err)
 		return ok, err
 	case Async:
-		r.Trace.sent(t.Shard)
+		r.Hooks.sent(t.Shard)
 		ok, err := s.takeAsync(ctx, r, t)
-		r.Trace.done(ok, err)
+		r.Hooks.done(ok, err)
 		return ok, err
 	case DB:
 		if r.Tx == nil {
 			return false, errors.New("stock: the db mode takes in the order's transaction, and none was given")
 		}
-		r.Trace.sent(t.Shard)
+		r.Hooks.sent(t.Shard)
 		res := r.Tx.Model(&Shard{}).
 			Where("product_id = ? AND shard = ? AND stock > 0", p.ID, t.Shard).
 			Update("stock", gorm.Expr("stock - 1"))
-		r.Trace.done(res.RowsAffected == 1, res.Error)
+		r.Hooks.done(res.RowsAffected == 1, res.Error)
 		if res.Error != nil {
 			return false, fmt.Errorf("taking from SQL shard %d of product %d: %w", t.Shard, p.ID, res.Error)
 		}
@@ -269,12 +253,8 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if p.PayTimeout > 0 {
 		due = t.At.Add(p.PayTimeout).UnixMilli()
 	}
-	queuedKey := r.Ticket.Key
-	if r.Poison {
-		queuedKey = PoisonKey
-	}
 	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, queuedKey).Slice()
+		raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, r.Hooks.queueKey(r.Ticket.Key)).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
@@ -327,17 +307,17 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if err != nil {
 		return false, err
 	}
-	if r.Abandon {
+	if r.Hooks.keepLock() {
 		lock.Abandon(lease)
 	} else {
 		defer func() {
-			r.Trace.releasing()
+			r.Hooks.releasing()
 			rerr := lease.Release(ctx)
 			switch {
 			case rerr == nil:
 			case errors.Is(rerr, lock.ErrNotHeld):
 				t.LeaseLost = true
-				r.Trace.leaseLost()
+				r.Hooks.leaseLost()
 			case taken:
 				// The write landed: failing now would strand the unit
 				// between the store and the orders. The lock expires.
@@ -347,8 +327,8 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 			}
 		}()
 	}
-	if r.Trace != nil {
-		defer func() { r.Trace.done(taken, err) }()
+	if r.Hooks != nil {
+		defer func() { r.Hooks.done(taken, err) }()
 	}
 	// A fenced lease reads through the fence too (see fenced_read.lua). A
 	// guarded take checks that its lock names it at the write, or, when
@@ -366,15 +346,12 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	if err != nil {
 		return false, err
 	}
-	r.Trace.read(n)
+	r.Hooks.read(n)
 	if n <= 0 {
 		return false, nil
 	}
-	if err := pause(ctx, r.Hold); err != nil {
+	if err := r.Hooks.inside(ctx); err != nil {
 		return false, err
-	}
-	if r.inside != nil {
-		r.inside()
 	}
 	// A lease that knows it lapsed (etcd's session, the watchdog) writes
 	// nothing: the unit stays in stock. The fence covers the holder that
@@ -385,7 +362,7 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 	default:
 	}
 	keys := append([]string{p.StockKey(t.Shard), p.FenceKey(t.Shard), p.LedgerKey(t.Shard), p.LockKey(t.Shard)}, s.buyerKeys(p.Layout, r.Ticket.User)...)
-	r.Trace.write(n - 1)
+	r.Hooks.write(n - 1)
 	res, err := rmwWriteScript.Run(ctx, s.rdb, keys, n-1, t.Token, r.Ticket.User, t.record(), held.Value, held.Field).Slice()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("writing %s: %w", p.StockKey(t.Shard), err))
@@ -405,7 +382,7 @@ func (s *Store) acquire(ctx context.Context, r Request, t *Taken) (lock.Lease, e
 	if err != nil {
 		return nil, fmt.Errorf("locking shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
-	r.Trace.acquired(t.Shard, lease.Token(), r.Lock.TTL)
+	r.Hooks.acquired(t.Shard, lease.Token(), r.Lock.TTL)
 	return lease, nil
 }
 
@@ -569,7 +546,3 @@ func (s *Store) lockToWrite(ctx context.Context, r Request, shard int) (uint64, 
 	// A lost lease changes nothing: the write is atomic.
 	return lease.Token(), func() { lease.Release(ctx) }, nil
 }
-
-// PoisonKey is the idempotency key of a poisoned queued order (see
-// Request.Poison): 80 characters, more than the orders' column holds.
-var PoisonKey = "poison-" + strings.Repeat("x", 73)

@@ -1,15 +1,16 @@
 package stock
 
 import (
+	"context"
 	"errors"
 	"time"
 
 	"seckill/internal/api"
 )
 
-// Trace records a purchase's critical sections, for the lab's timeline. A
-// nil *Trace records nothing: every method returns at once, so a purchase
-// that did not ask for one pays a nil check, no clock read and no
+// Trace records a purchase's critical sections, for the lab's timeline,
+// through the hooks it gives the take (Hooks). A purchase that did not ask
+// for one has no hooks: it pays a nil check, no clock read and no
 // allocation.
 type Trace struct {
 	start    time.Time
@@ -53,6 +54,16 @@ type Section struct {
 	Outcome string
 }
 
+// Hooks are the moments the trace records; nil for a nil trace.
+func (t *Trace) Hooks() *Hooks {
+	if t == nil {
+		return nil
+	}
+	return &Hooks{Acquired: t.acquired, Sent: t.sent, Read: t.read, Write: t.write,
+		Releasing: t.releasing, LeaseLost: t.leaseLost, Done: t.done,
+		Committing: func(context.Context, func()) error { t.commit(); return nil }}
+}
+
 // Began is when the trace began, on the wall clock.
 func (t *Trace) Began() time.Time { return t.start }
 
@@ -77,58 +88,36 @@ func (t *Trace) cur() *Section { return &t.sections[len(t.sections)-1] }
 
 // acquired opens a section on shard: its lock was obtained.
 func (t *Trace) acquired(shard int, token uint64, lease time.Duration) {
-	if t == nil {
-		return
-	}
 	t.sections = append(t.sections, Section{Shard: shard, Token: token, LeaseUS: lease.Microseconds(),
 		AcquireUS: t.now(), Outcome: api.OutcomeFailed})
 }
 
 // sent opens a section on shard for an atomic take, whose one step was sent.
 func (t *Trace) sent(shard int) {
-	if t == nil {
-		return
-	}
 	t.sections = append(t.sections, Section{Shard: shard, WriteUS: t.now(), Outcome: api.OutcomeFailed})
 }
 
-// read and write copy n after the nil check: taking n's own address would
-// move it to the heap on every call, traced or not.
 func (t *Trace) read(n int) {
-	if t == nil {
-		return
-	}
-	v := n
 	s := t.cur()
-	s.ReadUS, s.Read = t.now(), &v
+	s.ReadUS, s.Read = t.now(), &n
 }
 
 func (t *Trace) write(n int) {
-	if t == nil {
-		return
-	}
-	v := n
 	s := t.cur()
-	s.WriteUS, s.Wrote = t.now(), &v
+	s.WriteUS, s.Wrote = t.now(), &n
 }
 
 func (t *Trace) releasing() {
-	if t == nil {
-		return
-	}
 	t.cur().ReleaseUS = t.now()
 }
 
 func (t *Trace) leaseLost() {
-	if t == nil {
-		return
-	}
 	t.cur().LeaseLost = true
 }
 
-// Commit notes that the section's transaction sends its COMMIT.
-func (t *Trace) Commit() {
-	if t == nil || len(t.sections) == 0 {
+// commit notes that the section's transaction sends its COMMIT.
+func (t *Trace) commit() {
+	if len(t.sections) == 0 {
 		return
 	}
 	t.cur().CommitUS = t.now()
@@ -137,7 +126,7 @@ func (t *Trace) Commit() {
 // done closes the section with the take's outcome: taken, or the error
 // that ended it (nil: the shard was empty).
 func (t *Trace) done(taken bool, err error) {
-	if t == nil || len(t.sections) == 0 {
+	if len(t.sections) == 0 {
 		return
 	}
 	s := t.cur()
