@@ -169,7 +169,7 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 	if err != nil {
 		return err
 	}
-	a.Reconciler.Start(a.Orders, a.Orders.Catalogue())
+	a.Reconciler.Start(a.Orders)
 	connected.svc.Store(a.Orders)
 	// What a 202 survives, said once at start; the service reads it again
 	// when it may have changed (catalogue.Catalogue.Durability).

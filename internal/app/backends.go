@@ -32,8 +32,9 @@ const redisTimeout = 2 * time.Second
 // onConnect is the Redis client's hook on each new connection (to any node
 // of a cluster): once they exist, the order id generator's Connected (which
 // drops the ids' blocks of a Redis that restarted, before the connection
-// serves), the reconciler's ServerSeen (a server not met before: the
-// products wait for their repair) and the order service's RedisConnected.
+// serves), the order service's RedisConnected (the durability read again)
+// and the reconciler's ServerSeen (a server not met before: the products
+// wait for their repair).
 // They are made after the client, on it.
 type onConnect struct {
 	ids atomic.Pointer[idgen.Redis]
@@ -47,13 +48,13 @@ func (h *onConnect) hook(ctx context.Context, cn *redis.Conn) error {
 			return err
 		}
 	}
-	if rec := h.rec.Load(); rec != nil {
-		if err := rec.ServerSeen(ctx, cn); err != nil {
+	if s := h.svc.Load(); s != nil {
+		if err := s.RedisConnected(ctx, cn); err != nil {
 			return err
 		}
 	}
-	if s := h.svc.Load(); s != nil {
-		return s.RedisConnected(ctx, cn)
+	if rec := h.rec.Load(); rec != nil {
+		return rec.ServerSeen(ctx, cn)
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ type sale struct {
 	p   catalogue.Product
 	req stock.Request
 	lab LabOptions
-	// gen is what awaitRepair returned: the server changes the product's
+	// gen is what Repairs.AwaitRepair returned: the server changes the product's
 	// shards were repaired after.
 	gen uint64
 	// retry: the client sent its own idempotency key, so this may repeat

@@ -239,7 +239,7 @@ func purchaseOwner(product, user int64, key string) string {
 }
 
 // sell takes a unit for t and writes its order, as the plan's mode does;
-// gen is what awaitRepair returned.
+// gen is what Repairs.AwaitRepair returned.
 func (s *Service) sell(ctx context.Context, p catalogue.Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
 	req := stock.Request{
 		Product: p.Stock(), Ticket: t, Mode: pl.mode.Take, Locker: pl.locker,

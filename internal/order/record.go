@@ -266,7 +266,7 @@ func (s *Service) sellInTx(ctx context.Context, p catalogue.Product, req stock.R
 	if req.Hooks != nil { // the closure is made for the lab's purchases only
 		if err := req.Hooks.BeforeCommit(ctx, func() { s.release(ctx, held, rc) }); err != nil {
 			tx.Rollback()
-			s.release(ctx, held, rc)
+			s.release(ctx, held, rc) // nothing, if the hook released it already
 			return Order{}, fmt.Errorf("holding before the commit: %w", err)
 		}
 	}

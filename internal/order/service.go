@@ -49,13 +49,15 @@ type Options struct {
 	// Step bounds one round trip to Redis or the database, the client's
 	// retries included: the unit of the purchase's time budget. Default: 4s.
 	Step time.Duration
-	// ReconcileEvery is how often the reconciler passes over the products
-	// (reconcile.Options.Every): a buyer told "sold out for now" is told to
-	// ask again after it. Default: DefaultReconcileEvery.
+	// ReconcileEvery is how often the reconciler passes over the products:
+	// the same as reconcile.Options.Every (app sets both from one setting).
+	// A buyer told "sold out for now" is told to ask again after it.
+	// Default: DefaultReconcileEvery.
 	ReconcileEvery time.Duration
 	// Repairs is the reconciler a purchase asks whether its product must
 	// be repaired first (a Redis that came back without takes) and tells
-	// that the product sells here. Default: none; nothing is repaired.
+	// that the product sells here. Default: none, nothing is repaired: for
+	// tests of the purchase alone. A deployment must wire one (app does).
 	Repairs Repairs
 	// DueEvery is how often the process polls the payment deadlines.
 	// Default: DefaultDueEvery; negative turns the polling off.
@@ -222,8 +224,11 @@ func (s *Service) Lifecycle() *Lifecycle { return s.life }
 func (s *Service) Queue() *Queue { return s.queue }
 
 // NewService returns a service on db and rdb, locking with locks, and
-// starts following other processes' notices and the reconciler's schedule;
-// Close stops them. The tables must exist (Migrate). The caller keeps
+// starts following other processes' notices and the payment deadlines;
+// Close stops them. It runs no reconciler: a deployment builds one
+// (reconcile.New), hands it in as Options.Repairs and starts it on the
+// service (app does so); without one, stranded takes stay stranded and a
+// Redis that forgot takes is not repaired. The tables must exist (Migrate). The caller keeps
 // ownership of db, rdb and locks.
 func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Options) (*Service, error) {
 	if opt.Log == nil {

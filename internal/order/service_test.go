@@ -303,3 +303,36 @@ func TestCreateIfAbsentLeavesAForeignLayout(t *testing.T) {
 		t.Errorf("keys %v became %v", before, after)
 	}
 }
+
+// Another part's job registered through Enter (a reconciler's pass, a
+// repair, a rebuild) is work in flight: Close waits for it, and once Close
+// began no job enters (ErrClosing), so none runs on closed backends.
+func TestCloseWaitsForJobsThatEntered(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	done, err := f.svc.Enter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		f.svc.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a job that entered was still running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := f.svc.Enter(); !errors.Is(err, order.ErrClosing) {
+		t.Errorf("Enter once Close began: %v, want ErrClosing", err)
+	}
+	if _, err := f.Rec.Reconcile(t.Context(), 1); !errors.Is(err, order.ErrClosing) {
+		t.Errorf("a reconciler's pass once Close began: %v, want ErrClosing", err)
+	}
+	done()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return once the job ended")
+	}
+}

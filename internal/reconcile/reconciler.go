@@ -31,6 +31,8 @@ import (
 
 // Orders is what the reconciler asks of the order service.
 type Orders interface {
+	// Catalogue is the service's catalogue of products.
+	Catalogue() *catalogue.Catalogue
 	// Budget bounds a purchase in time; a take younger than a whole
 	// purchase may still become an order.
 	Budget() order.Budget
@@ -75,6 +77,12 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// The reconciler is the service's Repairs, and the service is its Orders.
+var (
+	_ order.Repairs = (*Reconciler)(nil)
+	_ Orders        = (*order.Service)(nil)
+)
+
 // DefaultEvery is Options.Every's default.
 const DefaultEvery = order.DefaultReconcileEvery
 
@@ -118,11 +126,13 @@ func New(opt Options) (*Reconciler, error) {
 	return &Reconciler{db: opt.DB, rdb: opt.Redis, stock: opt.Stock, opt: opt, log: opt.Log, stop: make(chan struct{})}, nil
 }
 
-// Start hands the reconciler the service whose orders it settles and the
-// catalogue of its products, and starts the schedules: the passes, and on
-// a cluster the watch of the slots' masters. Close stops them.
-func (rec *Reconciler) Start(orders Orders, cat *catalogue.Catalogue) {
-	rec.orders, rec.cat = orders, cat
+// Start hands the reconciler the service whose orders it settles, and
+// starts the schedules: the passes, and on a cluster the watch of the
+// slots' masters. Close stops them. It must be called once, before the
+// service sells and before any other method but the connect hook's
+// ServerSeen: a repair asked for before it fails with ErrClosing.
+func (rec *Reconciler) Start(orders Orders) {
+	rec.orders, rec.cat = orders, orders.Catalogue()
 	if rec.opt.Grace <= 0 {
 		rec.opt.Grace = orders.Budget().Purchase()
 	}

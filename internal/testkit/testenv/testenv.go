@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -206,8 +207,8 @@ func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
 
 // Orders is an order service and its reconciler on db and rdb, wired as
 // app wires them: one stock store, the token lock for the leases, the
-// reconciler as the service's Repairs (not on a connect hook: these tests
-// restart no Redis). Both close when the test ends. The reconciler's schedule is off
+// reconciler as the service's Repairs; not on a connect hook, since these
+// tests restart no Redis. Both close when the test ends. The reconciler's schedule is off
 // unless ropt.Every says otherwise: the tests call Reconcile.
 func Orders(t testing.TB, db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt order.Options, ropt reconcile.Options) (*order.Service, *reconcile.Reconciler) {
 	t.Helper()
@@ -222,7 +223,10 @@ func Orders(t testing.TB, db *gorm.DB, rdb redis.UniversalClient, locks *lock.Po
 		ropt.Every = -1
 	}
 	ropt.DB, ropt.Redis, ropt.Stock, ropt.Lease = db, rdb, opt.Stock, lease
-	ropt.LockTTL, ropt.Step, ropt.Broker = opt.LockTTL, opt.Step, opt.Broker
+	ropt.LockTTL = cmp.Or(ropt.LockTTL, opt.LockTTL)
+	ropt.Step = cmp.Or(ropt.Step, opt.Step)
+	ropt.Broker = cmp.Or(ropt.Broker, opt.Broker)
+	ropt.Log = cmp.Or(ropt.Log, opt.Log)
 	rec, err := reconcile.New(ropt)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +236,7 @@ func Orders(t testing.TB, db *gorm.DB, rdb redis.UniversalClient, locks *lock.Po
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Start(svc, svc.Catalogue())
+	rec.Start(svc)
 	t.Cleanup(func() {
 		rec.Close()
 		svc.Close()
