@@ -2,9 +2,12 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
+	"seckill/internal/outbox"
 	"seckill/internal/stock"
 )
 
@@ -38,4 +41,32 @@ func (mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Ord
 		}
 		return s.publish(ctx, sl.p, sl.req, taken.Entry, rc)
 	})
+}
+
+// The mq mode: the unit is taken in Redis (lua's script, recorded in the
+// ledger), then the order is published to RabbitMQ, and a consumer writes
+// it. Redis and the broker share no transaction: a process that dies
+// between the take and the publish leaves a unit out of the store and no
+// order anywhere, until the reconciler finds the take. The async mode has
+// no such moment: its take queues the order in the same Lua step.
+
+// publish sends the order of a unit taken for the mq mode to the broker.
+// The purchase is answered once the broker confirmed it. When the broker
+// surely does not have it, the unit goes back; when it may, the client is
+// told the outcome is unknown and the reconciler settles it.
+func (s *Service) publish(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
+	q := stock.QueuedOrder{Layout: p.Stock().Layout, Shard: e.Shard, Order: e.Order, Sale: p.Sale, User: e.User,
+		Key: e.Key, At: e.At, Due: due(p, e.At), Mode: stock.MQ}
+	pctx, cancel := context.WithTimeout(ctx, s.Budget().Record())
+	defer cancel()
+	err := s.opt.Broker.PublishOrder(pctx, q)
+	switch {
+	case err == nil:
+		rc.Queued = true
+		return queuedView(p, e, rc), nil
+	case errors.Is(err, outbox.ErrNotSent):
+		s.giveBack(ctx, req, e, err)
+		return Order{}, fmt.Errorf("publishing order %s (nothing was sold): %w", e.Order, err)
+	}
+	return Order{}, &UnsettledError{Order: e.Order, Err: err}
 }

@@ -29,6 +29,23 @@ func NewConsumer(db *gorm.DB, s *Service, opt outbox.Options) *outbox.Consumer {
 	return outbox.NewConsumer(name, src, writer{db: db, life: s.life}, opt)
 }
 
+// NewMQConsumer returns the consumer of the mq mode's orders (the broker's
+// queue) into db: one per process, on a connection of its own; Start runs
+// it. It writes a batch as the async mode's consumer does, and
+// acknowledges it once written. An order whose id holds a void row is
+// dropped: the reconciler settled it as never written and returned its
+// unit. An order the database refuses goes back to the store, its message
+// acknowledged. While the database does not answer, the batch stays
+// unacknowledged and is written again; a consumer that dies hands its
+// batch back to the queue.
+func NewMQConsumer(db *gorm.DB, s *Service, b *outbox.Broker, opt outbox.Options) *outbox.Consumer {
+	giveBack := func(ctx context.Context, q stock.QueuedOrder, reason string) {
+		req := stock.Request{Product: stock.Product{Layout: q.Layout}, Mode: stock.MQ}
+		s.giveBack(ctx, req, stock.Entry{User: q.User, Order: q.Order, Key: q.Key, Shard: q.Shard, MQ: true}, reason)
+	}
+	return outbox.NewConsumer(outbox.UniqueName(), outbox.NewRabbit(b, giveBack, opt), writer{db: db, life: s.life}, opt)
+}
+
 // writer is the consumers' Sink: it writes queued orders as rows, and
 // schedules their payment deadlines.
 type writer struct {
