@@ -132,12 +132,12 @@ func (s *Service) settle(ctx context.Context, o Order) (Order, bool, error) {
 	return row, row.Live(), nil
 }
 
-// Settle settles o's write whose outcome is unknown, as settle does, and
-// reports whether the order is live: the reconciler's way to decide a take
-// whose order it did not find.
-func (s *Service) Settle(ctx context.Context, o Order) (live bool, err error) {
-	_, live, err = s.settle(ctx, o)
-	return live, err
+// Settle settles o's write whose outcome is unknown, as settle does: the
+// row that holds o's id now, a void row or an order. The reconciler's way
+// to decide a take whose order it did not find.
+func (s *Service) Settle(ctx context.Context, o Order) (Order, error) {
+	row, _, err := s.settle(ctx, o)
+	return row, err
 }
 
 // definite reports whether a failed write surely did not commit: the

@@ -60,7 +60,16 @@ func (rec *Reconciler) Reconcile(ctx context.Context, id int64) (Reconciliation,
 // order of the sale. It is replaced whole, never changed.
 type passState struct {
 	sale, epoch int64
-	settled     map[int64]idgen.ID // buyer → the order id of a take whose order was live
+	settled     map[int64]take // buyer → the take whose order was live
+}
+
+// take names one take: a buyer may hold two with one order id, one in each
+// of two shards (a purchase retried with its key on another shard after
+// its first take's answer was lost). Only the take on the order's shard is
+// the order's; the other is a stray whose unit goes back.
+type take struct {
+	order idgen.ID
+	shard int
 }
 
 // pass runs a pass; full reads every order of the sale, otherwise the
@@ -190,7 +199,7 @@ func (rec *Reconciler) begin(ctx context.Context, p catalogue.Product, prev *pas
 	if pr.byID, pr.liveCount, err = rec.ordersOf(ctx, p, pr.ledger, prev); err != nil {
 		return pr, err
 	}
-	pr.next = &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]idgen.ID, len(pr.ledger))}
+	pr.next = &passState{sale: p.Sale, epoch: p.Epoch, settled: make(map[int64]take, len(pr.ledger))}
 	pr.r.Takes = len(pr.ledger)
 	if order.ModeOf(p).Locked {
 		if pr.locker, err = rec.cat.Locker(p.Lock); err != nil {
@@ -203,7 +212,7 @@ func (rec *Reconciler) begin(ctx context.Context, p catalogue.Product, prev *pas
 // live notes a take whose order is live.
 func (pr *passRun) live(e stock.Entry) {
 	delete(pr.byID, e.Order)
-	pr.next.settled[e.User] = e.Order
+	pr.next.settled[e.User] = take{e.Order, e.Shard}
 	pr.matched++
 }
 
@@ -216,7 +225,7 @@ func (pr *passRun) sort(ctx context.Context, prev *passState) ([]stock.Entry, er
 	var candidates []stock.Entry
 	for _, e := range pr.ledger {
 		o, ok := pr.byID[e.Order]
-		if ok && o.Live() || !ok && prev != nil && prev.settled[e.User] == e.Order {
+		if ok && o.Live() && o.Shard == e.Shard || !ok && prev != nil && prev.settled[e.User] == (take{e.Order, e.Shard}) {
 			// Found live now, or live at the last pass and not among
 			// the rows that are not live (ordersOf read them all).
 			pr.live(e)
@@ -269,14 +278,16 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 		now := time.Now()
 		o := order.Order{ID: e.Order, ProductID: p.ID, Sale: p.Sale, UserID: e.User, Shard: e.Shard,
 			Lock: p.Lock, Mode: p.Mode, Key: e.Key, AcceptedAt: &now, CreatedAt: now}
-		live, err := rec.orders.Settle(ctx, o)
+		row, err := rec.orders.Settle(ctx, o)
 		if err != nil {
 			return err
 		}
-		if live {
+		if row.Live() && row.Shard == e.Shard {
 			pr.live(e)
 			continue
 		}
+		// Void now, or the live order of a take on another shard: this
+		// take's unit is in no order.
 		req := stock.Request{Product: p.Stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
 			Mode: order.ModeOf(p).Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
 			GiveBackWait: rec.orders.Budget().GiveBackWait(), Guard: !p.Lab}
@@ -314,7 +325,7 @@ func (pr *passRun) countOrphans() {
 // the takes prev did not settle, by id, and the number of live orders of
 // the sale.
 func (rec *Reconciler) ordersOf(ctx context.Context, p catalogue.Product, ledger []stock.Entry, prev *passState) (map[idgen.ID]order.Order, int, error) {
-	cols := []string{"id", "user_id", "buyer", "status"}
+	cols := []string{"id", "user_id", "buyer", "status", "shard"}
 	if prev == nil {
 		var rows []order.Order
 		err := rec.db.WithContext(ctx).Select(cols).Where("product_id = ? AND sale = ?", p.ID, p.Sale).Find(&rows).Error
@@ -345,7 +356,7 @@ func (rec *Reconciler) ordersOf(ctx context.Context, p catalogue.Product, ledger
 	}
 	var ask []int64
 	for _, e := range ledger {
-		if _, ok := byID[e.Order]; !ok && prev.settled[e.User] != e.Order {
+		if _, ok := byID[e.Order]; !ok && prev.settled[e.User] != (take{e.Order, e.Shard}) {
 			ask = append(ask, int64(e.Order))
 		}
 	}

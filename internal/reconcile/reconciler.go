@@ -40,8 +40,8 @@ type Orders interface {
 	// which its Close waits for; done ends it.
 	Enter() (done func(), err error)
 	// Settle settles an order whose write may or may not have landed: a
-	// void row takes its id, or the row found there is returned live.
-	Settle(ctx context.Context, o order.Order) (live bool, err error)
+	// void row takes its id, or the row found there is returned.
+	Settle(ctx context.Context, o order.Order) (order.Order, error)
 	// ExpireOverdue cancels the sale's unpaid orders well past their due
 	// time, returning their units.
 	ExpireOverdue(ctx context.Context, p catalogue.Product) (int, error)
