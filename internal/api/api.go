@@ -26,6 +26,9 @@ const (
 	CodeUnauthorized         = "unauthorized"           // 401
 	CodeForbiddenOrigin      = "forbidden_origin"       // 403
 	CodeLabOnly              = "lab_only"               // 403
+	CodePathRequired         = "path_required"          // 403
+	CodePathUsed             = "path_used"              // 403
+	CodeCaptchaFailed        = "captcha_failed"         // 403
 	CodeNotFound             = "not_found"              // 404
 	CodeTimeout              = "timeout"                // 408
 	CodeSoldOut              = "sold_out"               // 409

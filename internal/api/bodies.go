@@ -28,6 +28,13 @@ type ProductRequest struct {
 	// Redis as well (WAIT 1); when none acknowledges it in time, 503
 	// outcome_unknown with the order id. Default: false.
 	Replicated bool `json:"replicated,omitempty"`
+	// Path: a purchase must carry a one-time path token (path_token),
+	// issued to its signed-in buyer by POST /api/products/:id/path from the
+	// opening second; without one, 403 path_required. Default: false.
+	Path bool `json:"path,omitempty"`
+	// Captcha (with Path): the path token is issued only for a solved
+	// captcha (POST /api/captcha). Default: false.
+	Captcha bool `json:"captcha,omitempty"`
 	// Reset is the operator's explicit reset: a new sale that may change
 	// the lock and mode of a product that is not a lab product. Without it,
 	// a POST of such an existing product must keep its lock and mode (409
@@ -55,6 +62,8 @@ type ProductView struct {
 	PayTimeoutMS int64  `json:"pay_timeout_ms"`
 	Lifecycle    string `json:"lifecycle"`
 	Replicated   bool   `json:"replicated"`
+	Path         bool   `json:"path"`
+	Captcha      bool   `json:"captcha"`
 	// Durability is what Redis keeps of a write it answered when its
 	// process dies, so what a 202 survives: DurabilityNone,
 	// DurabilityEverysec or DurabilityAlways; DurabilityReason names the
@@ -247,6 +256,30 @@ type OrderRequest struct {
 	// (an idempotency key longer than its column): the consumer sends it
 	// to the dead letters and its unit back on sale. MySQL only.
 	Poison bool `json:"poison,omitempty"`
+	// PathToken is the purchase path token a product with path asks for
+	// (POST /api/products/:id/path); it buys once.
+	PathToken string `json:"path_token,omitempty"`
+}
+
+// PathRequest is the body of POST /api/products/:id/path: the solved
+// captcha, on a product that asks for one.
+type PathRequest struct {
+	CaptchaID string `json:"captcha_id,omitempty"`
+	Captcha   string `json:"captcha,omitempty"`
+}
+
+// Path is a purchase path token, the answer of POST
+// /api/products/:id/path: send it as path_token with one purchase.
+type Path struct {
+	Token     string    `json:"path_token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Captcha is a captcha to solve, the answer of POST /api/captcha: its
+// image is at Image (a PNG of CaptchaDigits digits).
+type Captcha struct {
+	ID    string `json:"captcha_id"`
+	Image string `json:"image"`
 }
 
 // Order is an order, the answer of POST /api/orders and GET

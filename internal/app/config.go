@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ type Config struct {
 	GateSecret      string        // -gate-secret / GATE_SECRET; the gates' control secret
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
+	AddressRate     int           // -address-rate / ADDRESS_RATE; the public's requests per second per client address, 0 off
+	TrustedProxies  []string      // -trusted-proxies / TRUSTED_PROXIES; proxies whose X-Forwarded-For names the client
+	PathTTL         time.Duration // -path-ttl / PATH_TTL; how long a purchase path token stays valid
 }
 
 // setting is one knob: its flag, its environment twin and its help.
@@ -106,6 +110,11 @@ func (c *Config) settings() []setting {
 		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
+		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, and ask for captchas and purchase paths; 0 turns it off", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.AddressRate, name, 50, help)
+		}, "50"},
+		{"trusted-proxies", "TRUSTED_PROXIES", "comma-separated addresses or CIDRs of the proxies in front (the gate) whose X-Forwarded-For names the client; empty: the client is the connection's peer", list(&c.TrustedProxies), ""},
+		{"path-ttl", "PATH_TTL", "how long a purchase path token stays valid", dur(&c.PathTTL), "1m"},
 	}
 }
 
@@ -150,6 +159,14 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 	if c.DemoStock < 0 {
 		return c, fs, fmt.Errorf("-demo-stock must not be negative")
 	}
+	if c.AddressRate < 0 {
+		return c, fs, fmt.Errorf("-address-rate must not be negative")
+	}
+	for _, p := range c.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return c, fs, fmt.Errorf("-trusted-proxies: %q is neither an address nor a CIDR", p)
+		}
+	}
 	return c, fs, nil
 }
 
@@ -186,7 +203,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q",
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s",
 		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
-		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret))
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL)
 }

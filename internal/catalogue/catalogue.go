@@ -313,7 +313,8 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 	p := Product{ID: spec.ID, Name: spec.Name, Initial: spec.Stock, Shards: cmp.Or(spec.Shards, api.DefaultShards),
 		Lock: cmp.Or(spec.Lock, api.DefaultLock), Mode: cmp.Or(spec.Mode, api.DefaultMode),
 		Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab,
-		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional), Replicated: spec.Replicated}
+		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional), Replicated: spec.Replicated,
+		Path: spec.Path, Captcha: spec.Captcha}
 	if p.Name == "" {
 		p.Name = "product " + strconv.FormatInt(p.ID, 10)
 	}
@@ -334,6 +335,8 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 		return invalid("the naive lifecycle loses races on purpose: it is for lab products")
 	case p.Lifecycle != Conditional && p.Lifecycle != Naive:
 		return invalid("lifecycle must be %s or %s", Conditional, Naive)
+	case p.Captcha && !p.Path:
+		return invalid("a captcha guards the purchase path: it needs path as well")
 	}
 	mode, err := c.opt.Mode(p.Mode)
 	if err != nil {

@@ -73,6 +73,11 @@ type Product struct {
 	// Replicated products answer a purchase once its take in Redis is on
 	// a replica as well (stock.Product.Replicated).
 	Replicated bool `gorm:"not null;default:false"`
+	// Path products sell only to a purchase carrying a one-time path token
+	// issued to its buyer (admission.Paths); Captcha ones issue it only
+	// for a solved captcha.
+	Path    bool `gorm:"not null;default:false"`
+	Captcha bool `gorm:"not null;default:false"`
 	// RebuiltAt is when the current sale's stock was last laid out anew
 	// from its orders after Redis lost it; nil if never (a reset clears it).
 	RebuiltAt *time.Time
@@ -105,6 +110,9 @@ type ProductSpec struct {
 	Lifecycle string
 	// Replicated answers a purchase once its take is on a replica too.
 	Replicated bool
+	// Path asks every purchase for a path token; Captcha (with Path) gives
+	// the token only for a solved captcha.
+	Path, Captcha bool
 	// Reset is the operator's explicit reset: only it may change the lock
 	// or the mode of an existing product that is not a lab product.
 	Reset bool

@@ -69,7 +69,13 @@ type Purchase struct {
 	// one's outcome. Up to MaxKeyLen characters among A–Z a–z 0–9 . _ : -.
 	// Default: a key drawn for this purchase alone.
 	Key string
-	Lab LabOptions
+	// Path is the purchase path token the product may ask for
+	// (Product.Path): issued to the buyer for this product, spent here.
+	Path string
+	// Client is the address the purchase came from, for the per-address
+	// limit (Options.PerAddress). Default: "", not limited by address.
+	Client string
+	Lab    LabOptions
 }
 
 func (in Purchase) check() error {
@@ -154,6 +160,28 @@ func (b *base) admit(ctx context.Context, buyer int64) error {
 	return b.opt.Admit.Allow(ctx, buyer)
 }
 
+// admitClient asks Options.PerAddress to let the purchase's client in. Lab
+// products are exempt: one harness, from one address, is their thousands
+// of buyers.
+func (b *base) admitClient(ctx context.Context, p catalogue.Product, in Purchase) error {
+	if b.opt.PerAddress == nil || p.Lab || in.Client == "" {
+		return nil
+	}
+	return b.opt.PerAddress.Allow(ctx, in.Client)
+}
+
+// redeemPath spends the purchase's path token on a product that asks for
+// one. Before the rate limit: a bot without a token leaves no key behind.
+func (b *base) redeemPath(ctx context.Context, p catalogue.Product, in Purchase) error {
+	if !p.Path {
+		return nil
+	}
+	if b.opt.Paths == nil {
+		return fmt.Errorf("%w: product %d asks for a purchase path and this service issues none", ErrNoPaths, p.ID)
+	}
+	return b.opt.Paths.Redeem(ctx, in.UserID, p.ID, in.Path, in.Key)
+}
+
 func (b *base) locker(name string) (lock.Locker, error) { return b.cat.Locker(name) }
 
 // Buy sells one unit of a product to a user. Once it has begun, the
@@ -172,6 +200,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	// Checked before the rate limit, so that bad input costs the buyer nothing.
 	pl, err := s.plan(p, in, &rc)
 	if err != nil {
+		return Order{}, rc, err
+	}
+	if err := s.admitClient(ctx, p, in); err != nil {
+		return Order{}, rc, err
+	}
+	if err := s.redeemPath(ctx, p, in); err != nil {
 		return Order{}, rc, err
 	}
 	if err := s.admit(ctx, in.UserID); err != nil {

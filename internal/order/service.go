@@ -35,6 +35,9 @@ var (
 	// ErrCrashed: the lab fault crash_after_take stopped the purchase
 	// between its take and its order, as a process that died there would.
 	ErrCrashed = errors.New("order: the purchase stopped after its take (injected crash)")
+	// ErrNoPaths: a product asks for purchase paths on a service built
+	// without Options.Paths.
+	ErrNoPaths = errors.New("order: no purchase paths")
 )
 
 // Options configure a Service. Every field has a working default.
@@ -46,6 +49,13 @@ type Options struct {
 	// Admit lets a buyer's purchase in, or refuses it (a rate limit),
 	// before the purchase touches the stock. Default: none, all let in.
 	Admit Admitter
+	// Paths redeems the purchase path tokens of the products that ask for
+	// them (admission.Paths). Default: none, and such products sell
+	// nothing (ErrNoPaths).
+	Paths PathRedeemer
+	// PerAddress limits the purchases of products that are not lab
+	// products per client address (admission.PerAddress). Default: none.
+	PerAddress AddressAdmitter
 	// Step bounds one round trip to Redis or the database, the client's
 	// retries included: the unit of the purchase's time budget. Default: 4s.
 	Step time.Duration
@@ -113,6 +123,18 @@ type noRepairs struct{}
 func (noRepairs) Touch(int64)                                        {}
 func (noRepairs) AwaitRepair(context.Context, int64) (uint64, error) { return 0, nil }
 func (noRepairs) ChangedSince(uint64) bool                           { return false }
+
+// PathRedeemer spends a buyer's one-time purchase path token for a
+// product; key is the purchase's idempotency key, with which a retry of
+// the same purchase redeems its token again.
+type PathRedeemer interface {
+	Redeem(ctx context.Context, buyer, product int64, token, key string) error
+}
+
+// AddressAdmitter decides whether a client address's request is let in.
+type AddressAdmitter interface {
+	Allow(ctx context.Context, addr string) error
+}
 
 // Admitter decides whether a buyer's purchase is let in (admission.PerBuyer).
 type Admitter interface {

@@ -71,6 +71,12 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusBadRequest, api.CodeBadRequest, true
 	case errors.Is(err, order.ErrLabOnly):
 		return http.StatusForbidden, api.CodeLabOnly, true
+	case errors.Is(err, admission.ErrPathRequired):
+		return http.StatusForbidden, api.CodePathRequired, true
+	case errors.Is(err, admission.ErrPathUsed):
+		return http.StatusForbidden, api.CodePathUsed, true
+	case errors.Is(err, admission.ErrCaptcha):
+		return http.StatusForbidden, api.CodeCaptchaFailed, true
 	case errors.Is(err, order.ErrRebuilding):
 		return http.StatusServiceUnavailable, api.CodeRebuilding, true
 	case errors.Is(err, order.ErrUnsettled):
@@ -109,7 +115,7 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusServiceUnavailable, api.CodeLeaseLost, true
 	case errors.Is(err, lock.ErrCrashed):
 		return http.StatusServiceUnavailable, api.CodeHolderCrashed, true
-	case errors.Is(err, order.ErrClosing), errors.Is(err, lab.ErrClosed), errors.Is(err, order.ErrCrashed), errors.Is(err, lock.ErrEtcdUnavailable):
+	case errors.Is(err, order.ErrClosing), errors.Is(err, lab.ErrClosed), errors.Is(err, order.ErrNoPaths), errors.Is(err, order.ErrCrashed), errors.Is(err, lock.ErrEtcdUnavailable):
 		return http.StatusServiceUnavailable, api.CodeUnavailable, true
 	case errors.Is(err, lab.ErrNoTarget):
 		return http.StatusInternalServerError, api.CodeInternal, true

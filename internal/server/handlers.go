@@ -42,6 +42,7 @@ func newProductView(v reconcile.View) api.ProductView {
 	pv := api.ProductView{ID: v.ID, Name: v.Name, Initial: v.Initial, Stock: v.Remaining(), Sold: v.Sold,
 		SoldOut: v.SoldOut, Lock: v.Lock, Mode: v.Mode, Fallback: v.Fallback, Store: v.Store, Lab: v.Lab, Sale: v.Sale,
 		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle, Replicated: v.Replicated,
+		Path: v.Path, Captcha: v.Captcha,
 		Durability: string(v.Durability.Level), DurabilityReason: v.Durability.Reason,
 		Shards: make([]api.ShardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
@@ -67,7 +68,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 	}
 	spec := catalogue.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
 		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated,
-		Reset: req.Reset}
+		Path: req.Path, Captcha: req.Captcha, Reset: req.Reset}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < catalogue.MinPayTimeout.Milliseconds() || ms > catalogue.MaxPayTimeout.Milliseconds() {
@@ -181,6 +182,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
+		Path: req.PathToken, Client: c.ClientIP(),
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode, Faults: faults(req), Trace: trace},
 	})
 	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))

@@ -23,6 +23,8 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/products/:id/audit", s.handleAudit)
 	g.GET("/products/:id/drain", s.handleDrain)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
+	g.POST("/captcha", s.perAddress, s.handleNewCaptcha)
+	g.GET("/captcha/:id", s.handleCaptchaImage)
 	g.POST("/orders", s.handleBuy)
 	g.POST("/orders/lookup", s.handleLookup)
 	g.GET("/orders/:id", s.handleOrder)

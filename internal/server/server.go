@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"seckill/internal/admission"
 	"seckill/internal/api"
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
@@ -80,7 +81,19 @@ type Deps struct {
 	// Gate counts the notices sent to the sold-out gates in front
 	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
 	Gate GateNotices
-	Log  *slog.Logger // default slog.Default()
+	// Paths issues purchase path tokens; Captchas makes the captchas
+	// that guard them. Default: none, POST /api/products/:id/path and
+	// /api/captcha answer 503.
+	Paths    *admission.Paths
+	Captchas *admission.Captchas
+	// PerAddress limits the public's sign-ins, captchas and path tokens
+	// per client address (purchases are limited in order). Default: none.
+	PerAddress *admission.PerAddress
+	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For
+	// names the client (the gate in front). Default: none: the client is
+	// the connection's peer, whatever the header says.
+	TrustedProxies []string
+	Log            *slog.Logger // default slog.Default()
 }
 
 // DefaultBodyTimeout is Deps.BodyTimeout's default: with ReadHeaderTimeout
@@ -129,6 +142,13 @@ func New(deps Deps) *Server {
 		s.origins[normalizeOrigin(o)] = true
 	}
 	r := gin.New()
+	// gin trusts every proxy by default, which lets any client pick its
+	// own address in X-Forwarded-For and walk past the per-address limit.
+	// A list gin cannot read trusts none (app checks it at start).
+	if err := r.SetTrustedProxies(deps.TrustedProxies); err != nil {
+		deps.Log.Error("trusting no proxy: the list does not read", "error", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	// Handlers pass c.Request.Context(), never c itself, to Redis and SQL:
 	// gin recycles its Context when the handler returns, while database/sql
 	// may still be watching the context it was given.

@@ -1,0 +1,56 @@
+package admission
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed window.lua
+	windowLua    string
+	windowScript = redis.NewScript(windowLua)
+)
+
+// PerAddress lets at most Limit requests per client address through per
+// period, counted in a fixed window in Redis (INCR, and PEXPIRE on the
+// first: one round trip), so every process behind one gate shares the
+// count. It stops the client that signs in as many buyers, which the
+// per-buyer limit cannot see; the address is the client's as the server
+// knows it, so behind a proxy it must come from a trusted X-Forwarded-For
+// (see server.Deps.TrustedProxies). A limit of 0 lets everything through.
+type PerAddress struct {
+	rdb    redis.Cmdable
+	limit  int
+	period time.Duration
+}
+
+// NewPerAddress returns the limit of limit requests per address per period
+// (a second when period is under a millisecond), kept in rdb.
+func NewPerAddress(rdb redis.Cmdable, limit int, period time.Duration) *PerAddress {
+	if period < time.Millisecond {
+		period = time.Second
+	}
+	return &PerAddress{rdb: rdb, limit: limit, period: period}
+}
+
+// Allow lets a request from addr in, or refuses it with ErrRateLimited.
+func (r *PerAddress) Allow(ctx context.Context, addr string) error {
+	if r.limit <= 0 {
+		return nil
+	}
+	window := time.Now().UnixMilli() / r.period.Milliseconds()
+	key := "seckill:rate:addr:" + addr + ":" + strconv.FormatInt(window, 10)
+	n, err := windowScript.Run(ctx, r.rdb, []string{key}, r.period.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("checking the rate limit of address %s: %w", addr, err)
+	}
+	if n > r.limit {
+		return fmt.Errorf("%w: at most %d requests per %s from one address", ErrRateLimited, r.limit, r.period)
+	}
+	return nil
+}

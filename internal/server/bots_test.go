@@ -1,0 +1,85 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/admission"
+	"seckill/internal/api"
+	"seckill/internal/server"
+)
+
+// The per-address limit counts the connection's peer, and believes
+// X-Forwarded-For only from a trusted proxy: a client cannot walk past it
+// by naming itself another address.
+func TestPerAddressBelievesOnlyTrustedProxies(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		trusted []string
+		// second is the status of a second captcha asked for from another
+		// forwarded address: counted apart only behind a trusted proxy.
+		second int
+	}{
+		{"no proxy trusted", nil, http.StatusTooManyRequests},
+		{"the loopback proxy trusted", []string{"127.0.0.1/32"}, http.StatusCreated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+			e := serve(t, server.Deps{
+				Captchas: admission.NewCaptchas(rdb, 0), PerAddress: admission.NewPerAddress(rdb, 1, time.Hour),
+				TrustedProxies: c.trusted,
+			})
+			ask := func(forwarded string) (int, api.Error) {
+				req, err := http.NewRequest(http.MethodPost, e.url+"/api/captcha", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("X-Forwarded-For", forwarded)
+				var ae api.Error
+				return e.send(req, &ae), ae
+			}
+			if st, ae := ask("203.0.113.1"); st != http.StatusCreated {
+				t.Fatalf("first captcha: %d %+v", st, ae)
+			}
+			if st, ae := ask("203.0.113.1"); st != http.StatusTooManyRequests || ae.Code != api.CodeRateLimited {
+				t.Fatalf("second captcha from the same address: %d %+v, want 429 rate_limited", st, ae)
+			}
+			if st, ae := ask("203.0.113.2"); st != c.second {
+				t.Fatalf("a captcha forwarded for another address: %d %+v, want %d", st, ae, c.second)
+			}
+		})
+	}
+}
+
+// A captcha is a PNG at the address its answer gives, until it is tried.
+func TestCaptchaImage(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	caps := admission.NewCaptchas(rdb, 0)
+	e := serve(t, server.Deps{Captchas: caps})
+	var c api.Captcha
+	if st := e.do("POST", "/api/captcha", nil, &c); st != http.StatusCreated || c.ID == "" {
+		t.Fatalf("new captcha: %d %+v", st, c)
+	}
+	resp, err := e.client.Get(e.url + c.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/png" {
+		t.Fatalf("image: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if err := caps.Verify(t.Context(), c.ID, "000000"); err == nil {
+		t.Log("guessed the captcha; it is tried all the same")
+	}
+	var ae api.Error
+	if st := e.do("GET", c.Image, nil, &ae); st != http.StatusNotFound || ae.Code != api.CodeNotFound {
+		t.Fatalf("the image of a tried captcha: %d %+v, want 404 not_found", st, ae)
+	}
+	if st := e.do("GET", "/api/captcha/nope", nil, &ae); st != http.StatusNotFound {
+		t.Fatalf("an unknown captcha: %d, want 404", st)
+	}
+}
