@@ -233,6 +233,15 @@ func TestComposeLab(t *testing.T) {
 		if gs := p.Services["nginx"].Environment["SECKILL_GATE_SECRET"]; secret == nil || gs == nil || *secret != *gs || *secret == "" {
 			t.Errorf("upstream %s sends GATE_SECRET=%v; the gate expects %v", name, secret, gs)
 		}
+		// The per-address limit believes the X-Forwarded-For of the gate
+		// alone: trusting more lets a client name its own address.
+		var gateAddr string
+		if n := p.Services["nginx"].Networks["default"]; n != nil {
+			gateAddr = n.Ipv4Address
+		}
+		if tp := s.Environment["TRUSTED_PROXIES"]; gateAddr == "" || tp == nil || *tp != gateAddr {
+			t.Errorf("upstream %s has TRUSTED_PROXIES=%v; the gate's address is %q", name, tp, gateAddr)
+		}
 		if _, ok := p.Services["nginx"].DependsOn[name]; !ok {
 			t.Errorf("nginx does not depend on its upstream %s, so it may start without it", name)
 		}
