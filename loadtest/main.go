@@ -67,6 +67,7 @@ type options struct {
 	selftest   bool
 	ceiling    bool
 	gate       bool
+	path       bool
 	cpuProfile string
 	selfDur    time.Duration
 	selfRounds int
@@ -118,6 +119,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script, and the async consumers' writes against the lua mode's")
 	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
+	fs.BoolVar(&o.path, "path", false, "-scenario opening: the product asks for a purchase path token, which each buyer fetches before buying")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the harness, the in-process service and its consumer) to this file")
 	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
 	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
@@ -158,6 +160,7 @@ func scenarioNames() string {
 	for _, d := range lockDrills {
 		names = append(names, d.Name)
 	}
+	names = append(names, "opening")
 	return strings.Join(names, ", ")
 }
 
@@ -195,6 +198,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if d := lookupDrill(o.scenario); d != nil {
 		return runDrill(ctx, d, o, getenv, stdout, stderr)
+	}
+	if o.scenario == "opening" {
+		return openingBench(ctx, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()

@@ -50,6 +50,7 @@ const (
 	CodeHolderCrashed        = "holder_crashed"         // 503
 	CodeUnavailable          = "unavailable"            // 503
 	CodeRebuilding           = "rebuilding"             // 503
+	CodeOverloaded           = "overloaded"             // 503
 	CodeOutcomeUnknown       = "outcome_unknown"        // 503
 )
 
