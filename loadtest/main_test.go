@@ -490,3 +490,31 @@ func TestGateBench(t *testing.T) {
 		}
 	})
 }
+
+// The opening second: three openings of a product with a window, each
+// exact, nobody misled, no click before the second sold; early clickers
+// told not_started; with -path each buyer buys through a path token.
+func TestOpeningScenario(t *testing.T) {
+	for _, path := range []bool{false, true} {
+		t.Run(fmt.Sprintf("path=%v", path), func(t *testing.T) {
+			product := testenv.ProductID(t)
+			args := []string{"loadtest", "-scenario", "opening", "-buyers", "400", "-stock", "60", "-product", strconv.FormatInt(product, 10)}
+			if path {
+				args = append(args, "-path")
+			}
+			var out, errs bytes.Buffer
+			if err := run(t.Context(), args, backends(t, product, 3), strings.NewReader(""), &out, &errs); err != nil {
+				t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
+			}
+			report := out.String()
+			for _, want := range []string{"opening warm:", "opening cold:", "opening warm, no fallback:", "verdict OK", "fairness:", "warm against cold"} {
+				if !strings.Contains(report, want) {
+					t.Errorf("the report lacks %q:\n%s", want, report)
+				}
+			}
+			if strings.Count(report, "verdict OK") != 3 || !strings.Contains(report, "sold out ") {
+				t.Errorf("want three exact openings, each selling out:\n%s", report)
+			}
+		})
+	}
+}

@@ -52,7 +52,7 @@ type openingBuyer struct {
 type click struct {
 	buyer  int
 	due    time.Duration // after the opening (negative: an early click)
-	sent   time.Duration // when the purchase itself left (after its path)
+	sent   time.Duration // when its first request left (its path, or its purchase)
 	done   time.Duration
 	status int
 	code   string
@@ -71,6 +71,8 @@ type opening struct {
 	clicks []click
 	audit  api.Audit
 	stock  int
+	// chilled says how the cold opening was made cold; "" when warm.
+	chilled string
 }
 
 // openingTarget is the service the opening runs against.
@@ -196,18 +198,23 @@ func (t openingTarget) create(ctx context.Context, p openingProduct, lead time.D
 // chill makes the opening cold: the scripts are flushed from Redis and
 // every client connection to it is closed, the service's pools with them
 // (go-redis drops a dead idle connection when it next takes it), and the
-// harness's idle connections are closed.
-func (t openingTarget) chill(ctx context.Context) error {
+// harness's idle connections are closed. It says what it could not do:
+// miniredis has no CLIENT KILL. Never on a shared Redis: the run starts a
+// Redis of its own, and with -target the operator names theirs.
+func (t openingTarget) chill(ctx context.Context) (string, error) {
 	t.client.CloseIdleConnections()
 	if t.redis == "" {
-		return fmt.Errorf("the cold opening needs the service's Redis: run without -target, or set REDIS_ADDR to the target's")
+		return "", fmt.Errorf("the cold opening needs the service's Redis: run without -target, or set REDIS_ADDR to the target's")
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: t.redis})
 	defer rdb.Close()
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		return fmt.Errorf("flushing the scripts: %w", err)
+		return "", fmt.Errorf("flushing the scripts: %w", err)
 	}
-	return rdb.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err()
+	if err := rdb.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		return "scripts flushed; the service's Redis connections kept (" + err.Error() + ")", nil
+	}
+	return "scripts flushed, every Redis connection closed", nil
 }
 
 // schedule draws each buyer's clicks: one in the spread after the opening,
@@ -242,6 +249,7 @@ func (t openingTarget) fire(ctx context.Context, p openingProduct, open time.Tim
 // for one, then the purchase.
 func (t openingTarget) click(ctx context.Context, p openingProduct, open time.Time, b openingBuyer, c *click) {
 	body := map[string]any{"product_id": p.id}
+	c.sent = time.Since(open)
 	if p.path {
 		var path struct {
 			Token string `json:"path_token"`
@@ -253,7 +261,6 @@ func (t openingTarget) click(ctx context.Context, p openingProduct, open time.Ti
 		}
 		body["path_token"] = path.Token
 	}
-	c.sent = time.Since(open)
 	c.status, c.code, c.err = t.call(ctx, http.MethodPost, "/api/orders", b.token, body, nil)
 	c.done = time.Since(open)
 }
@@ -319,8 +326,9 @@ func openingBench(ctx context.Context, o options, getenv func(string) string, st
 	}
 	printFirst(stdout, runs[0], runs[1])
 	for _, r := range runs {
-		if r.audit.Verdict != api.VerdictOK || r.misled() != 0 {
-			return fmt.Errorf("opening %s: verdict %s, %d buyers told something the store does not hold: %w", r.name, r.audit.Verdict, r.misled(), errExpectation)
+		if r.audit.Verdict != api.VerdictOK || r.misled() != 0 || r.openedEarly() != 0 {
+			return fmt.Errorf("opening %s: verdict %s, %d buyers told something the store does not hold, %d early clicks not refused not_started: %w",
+				r.name, r.audit.Verdict, r.misled(), r.openedEarly(), errExpectation)
 		}
 	}
 	return nil
@@ -332,15 +340,16 @@ func (t openingTarget) open(ctx context.Context, p openingProduct, name string, 
 	if err != nil {
 		return opening{}, err
 	}
+	var chilled string
 	if cold {
 		time.Sleep(time.Until(open.Add(-openingEarlyBy - 100*time.Millisecond)))
-		if err := t.chill(ctx); err != nil {
+		if chilled, err = t.chill(ctx); err != nil {
 			return opening{}, err
 		}
 	}
 	t.fire(ctx, p, open, buyers, clicks)
 	a, err := t.settle(ctx, p.id)
-	return opening{name: name, clicks: clicks, audit: a, stock: p.stock}, err
+	return opening{name: name, clicks: clicks, audit: a, stock: p.stock, chilled: chilled}, err
 }
 
 // openingTarget is the -target service, or one started for the run with
@@ -358,7 +367,9 @@ func (o options) openingTarget(ctx context.Context, getenv func(string) string, 
 		return t, nil, err
 	}
 	cfg.AddressRate = 0
-	c, err := startCluster(ctx, 1, clusterNeeds{}, cfg, stderr)
+	// A Redis of the run's own: the cold opening flushes its scripts and
+	// closes its connections, which must not touch a shared one.
+	c, err := startCluster(ctx, 1, clusterNeeds{ownRedis: true}, cfg, stderr)
 	if err != nil {
 		return t, nil, err
 	}

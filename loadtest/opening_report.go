@@ -72,18 +72,44 @@ func (r opening) misled() int {
 	return max(len(w)-r.audit.Orders, r.audit.Orders-len(w))
 }
 
+// openedEarly counts the clicks sent before the opening that bought: each
+// is a sale that opened before its second. The opening on this machine's
+// clock is estimated within half a round trip: clockMargin covers it.
+func (r opening) openedEarly() int {
+	n := 0
+	for _, c := range r.clicks {
+		if c.sent < -clockMargin && c.won() {
+			n++
+		}
+	}
+	return n
+}
+
+// clockMargin bounds the error of the opening's estimate on this machine's
+// clock (half a round trip on loopback, with room).
+const clockMargin = 5 * time.Millisecond
+
 func (r opening) print(out io.Writer) {
 	winners, refused, early, codes := r.split()
 	fmt.Fprintf(out, "\nopening %s: %d clicks (%d early), %d units, %d buyers told they bought\n",
 		r.name, len(r.clicks), len(early), r.stock, len(winners))
+	if r.chilled != "" {
+		fmt.Fprintf(out, "  made cold just before: %s\n", r.chilled)
+	}
 	if r.audit.Remaining == 0 && len(winners) > 0 {
 		last := slices.MaxFunc(winners, func(a, b click) int { return int(a.done - b.done) })
 		fmt.Fprintf(out, "  sold out %s after the opening (the last unit's answer)\n", ms(last.done))
 	} else {
 		fmt.Fprintf(out, "  not sold out: %d units remain\n", r.audit.Remaining)
 	}
-	fmt.Fprintf(out, "  winners  %6d  %s\n  refusals %6d  %s\n  early    %6d  %s\n",
-		len(winners), quantiles(winners), len(refused), quantiles(refused), len(early), quantiles(early))
+	notStarted := 0
+	for _, c := range early {
+		if c.code == api.CodeNotStarted {
+			notStarted++
+		}
+	}
+	fmt.Fprintf(out, "  winners  %6d  %s\n  refusals %6d  %s\n  early    %6d  %s; %d told not_started\n",
+		len(winners), quantiles(winners), len(refused), quantiles(refused), len(early), quantiles(early), notStarted)
 	names := make([]string, 0, len(codes))
 	for k := range codes {
 		names = append(names, k)

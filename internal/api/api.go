@@ -32,6 +32,7 @@ const (
 	CodeNotFound             = "not_found"              // 404
 	CodeTimeout              = "timeout"                // 408
 	CodeSoldOut              = "sold_out"               // 409
+	CodeNotStarted           = "not_started"            // 409
 	CodeAlreadyBought        = "already_bought"         // 409
 	CodeRunInProgress        = "run_in_progress"        // 409
 	CodeAlreadyPaid          = "already_paid"           // 409
