@@ -62,10 +62,10 @@ type Options struct {
 	// owner, which waits for it before it closes what a rebuild uses; it
 	// fails once the owner is closing, and the rebuild is not started.
 	Enter func() (done func(), err error)
+	Log   *slog.Logger
 	// Now is the clock a sale window is read on: a reset of a product
 	// that opens later than now warms it (Warm). Default: time.Now.
 	Now func() time.Time
-	Log *slog.Logger
 }
 
 // Catalogue keeps the products: their specs and layouts, a cache of them

@@ -14,12 +14,13 @@ import (
 //     whose flag was set tells the edge gate (the reset's notice on
 //     resetChannel: followNotices, and stock.Flags.OnCleared);
 //   - every process drops its cached copy of the product (the same
-//     notice), and reads it again at its first purchase.
+//     notice) and reads it again at its first request for it: an early
+//     click, a product view, or a purchase at the opening.
 //
 // What it does itself: the purchase's scripts loaded on every master
 // (stock.Store.LoadScripts). What it cannot: the order ids' block of
-// the opening day is reserved at that day's first draw (idgen.Redis), and
-// the other processes' caches are filled at their first purchase.
+// the opening day is reserved in SQL at that day's first draw
+// (idgen.Redis), and the lock strategies' scripts load at their first use.
 func (c *Catalogue) Warm(ctx context.Context, p Product) error {
 	if err := c.stock.LoadScripts(ctx); err != nil {
 		return fmt.Errorf("warming product %d: %w", p.ID, err)
