@@ -6,6 +6,8 @@
 // dependencies.
 package api
 
+import "time"
+
 // Error is the body of every error answer.
 type Error struct {
 	Code  string `json:"code"`
@@ -18,6 +20,10 @@ type Error struct {
 	Final *bool `json:"final,omitempty"`
 	// Trace is the refused purchase's trace, when it asked for one.
 	Trace *Trace `json:"trace,omitempty"`
+	// StartsAt and Now come with not_started: when the sale opens, and the
+	// service's clock when it refused, so that a client counts down on it.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
+	Now      *time.Time `json:"now,omitempty"`
 }
 
 // Error codes, one per outcome a client may branch on.
@@ -32,7 +38,6 @@ const (
 	CodeNotFound             = "not_found"              // 404
 	CodeTimeout              = "timeout"                // 408
 	CodeSoldOut              = "sold_out"               // 409
-	CodeNotStarted           = "not_started"            // 409
 	CodeAlreadyBought        = "already_bought"         // 409
 	CodeRunInProgress        = "run_in_progress"        // 409
 	CodeAlreadyPaid          = "already_paid"           // 409
@@ -41,6 +46,8 @@ const (
 	CodeBusy                 = "busy"                   // 409
 	CodeNotDurable           = "not_durable"            // 409
 	CodeResetRequired        = "reset_required"         // 409
+	CodeNotStarted           = "not_started"            // 409
+	CodeSaleEnded            = "sale_ended"             // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeUnknownHost          = "unknown_host"           // 421

@@ -35,6 +35,12 @@ type ProductRequest struct {
 	// Captcha (with Path): the path token is issued only for a solved
 	// captcha (POST /api/captcha). Default: false.
 	Captcha bool `json:"captcha,omitempty"`
+	// StartsAt and EndsAt are the sale window, RFC 3339: purchases before
+	// StartsAt are 409 not_started, from EndsAt on 409 sale_ended. Each is
+	// optional (absent: no bound); EndsAt must be after StartsAt. A POST
+	// may change them without Reset; absent, a reset clears them.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
+	EndsAt   *time.Time `json:"ends_at,omitempty"`
 	// Reset is the operator's explicit reset: a new sale that may change
 	// the lock and mode of a product that is not a lab product. Without it,
 	// a POST of such an existing product must keep its lock and mode (409
@@ -70,6 +76,12 @@ type ProductView struct {
 	// setting that decided it.
 	Durability       string `json:"durability"`
 	DurabilityReason string `json:"durability_reason,omitempty"`
+	// StartsAt and EndsAt are the sale window (absent: no bound); Now is
+	// the service's clock as it answered, to the millisecond, so that a
+	// page counts down to StartsAt on the clock that will judge it.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
+	EndsAt   *time.Time `json:"ends_at,omitempty"`
+	Now      time.Time  `json:"now"`
 }
 
 // Durabilities of a product view: the Redis persistence its stock and

@@ -63,6 +63,9 @@ type Options struct {
 	// fails once the owner is closing, and the rebuild is not started.
 	Enter func() (done func(), err error)
 	Log   *slog.Logger
+	// Now is the clock a sale window is read on: a reset of a product
+	// that opens later than now warms it (Warm). Default: time.Now.
+	Now func() time.Time
 }
 
 // Catalogue keeps the products: their specs and layouts, a cache of them
@@ -91,6 +94,9 @@ type Catalogue struct {
 func New(db *gorm.DB, rdb redis.UniversalClient, opt Options) (*Catalogue, error) {
 	if opt.Stock == nil || opt.Locks == nil || opt.Mode == nil || opt.Sold == nil || opt.Lease == nil || opt.Enter == nil {
 		return nil, errors.New("catalogue: Options.Stock, Locks, Mode, Sold, Lease and Enter are required")
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
 	}
 	c := &Catalogue{db: db, rdb: rdb, opt: opt, log: cmp.Or(opt.Log, slog.Default()), stock: opt.Stock, done: make(chan struct{})}
 	c.durable = durability.NewWatch(rdb, 0, c.durabilityDropped)
@@ -237,6 +243,11 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 			c.log.Warn("the keys of a past layout stay in Redis", "product", p.ID, "epoch", old.Epoch, "error", err)
 		}
 	}
+	if p.StartsAt != nil && p.StartsAt.After(c.opt.Now()) {
+		if err := c.Warm(ctx, p); err != nil {
+			c.log.Warn("the sale opens cold: its first purchases load what the warm-up did not", "product", p.ID, "error", err)
+		}
+	}
 	return p, nil
 }
 
@@ -338,6 +349,11 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 	case p.Captcha && !p.Path:
 		return invalid("a captcha guards the purchase path: it needs path as well")
 	}
+	starts, ends, err := window(spec.StartsAt, spec.EndsAt)
+	if err != nil {
+		return Product{}, err
+	}
+	p.StartsAt, p.EndsAt = starts, ends
 	mode, err := c.opt.Mode(p.Mode)
 	if err != nil {
 		return Product{}, err
@@ -347,6 +363,35 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 	}
 	p.Store = string(mode.Store)
 	return p, nil
+}
+
+// Bounds of a sale window's times: what every database keeps (MySQL's
+// DATETIME ends with year 9999) and JavaScript's Date shows.
+var (
+	minWindow = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxWindow = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// window checks a sale window and returns it as stored: UTC, to the
+// millisecond, so that what the database gives back is what was given.
+func window(starts, ends *time.Time) (*time.Time, *time.Time, error) {
+	var out [2]*time.Time
+	for i, t := range []*time.Time{starts, ends} {
+		if t == nil {
+			continue
+		}
+		u := t.UTC().Truncate(time.Millisecond)
+		if u.Before(minWindow) || u.After(maxWindow) {
+			return nil, nil, fmt.Errorf("%w: %s must be between %s and %s", ErrInvalid, [2]string{"starts_at", "ends_at"}[i],
+				minWindow.Format(time.RFC3339), maxWindow.Format(time.RFC3339))
+		}
+		out[i] = &u
+	}
+	if out[0] != nil && out[1] != nil && !out[1].After(*out[0]) {
+		return nil, nil, fmt.Errorf("%w: ends_at (%s) must be after starts_at (%s)", ErrInvalid,
+			out[1].Format(time.RFC3339Nano), out[0].Format(time.RFC3339Nano))
+	}
+	return out[0], out[1], nil
 }
 
 // Transient reports a server error that refused a statement for a reason of

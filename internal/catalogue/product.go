@@ -81,6 +81,11 @@ type Product struct {
 	// RebuiltAt is when the current sale's stock was last laid out anew
 	// from its orders after Redis lost it; nil if never (a reset clears it).
 	RebuiltAt *time.Time
+	// StartsAt and EndsAt are the sale window: purchases before StartsAt
+	// or from EndsAt on are refused (package order); nil is no bound.
+	// Paying and cancelling ignore them. UTC, to the millisecond.
+	StartsAt  *time.Time
+	EndsAt    *time.Time
 	UpdatedAt time.Time
 }
 
@@ -113,6 +118,11 @@ type ProductSpec struct {
 	// Path asks every purchase for a path token; Captcha (with Path) gives
 	// the token only for a solved captcha.
 	Path, Captcha bool
+	// StartsAt and EndsAt are the sale window (Product.StartsAt): each
+	// optional (nil, the default, is no bound), EndsAt after StartsAt.
+	// Unlike the lock and mode, a POST may change them without Reset: a
+	// window decides when the new sale sells, not whether it sells safely.
+	StartsAt, EndsAt *time.Time
 	// Reset is the operator's explicit reset: only it may change the lock
 	// or the mode of an existing product that is not a lab product.
 	Reset bool

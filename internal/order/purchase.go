@@ -197,6 +197,9 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if err != nil {
 		return Order{}, rc, err
 	}
+	if err := s.window(p); err != nil {
+		return Order{}, rc, err
+	}
 	// Checked before the rate limit, so that bad input costs the buyer nothing.
 	pl, err := s.plan(p, in, &rc)
 	if err != nil {
@@ -256,8 +259,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		if attempt > 0 {
 			return Order{}, rc, fmt.Errorf("product %d was laid out anew twice during one purchase; nothing was sold", p.ID)
 		}
-		// Reset (a new sale) or rebuilt: sell from the new layout.
+		// Reset (a new sale) or rebuilt: sell from the new layout, in
+		// the new sale's window.
 		p = fresh
+		if err := s.window(p); err != nil {
+			return Order{}, rc, err
+		}
 		if pl, err = s.plan(p, in, &rc); err != nil {
 			return Order{}, rc, err
 		}

@@ -95,6 +95,9 @@ type Options struct {
 	// Broker carries the mq mode's orders to the consumers. Default: none,
 	// and the mq mode is refused.
 	Broker *outbox.Broker
+	// Now is the clock a product's sale window is read on (Buy), and the
+	// catalogue's (catalogue.Options.Now). Default: time.Now.
+	Now func() time.Time
 	// StockBack is told each product whose sold-out flag this process
 	// cleared (a unit came back, a reset, a rebuild), off the purchase
 	// path: the edge gate learned "sold out" from this process and must
@@ -265,6 +268,9 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if opt.Repairs == nil {
 		opt.Repairs = noRepairs{}
 	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
 	if opt.DueEvery == 0 {
 		opt.DueEvery = DefaultDueEvery
 	}
@@ -301,7 +307,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	b.stock.ClaimWindow(b.Budget().Purchase())
 	cat, err := catalogue.New(db, rdb, catalogue.Options{
 		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.lease, Log: opt.Log,
-		Enter: b.sales.Enter,
+		Enter: b.sales.Enter, Now: opt.Now,
 	})
 	if err != nil {
 		return nil, err

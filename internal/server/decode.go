@@ -165,6 +165,9 @@ func jsonKind(t reflect.Type) string {
 	if t == nil {
 		return "of another type"
 	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time, e.g. \"2026-11-26T14:00:00Z\""
+	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		return "an integer"

@@ -33,6 +33,7 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		before    *stock.TakenBefore
 		unsettled *order.UnsettledError
 		forNow    *order.SoldOutForNowError
+		early     *order.NotStartedError
 	)
 	switch {
 	case errors.As(err, &before):
@@ -47,6 +48,10 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		final := false
 		c.Header("Retry-After", strconv.Itoa(int(max(time.Second, forNow.RetryAfter).Round(time.Second).Seconds())))
 		c.JSON(status, api.Error{Code: code, Error: msg, Final: &final, Trace: trace})
+		return
+	case errors.As(err, &early):
+		now := early.Now.UTC().Truncate(time.Millisecond)
+		c.JSON(status, api.Error{Code: code, Error: msg, StartsAt: &early.StartsAt, Now: &now, Trace: trace})
 		return
 	}
 	if !known {
@@ -87,6 +92,10 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeOrderCancelled, true
 	case errors.Is(err, order.ErrQueued):
 		return http.StatusConflict, api.CodeOrderQueued, true
+	case errors.Is(err, order.ErrNotStarted):
+		return http.StatusConflict, api.CodeNotStarted, true
+	case errors.Is(err, order.ErrSaleEnded):
+		return http.StatusConflict, api.CodeSaleEnded, true
 	case errors.Is(err, catalogue.ErrResetRequired):
 		return http.StatusConflict, api.CodeResetRequired, true
 	case errors.Is(err, reconcile.ErrBusy):

@@ -33,6 +33,10 @@
     missing: null, // {id, at}: the product that answered 404, and when
     latest: null, // the order of the last purchase made here
     orders: [], // the earlier ones, newest first
+    // The server's clock: offset (ms to add to Date.now()) from the product
+    // answer with the smallest round trip, that rtt, and when it was taken.
+    clock: null,
+    salePhase: "", // the shown product's window: "", "before", "open" or "ended"
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -116,7 +120,7 @@
     const id = state.productID;
     const missing = state.missing?.id === id;
     const [p, a] = await Promise.all([
-      api("GET", "/api/products/" + id),
+      timed(api("GET", "/api/products/" + id)),
       missing ? null : api("GET", "/api/products/" + id + "/audit"),
     ]);
     if (id !== state.productID) return; // the user switched product meanwhile
@@ -134,6 +138,7 @@
     }
     if (status.dataset.source === "poll") setStatus(status, "");
     state.product = p.data;
+    noteServerClock(p);
     renderProduct(p.data);
     if (a?.ok) renderAudit(a.data);
   }
@@ -168,6 +173,72 @@
       "durability " + p.durability,
     ].join(" · ");
     $("#product-meta").title = p.durability_reason ? "Redis durability: " + p.durability_reason : "";
+    tickSaleWindow();
+  }
+
+  // ---- The sale window, on the server's clock --------------------------
+
+  // timed notes when a request was sent and its answer read.
+  function timed(request) {
+    const sent = Date.now();
+    return request.then((r) => ({ ...r, sent, received: Date.now() }));
+  }
+
+  // CLOCK_KEEP_MS is how long the best estimate of the server's clock is
+  // kept before any newer one replaces it: this machine's clock may jump.
+  const CLOCK_KEEP_MS = 60_000;
+
+  // noteServerClock estimates the server's clock from a product answer: it
+  // said "now" about half a round trip before the answer arrived. The
+  // answer with the smallest round trip bounds the error best.
+  function noteServerClock(r) {
+    const serverNow = Date.parse(r.data.now);
+    if (Number.isNaN(serverNow)) return;
+    const rtt = r.received - r.sent;
+    const c = state.clock;
+    if (c && rtt > c.rtt && r.received - c.at < CLOCK_KEEP_MS) return;
+    state.clock = { offset: serverNow + rtt / 2 - r.received, rtt, at: r.received };
+  }
+
+  const serverNow = () => Date.now() + (state.clock ? state.clock.offset : 0);
+
+  // untilText says how long until a moment: "12.3 s" under a minute, else h:mm:ss.
+  function untilText(ms) {
+    if (ms < 60_000) return (Math.floor(ms / 100) / 10).toFixed(1) + " s";
+    const s = Math.floor(ms / 1000);
+    const h = Math.floor(s / 3600);
+    const mmss = String(Math.floor(s / 60) % 60).padStart(h ? 2 : 1, "0") + ":" + String(s % 60).padStart(2, "0");
+    return (h ? h + ":" : "") + mmss;
+  }
+
+  // tickSaleWindow shows the shown product's window and keeps the buy
+  // button disabled outside it: enabled on the second it opens, without a
+  // reload, and disabled again once it ends. Inside the window it enables
+  // the button only on the way in, never during a purchase in flight.
+  function tickSaleWindow() {
+    const p = state.product;
+    const starts = p?.starts_at ? Date.parse(p.starts_at) : NaN;
+    const ends = p?.ends_at ? Date.parse(p.ends_at) : NaN;
+    const now = serverNow();
+    let phase = "", text = "";
+    if (now < starts) {
+      phase = "before";
+      text = "opens in " + untilText(starts - now);
+    } else if (now >= ends) {
+      phase = "ended";
+      text = "sale ended";
+    } else if (!Number.isNaN(ends)) {
+      phase = "open";
+      text = "on sale, ends in " + untilText(ends - now);
+    }
+    const out = $("#sale-window");
+    out.hidden = text === "";
+    out.textContent = text;
+    out.classList.toggle("ended", phase === "ended");
+    const btn = $("#buy");
+    if (phase === "before" || phase === "ended") btn.disabled = true;
+    else if (state.salePhase === "before" || state.salePhase === "ended") btn.disabled = false;
+    state.salePhase = phase;
   }
 
   function renderAudit(a) {
@@ -248,7 +319,7 @@
     btn.disabled = true;
     const r = await api("POST", "/api/products", {
       id: p.id, name: p.name, stock: p.initial, shards: p.shards.length, lock: p.lock, mode: p.mode, fallback: p.fallback, lab: p.lab,
-      pay_timeout_ms: p.pay_timeout_ms, lifecycle: p.lifecycle,
+      pay_timeout_ms: p.pay_timeout_ms, lifecycle: p.lifecycle, starts_at: p.starts_at, ends_at: p.ends_at,
     }, true);
     btn.disabled = false;
     if (r.ok) {
@@ -775,6 +846,7 @@
     $("#lab-mode").addEventListener("change", explainMode);
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
     setInterval(tickCountdowns, 250);
+    setInterval(tickSaleWindow, 100);
 
     productOptions();
     loadLocks();
