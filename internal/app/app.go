@@ -50,8 +50,9 @@ type App struct {
 	gate   *gate.Notifier
 	locks  *lock.Pool
 	ids    *idgen.Redis
-	// paths and perAddress are shared by the service and the handler.
+	// paths, captchas and perAddress are shared by the service and the handler.
 	paths      *admission.Paths
+	captchas   *admission.Captchas
 	perAddress *admission.PerAddress
 	db         *gorm.DB
 	embedded   *embedded.Redis
@@ -96,7 +97,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	deps := server.Deps{
 		Orders: a.Orders, Reconciler: a.Reconciler, Health: a.health, AdminToken: token, AllowedOrigins: cfg.AllowedOrigins,
 		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,
-		Paths: a.paths, Captchas: admission.NewCaptchas(a.rdb, 0), PerAddress: a.perAddress,
+		Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		TrustedProxies: cfg.TrustedProxies,
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
@@ -166,11 +167,11 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 		return err
 	}
 	connected.rec.Store(a.Reconciler)
-	a.paths = admission.NewPaths(a.rdb, cfg.PathTTL)
+	a.paths, a.captchas = admission.NewPaths(a.rdb, cfg.PathTTL), admission.NewCaptchas(a.rdb, 0)
 	a.perAddress = admission.NewPerAddress(a.rdb, cfg.AddressRate, time.Second)
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, Admit: admission.NewPerBuyer(a.rdb, cfg.RateLimit), Step: redisStep,
-		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), Repairs: a.Reconciler, Paths: a.paths, PerAddress: a.perAddress,
+		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), Repairs: a.Reconciler, Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		IDs: a.ids, Stock: st, Lease: lease, Broker: a.broker, StockBack: stockBack, Log: log,
 	})
 	if err != nil {

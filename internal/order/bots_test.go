@@ -1,7 +1,6 @@
 package order_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -15,15 +14,10 @@ import (
 // token, once; a retry of that purchase with its key gets its order; a
 // refused purchase takes nothing and sets no rate-limit key.
 func TestPathProductSellsOnlyWithAToken(t *testing.T) {
-	var paths *admission.Paths
-	var limit *admission.PerBuyer
-	f := newFixture(t, order.Options{
-		Paths: redeemFunc(func(ctx context.Context, buyer, product int64, token, key string) error {
-			return paths.Redeem(ctx, buyer, product, token, key)
-		}),
-		Admit: admitFunc(func(ctx context.Context, buyer int64) error { return limit.Allow(ctx, buyer) }),
-	})
-	paths, limit = admission.NewPaths(f.rdb, 0), admission.NewPerBuyer(f.rdb, time.Hour)
+	lp, ll := &latePaths{}, &lateLimit{}
+	f := newFixture(t, order.Options{Paths: lp, Admit: ll})
+	lp.Paths, ll.PerBuyer = admission.NewPaths(f.rdb, 0), admission.NewPerBuyer(f.rdb, time.Hour)
+	paths := lp.Paths
 	p := f.Reset(catalogue.ProductSpec{ID: 1, Stock: 10, Path: true})
 	if p.Captcha || !p.Path {
 		t.Fatalf("product %+v", p)
@@ -74,11 +68,9 @@ func TestPathProductSellsOnlyWithAToken(t *testing.T) {
 // The per-address limit counts the purchases of products that are not lab
 // products; a lab product's buyers, one harness at one address, pass.
 func TestPerAddressLimitSparesLabProducts(t *testing.T) {
-	var perAddress *admission.PerAddress
-	f := newFixture(t, order.Options{PerAddress: addressFunc(func(ctx context.Context, addr string) error {
-		return perAddress.Allow(ctx, addr)
-	})})
-	perAddress = admission.NewPerAddress(f.rdb, 2, time.Hour)
+	la := &lateAddress{}
+	f := newFixture(t, order.Options{PerAddress: la})
+	la.PerAddress = admission.NewPerAddress(f.rdb, 2, time.Hour)
 	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 10})
 	f.Reset(catalogue.ProductSpec{ID: 2, Stock: 10, Lab: true})
 	const addr = "198.51.100.7"
@@ -104,14 +96,63 @@ func TestPerAddressLimitSparesLabProducts(t *testing.T) {
 
 // The limits live in the fixture's Redis, which exists once the fixture
 // does: these bind them late.
+// lateLimit is window_test.go's.
 type (
-	redeemFunc  func(ctx context.Context, buyer, product int64, token, key string) error
-	admitFunc   func(ctx context.Context, buyer int64) error
-	addressFunc func(ctx context.Context, addr string) error
+	latePaths    struct{ *admission.Paths }
+	lateAddress  struct{ *admission.PerAddress }
+	lateCaptchas struct{ *admission.Captchas }
 )
 
-func (f redeemFunc) Redeem(ctx context.Context, buyer, product int64, token, key string) error {
-	return f(ctx, buyer, product, token, key)
+// A path token is issued from the opening only, for a product that asks for
+// one, and for a solved captcha when the product asks for that too; it
+// then buys.
+func TestIssuePath(t *testing.T) {
+	opens := time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC)
+	clk := newClock(opens.Add(-time.Second))
+	lp, lc := &latePaths{}, &lateCaptchas{}
+	f := newFixture(t, order.Options{Paths: lp, Captchas: lc, Now: clk.now})
+	lp.Paths, lc.Captchas = admission.NewPaths(f.rdb, 0), admission.NewCaptchas(f.rdb, 0)
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, StartsAt: &opens, Path: true})
+	f.Reset(catalogue.ProductSpec{ID: 2, Stock: 5, StartsAt: &opens, Path: true, Captcha: true})
+	f.Reset(catalogue.ProductSpec{ID: 3, Stock: 5})
+	ask := func(product int64, captchaID, captcha string) (admission.PathToken, error) {
+		return f.svc.IssuePath(t.Context(), order.PathRequest{Buyer: 7, Product: product, CaptchaID: captchaID, Captcha: captcha})
+	}
+	if _, err := ask(1, "", ""); !errors.Is(err, order.ErrNotStarted) {
+		t.Fatalf("before the opening: %v, want ErrNotStarted", err)
+	}
+	clk.set(opens)
+	if _, err := ask(3, "", ""); !errors.Is(err, order.ErrInvalid) {
+		t.Errorf("a product without a path: %v, want ErrInvalid", err)
+	}
+	if _, err := ask(2, "", ""); !errors.Is(err, admission.ErrCaptcha) {
+		t.Errorf("a captcha product, no captcha: %v, want ErrCaptcha", err)
+	}
+	id, err := lc.New(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := f.rdb.Get(t.Context(), "seckill:captcha:"+id).Val() // what a person reads off the image
+	if _, err := ask(2, id, answer+"0"); !errors.Is(err, admission.ErrCaptcha) {
+		t.Errorf("wrong digits: %v, want ErrCaptcha", err)
+	}
+	if _, err := ask(2, id, answer); !errors.Is(err, admission.ErrCaptcha) {
+		t.Errorf("the right digits after a wrong try: %v, want ErrCaptcha (a captcha is tried once)", err)
+	}
+	for _, product := range []int64{1, 2} {
+		var captchaID, captcha string
+		if product == 2 {
+			if captchaID, err = lc.New(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			captcha = f.rdb.Get(t.Context(), "seckill:captcha:"+captchaID).Val()
+		}
+		tok, err := ask(product, captchaID, captcha)
+		if err != nil {
+			t.Fatalf("product %d at the opening: %v", product, err)
+		}
+		if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: product, Path: tok.Token}); err != nil {
+			t.Errorf("buying product %d with the token: %v", product, err)
+		}
+	}
 }
-func (f admitFunc) Allow(ctx context.Context, buyer int64) error   { return f(ctx, buyer) }
-func (f addressFunc) Allow(ctx context.Context, addr string) error { return f(ctx, addr) }

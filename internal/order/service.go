@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"seckill/internal/admission"
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
@@ -52,7 +53,11 @@ type Options struct {
 	// Paths redeems the purchase path tokens of the products that ask for
 	// them (admission.Paths). Default: none, and such products sell
 	// nothing (ErrNoPaths).
-	Paths PathRedeemer
+	Paths Paths
+	// Captchas checks the captchas that guard the path tokens of the
+	// products that ask for one. Default: none, and such products issue
+	// no token (ErrNoPaths).
+	Captchas Captchas
 	// PerAddress limits the purchases of products that are not lab
 	// products per client address (admission.PerAddress). Default: none.
 	PerAddress AddressAdmitter
@@ -127,11 +132,17 @@ func (noRepairs) Touch(int64)                                        {}
 func (noRepairs) AwaitRepair(context.Context, int64) (uint64, error) { return 0, nil }
 func (noRepairs) ChangedSince(uint64) bool                           { return false }
 
-// PathRedeemer spends a buyer's one-time purchase path token for a
-// product; key is the purchase's idempotency key, with which a retry of
-// the same purchase redeems its token again.
-type PathRedeemer interface {
+// Paths issues and spends buyers' one-time purchase path tokens
+// (admission.Paths). Redeem's key is the purchase's idempotency key, with
+// which a retry of the same purchase redeems its token again.
+type Paths interface {
+	Issue(ctx context.Context, buyer, product int64) (admission.PathToken, error)
 	Redeem(ctx context.Context, buyer, product int64, token, key string) error
+}
+
+// Captchas checks a captcha's answer, once (admission.Captchas).
+type Captchas interface {
+	Verify(ctx context.Context, id, answer string) error
 }
 
 // AddressAdmitter decides whether a client address's request is let in.
