@@ -115,8 +115,8 @@ func (o GradientOptions) withDefaults() GradientOptions {
 		}
 	}
 	or(&o.Initial, 20)
-	or(&o.Min, 4)
 	or(&o.Max, 200)
+	or(&o.Min, min(4, o.Max)) // a Max below the default Min is the ceiling asked for
 	or(&o.LongWindow, 600)
 	or(&o.WindowSamples, 10)
 	orF(&o.Queue, 4)

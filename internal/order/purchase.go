@@ -160,8 +160,7 @@ func (b *base) locker(name string) (lock.Locker, error) { return b.cat.Locker(na
 // purchase no longer follows ctx's cancellation — a client that hangs up
 // must not strand a unit between the store and the orders — but it is
 // bounded in time all the same (Budget.Purchase).
-func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) {
-	var rc Receipt
+func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, err error) {
 	if err := in.check(); err != nil {
 		return Order{}, rc, err
 	}
@@ -181,6 +180,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		return Order{}, rc, err
 	}
 	defer s.working.Done()
+	// Shed past every refusal known cheaply, before anything is drawn or taken.
+	done, err := s.shed(p)
+	if err != nil {
+		return Order{}, rc, err
+	}
+	defer func() { done(err) }()
 	s.opt.Repairs.Touch(p.ID)
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())

@@ -46,6 +46,11 @@ type Options struct {
 	// Admit lets a buyer's purchase in, or refuses it (a rate limit),
 	// before the purchase touches the stock. Default: none, all let in.
 	Admit Admitter
+	// Limit sheds purchases beyond the service's concurrency limit
+	// (admission.Gradient), after every refusal known without it and before
+	// the stock; never those of lab products, nor of a product this process
+	// knows is sold out. Default: none, nothing shed.
+	Limit Limiter
 	// Step bounds one round trip to Redis or the database, the client's
 	// retries included: the unit of the purchase's time budget. Default: 4s.
 	Step time.Duration
@@ -117,6 +122,13 @@ func (noRepairs) ChangedSince(uint64) bool                           { return fa
 // Admitter decides whether a buyer's purchase is let in (admission.PerBuyer).
 type Admitter interface {
 	Allow(ctx context.Context, buyer int64) error
+}
+
+// Limiter admits a request within a concurrency limit or refuses it at
+// once (admission.ErrOverloaded). The admitted request calls release once,
+// with its latency and whether a backend failed it.
+type Limiter interface {
+	Acquire() (release func(rtt time.Duration, failed bool), err error)
 }
 
 // Defaults of Options.

@@ -81,6 +81,9 @@ type Deps struct {
 	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
 	Gate GateNotices
 	Log  *slog.Logger // default slog.Default()
+	// Admission is the purchases' concurrency limit (*admission.Gradient),
+	// for /metrics. Default: none, the series are absent.
+	Admission AdmissionStats
 }
 
 // DefaultBodyTimeout is Deps.BodyTimeout's default: with ReadHeaderTimeout
@@ -120,6 +123,9 @@ func New(deps Deps) *Server {
 	}
 	if deps.Gate != nil {
 		deps.Registry.MustRegister(newGateCounts(deps.Gate))
+	}
+	if deps.Admission != nil {
+		deps.Registry.MustRegister(admissionMetrics(deps.Admission)...)
 	}
 	s.hosts = hostSet(deps.AllowedHosts)
 	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
