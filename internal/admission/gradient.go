@@ -72,9 +72,9 @@ const RetryAfter = time.Second
 type GradientOptions struct {
 	// Initial is the limit before any window closed. Default: 20.
 	Initial int
-	// Min is the lowest limit. Default: 4, below Gradient2's 20 so that the
-	// limit can settle where a 2-core machine queues (a floor of 20 would
-	// keep 20 purchases in flight however slow each became).
+	// Min is the lowest limit. Default: 20, or Max when lower. A purchase
+	// mostly waits on Redis and the database, which serve more at once than
+	// the cores; a floor of 4 did no better in BenchmarkBuyOverload.
 	Min int
 	// Max is the highest limit. Default: 200.
 	Max int
@@ -116,7 +116,7 @@ func (o GradientOptions) withDefaults() GradientOptions {
 	}
 	or(&o.Initial, 20)
 	or(&o.Max, 200)
-	or(&o.Min, min(4, o.Max)) // a Max below the default Min is the ceiling asked for
+	or(&o.Min, min(20, o.Max)) // a Max below the default Min is the ceiling asked for
 	or(&o.LongWindow, 600)
 	or(&o.WindowSamples, 10)
 	orF(&o.Queue, 4)
