@@ -1,6 +1,9 @@
 // Package admission decides whether a purchase is let in before it touches
 // the stock: the refusals that cost one round trip, so that a buyer who
-// hammers the button does not cost a lock and a script each time.
+// hammers the button does not cost a lock and a script each time
+// (PerBuyer), and those that cost none, so that a service past its capacity
+// answers the purchases it admits fast and sheds the rest (Gradient, an
+// adaptive concurrency limit of our own: see gradient.go for why and whence).
 package admission
 
 import (

@@ -58,8 +58,8 @@ const (
 	CodeHolderCrashed        = "holder_crashed"         // 503
 	CodeUnavailable          = "unavailable"            // 503
 	CodeRebuilding           = "rebuilding"             // 503
-	CodeOverloaded           = "overloaded"             // 503
 	CodeOutcomeUnknown       = "outcome_unknown"        // 503
+	CodeOverloaded           = "overloaded"             // 503
 )
 
 // MediaType is the Content-Type of the bodies, both ways; a request body

@@ -56,6 +56,7 @@ type App struct {
 	perAddress *admission.PerAddress
 	db         *gorm.DB
 	embedded   *embedded.Redis
+	limit      *admission.Gradient // nil when Config.ConcurrencyLimit is 0
 	etcd       *etcdConn
 	redisVer   string
 	sqlVer     string
@@ -102,6 +103,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
 		deps.Gate = a.gate
+	}
+	if a.limit != nil {
+		deps.Admission = a.limit
 	}
 	a.Handler = server.New(deps)
 	return a, nil
@@ -169,10 +173,16 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 	connected.rec.Store(a.Reconciler)
 	a.paths, a.captchas = admission.NewPaths(a.rdb, cfg.PathTTL), admission.NewCaptchas(a.rdb, 0)
 	a.perAddress = admission.NewPerAddress(a.rdb, cfg.AddressRate, time.Second)
+	var limit order.Limiter // not a nil *admission.Gradient in the interface
+	if cfg.ConcurrencyLimit > 0 {
+		a.limit = admission.NewGradient(admission.GradientOptions{Max: cfg.ConcurrencyLimit})
+		limit = a.limit
+	}
 	a.Orders, err = order.NewService(a.db, a.rdb, a.locks, order.Options{
 		LockTTL: cfg.LockTTL, LockWait: cfg.LockWait, Admit: admission.NewPerBuyer(a.rdb, cfg.RateLimit), Step: redisStep,
 		ReconcileEvery: reconcileEvery(cfg.ReconcileEvery), Repairs: a.Reconciler, Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		IDs: a.ids, Stock: st, Lease: lease, Broker: a.broker, StockBack: stockBack, Log: log,
+		Limit: limit,
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,10 @@ type Config struct {
 	AddressRate     int           // -address-rate / ADDRESS_RATE; the public's requests per second per client address, 0 off
 	TrustedProxies  []string      // -trusted-proxies / TRUSTED_PROXIES; proxies whose X-Forwarded-For names the client
 	PathTTL         time.Duration // -path-ttl / PATH_TTL; how long a purchase path token stays valid
+
+	// ConcurrencyLimit is -concurrency-limit / CONCURRENCY_LIMIT: the most
+	// purchases the adaptive limit may let in at once, 0 off.
+	ConcurrencyLimit int
 }
 
 // setting is one knob: its flag, its environment twin and its help.
@@ -90,6 +94,9 @@ func (c *Config) settings() []setting {
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
 		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
+		{"concurrency-limit", "CONCURRENCY_LIMIT", "the ceiling of the adaptive concurrency limit on purchases of products that are not lab products: beyond the limit of the moment, a purchase is answered 503 overloaded at once; 0 turns the limit off", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.ConcurrencyLimit, name, 200, help)
+		}, "200"},
 		{"lock-ttl", "LOCK_TTL", "lease of a distributed lock", dur(&c.LockTTL), "5s"},
 		{"lock-wait", "LOCK_WAIT", "how long an order waits for a held lock before 503", dur(&c.LockWait), "3s"},
 		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", func(fs *flag.FlagSet, name, def, help string) {
@@ -167,6 +174,9 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 			return c, fs, fmt.Errorf("-trusted-proxies: %q is neither an address nor a CIDR", p)
 		}
 	}
+	if c.ConcurrencyLimit < 0 {
+		return c, fs, fmt.Errorf("-concurrency-limit must not be negative")
+	}
 	return c, fs, nil
 }
 
@@ -203,7 +213,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s",
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s concurrency-limit=%d",
 		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
-		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL)
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.ConcurrencyLimit)
 }

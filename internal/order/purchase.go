@@ -188,8 +188,7 @@ func (b *base) locker(name string) (lock.Locker, error) { return b.cat.Locker(na
 // purchase no longer follows ctx's cancellation — a client that hangs up
 // must not strand a unit between the store and the orders — but it is
 // bounded in time all the same (Budget.Purchase).
-func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) {
-	var rc Receipt
+func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, err error) {
 	if err := in.check(); err != nil {
 		return Order{}, rc, err
 	}
@@ -197,27 +196,20 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 	if err != nil {
 		return Order{}, rc, err
 	}
-	if err := s.window(p); err != nil {
-		return Order{}, rc, err
-	}
-	// Checked before the rate limit, so that bad input costs the buyer nothing.
-	pl, err := s.plan(p, in, &rc)
+	pl, err := s.admitPurchase(ctx, p, in, &rc)
 	if err != nil {
-		return Order{}, rc, err
-	}
-	if err := s.admitClient(ctx, p, in); err != nil {
-		return Order{}, rc, err
-	}
-	if err := s.redeemPath(ctx, p, in); err != nil {
-		return Order{}, rc, err
-	}
-	if err := s.admit(ctx, in.UserID); err != nil {
 		return Order{}, rc, err
 	}
 	if err := s.enter(); err != nil {
 		return Order{}, rc, err
 	}
 	defer s.working.Done()
+	// Shed past every refusal known cheaply, before anything is drawn or taken.
+	done, err := s.shed(p)
+	if err != nil {
+		return Order{}, rc, err
+	}
+	defer func() { done(err) }()
 	s.opt.Repairs.Touch(p.ID)
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
@@ -242,31 +234,60 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (Order, Receipt, error) 
 		return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
 	}
 	rc.Order = t.Order
+	o, err := s.sellFresh(ctx, p, pl, in, t, gen, &rc)
+	return o, rc, err
+}
+
+// admitPurchase runs the refusals a purchase meets before it costs a lock
+// or a script, cheapest first: the sale window (no round trip), the lab
+// options (checked before the rate limit, so that bad input costs the
+// buyer nothing), then one round trip each: the client's address, the
+// path token, the buyer's rate limit.
+func (s *Service) admitPurchase(ctx context.Context, p catalogue.Product, in Purchase, rc *Receipt) (plan, error) {
+	if err := s.window(p); err != nil {
+		return plan{}, err
+	}
+	pl, err := s.plan(p, in, rc)
+	if err != nil {
+		return plan{}, err
+	}
+	if err := s.admitClient(ctx, p, in); err != nil {
+		return plan{}, err
+	}
+	if err := s.redeemPath(ctx, p, in); err != nil {
+		return plan{}, err
+	}
+	return pl, s.admit(ctx, in.UserID)
+}
+
+// sellFresh sells from the product's current layout: once more from the
+// new one when a reset or a rebuild laid it out anew during the purchase.
+func (s *Service) sellFresh(ctx context.Context, p catalogue.Product, pl plan, in Purchase, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
 	for attempt := 0; ; attempt++ {
-		o, err := s.sell(ctx, p, pl, in.Lab, t, gen, &rc)
+		o, err := s.sell(ctx, p, pl, in.Lab, t, gen, rc)
 		if !errors.Is(err, errStale) {
-			return o, rc, s.answer(ctx, p, err)
+			return o, s.answer(ctx, p, err)
 		}
 		fresh, err := s.cat.Refresh(ctx, p.ID)
 		if err != nil {
-			return Order{}, rc, err
+			return Order{}, err
 		}
 		if fresh.Epoch == p.Epoch {
 			// The layout is current and its keys are gone: Redis lost them.
 			s.cat.RebuildLater(fresh)
-			return Order{}, rc, fmt.Errorf("%w: product %d", ErrRebuilding, p.ID)
+			return Order{}, fmt.Errorf("%w: product %d", ErrRebuilding, p.ID)
 		}
 		if attempt > 0 {
-			return Order{}, rc, fmt.Errorf("product %d was laid out anew twice during one purchase; nothing was sold", p.ID)
+			return Order{}, fmt.Errorf("product %d was laid out anew twice during one purchase; nothing was sold", p.ID)
 		}
 		// Reset (a new sale) or rebuilt: sell from the new layout, in
 		// the new sale's window.
 		p = fresh
 		if err := s.window(p); err != nil {
-			return Order{}, rc, err
+			return Order{}, err
 		}
-		if pl, err = s.plan(p, in, &rc); err != nil {
-			return Order{}, rc, err
+		if pl, err = s.plan(p, in, rc); err != nil {
+			return Order{}, err
 		}
 	}
 }

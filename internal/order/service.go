@@ -61,6 +61,11 @@ type Options struct {
 	// PerAddress limits the purchases of products that are not lab
 	// products per client address (admission.PerAddress). Default: none.
 	PerAddress AddressAdmitter
+	// Limit sheds purchases beyond the service's concurrency limit
+	// (admission.Gradient), after every refusal known without it and before
+	// the stock; never those of lab products, nor of a product this process
+	// knows is sold out. Default: none, nothing shed.
+	Limit Limiter
 	// Step bounds one round trip to Redis or the database, the client's
 	// retries included: the unit of the purchase's time budget. Default: 4s.
 	Step time.Duration
@@ -153,6 +158,13 @@ type AddressAdmitter interface {
 // Admitter decides whether a buyer's purchase is let in (admission.PerBuyer).
 type Admitter interface {
 	Allow(ctx context.Context, buyer int64) error
+}
+
+// Limiter admits a request within a concurrency limit or refuses it at
+// once (admission.ErrOverloaded). The admitted request calls release once,
+// with its latency and whether a backend failed it.
+type Limiter interface {
+	Acquire() (release func(rtt time.Duration, failed bool), err error)
 }
 
 // Defaults of Options.

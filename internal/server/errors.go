@@ -54,6 +54,9 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		c.JSON(status, api.Error{Code: code, Error: msg, StartsAt: &early.StartsAt, Now: &now, Trace: trace})
 		return
 	}
+	if errors.Is(err, admission.ErrOverloaded) {
+		c.Header("Retry-After", strconv.Itoa(int(admission.RetryAfter/time.Second)))
+	}
 	if !known {
 		// The cause (an address, a driver message) is for the log, not the client.
 		s.deps.Log.Error("request failed", "route", c.FullPath(), "error", err)
@@ -118,6 +121,8 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusConflict, api.CodeRunInProgress, true
 	case errors.Is(err, admission.ErrRateLimited):
 		return http.StatusTooManyRequests, api.CodeRateLimited, true
+	case errors.Is(err, admission.ErrOverloaded):
+		return http.StatusServiceUnavailable, api.CodeOverloaded, true
 	case errors.Is(err, stock.ErrLockTimeout):
 		return http.StatusServiceUnavailable, api.CodeLockTimeout, true
 	case errors.Is(err, stock.ErrLeaseLost):

@@ -170,3 +170,26 @@ func (g *gateCounts) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(g.notices, prometheus.CounterValue, float64(g.gate.Sent()), "sent")
 	ch <- prometheus.MustNewConstMetric(g.notices, prometheus.CounterValue, float64(g.gate.Failed()), "failed")
 }
+
+// AdmissionStats are the counts of the purchases' concurrency limit.
+type AdmissionStats interface {
+	Admitted() int64
+	Shed() int64
+	Limit() int
+	InFlight() int
+}
+
+// admissionMetrics read the limit's own counts at each scrape: the limit
+// keeps them (atomics), so the purchase path pays nothing more.
+func admissionMetrics(s AdmissionStats) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_admission_admitted_total",
+			Help: "Purchases the concurrency limit let in."}, func() float64 { return float64(s.Admitted()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_admission_shed_total",
+			Help: "Purchases shed by the concurrency limit (503 overloaded)."}, func() float64 { return float64(s.Shed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_admission_limit",
+			Help: "The concurrency limit: purchases let in at once."}, func() float64 { return float64(s.Limit()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_admission_in_flight",
+			Help: "Purchases let in by the concurrency limit and not finished."}, func() float64 { return float64(s.InFlight()) }),
+	}
+}

@@ -94,6 +94,9 @@ type Deps struct {
 	// the connection's peer, whatever the header says.
 	TrustedProxies []string
 	Log            *slog.Logger // default slog.Default()
+	// Admission is the purchases' concurrency limit (*admission.Gradient),
+	// for /metrics. Default: none, the series are absent.
+	Admission AdmissionStats
 }
 
 // DefaultBodyTimeout is Deps.BodyTimeout's default: with ReadHeaderTimeout
@@ -133,6 +136,9 @@ func New(deps Deps) *Server {
 	}
 	if deps.Gate != nil {
 		deps.Registry.MustRegister(newGateCounts(deps.Gate))
+	}
+	if deps.Admission != nil {
+		deps.Registry.MustRegister(admissionMetrics(deps.Admission)...)
 	}
 	s.hosts = hostSet(deps.AllowedHosts)
 	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
