@@ -27,6 +27,7 @@ import (
 	"seckill/internal/outbox"
 	"seckill/internal/reconcile"
 	"seckill/internal/server"
+	"seckill/internal/session"
 	"seckill/internal/stock"
 )
 
@@ -88,11 +89,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	desk, err := a.sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
 		Orders: a.Orders, Reconciler: a.Reconciler, Health: a.health, AdminToken: token, AllowedOrigins: cfg.AllowedOrigins,
 		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,
+		Sessions: desk,
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
 		deps.Gate = a.gate
@@ -121,6 +127,9 @@ func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error
 		return err
 	}
 	if err = order.Migrate(ctx, a.db); err != nil {
+		return err
+	}
+	if err = session.Migrate(ctx, a.db); err != nil {
 		return err
 	}
 	if cfg.RabbitMQURL != "" {
@@ -205,6 +214,19 @@ func (a *App) operator(ctx context.Context) (string, error) {
 	}
 	a.Config.AdminToken = token
 	return token, nil
+}
+
+// sessions builds the buyers' sign-in desk on the shared signing key.
+func (a *App) sessions(ctx context.Context) (session.Desk, error) {
+	secret, err := sessionSecret(ctx, a.rdb, a.Config.SessionSecret)
+	if err != nil {
+		return session.Desk{}, err
+	}
+	keys, err := session.NewKeys(session.Options{Secret: secret, Lifetime: a.Config.SessionLifetime})
+	if err != nil {
+		return session.Desk{}, err
+	}
+	return session.Desk{Keys: keys, Buyers: session.NewBuyers(a.db)}, nil
 }
 
 // openRedis connects to the cluster or the Redis cfg names, or starts an

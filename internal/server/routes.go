@@ -23,6 +23,9 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/products/:id/audit", s.handleAudit)
 	g.GET("/products/:id/drain", s.handleDrain)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
+	if s.deps.Sessions != nil {
+		g.POST("/sessions", s.handleSignIn)
+	}
 	g.POST("/orders", s.handleBuy)
 	g.POST("/orders/lookup", s.handleLookup)
 	g.GET("/orders/:id", s.handleOrder)
