@@ -472,7 +472,7 @@ func (q *Queue) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
 	case err != nil || !found:
 		return Order{}, found, err
 	case p.Failed != "":
-		return Order{ID: id, Status: Failed, Reason: p.Failed}, true, nil
+		return Order{ID: id, ProductID: p.Product, UserID: p.User, Status: Failed, Reason: p.Failed}, true, nil
 	}
 	return Order{ID: id, ProductID: p.Product, Sale: p.Sale, UserID: p.User, Shard: p.Shard, Mode: asyncMode.Name,
 		Status: Pending, CreatedAt: id.Time()}, true, nil
