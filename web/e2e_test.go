@@ -98,6 +98,17 @@ func TestPage(t *testing.T) {
 		t.Errorf("product choices %q, want %q: the linked product, the demo, the lab's (9001 until a run names it)", got, want)
 	}
 
+	// The product is not a lab product: it sells to a buyer signed in, not
+	// to a user id, whose field is gone.
+	do(t, ctx, "buy before signing in", chromedp.Click(chromedp.ID("buy")))
+	if out := waitFor[string](t, ctx, "the refusal", `document.querySelector("#buy-result").textContent`); !strings.Contains(out, "Sign in first") {
+		t.Errorf("buying without signing in: %q, want the page to ask for a sign-in", out)
+	}
+	if shown := run[bool](t, ctx, `!document.querySelector("#user-id-field").hidden`); shown {
+		t.Error("the user id field shows on a product that is not a lab product")
+	}
+	signIn(t, ctx, "alice")
+
 	// Buy once: the id on the page is the string the API sent, digit for digit.
 	do(t, ctx, "buy", chromedp.Click(chromedp.ID("buy")))
 	orderID := waitFor[string](t, ctx, "the order id", `document.querySelector("#order-id")?.textContent`)
@@ -105,7 +116,8 @@ func TestPage(t *testing.T) {
 		t.Fatalf("order id on the page: %q, want the decimal id", orderID)
 	}
 	var o struct{ ID, Status string }
-	if code := getJSON(t, srv.URL+"/api/orders/"+orderID, &o); code != http.StatusOK || o.ID != orderID {
+	buyer := run[string](t, ctx, `JSON.parse(localStorage.getItem("seckill.buyer")).token`)
+	if code := getJSONAs(t, srv.URL+"/api/orders/"+orderID, buyer, &o); code != http.StatusOK || o.ID != orderID {
 		t.Errorf("GET /api/orders/%s: %d %+v: the page's id is not the order's", orderID, code, o)
 	}
 	waitFor[string](t, ctx, "the sale in the stock", `document.querySelector("#stat-stock").textContent === "99" && "ok"`)
@@ -120,12 +132,12 @@ func TestPage(t *testing.T) {
 	do(t, ctx, "pay", chromedp.Click(chromedp.ID("pay")))
 	waitFor[bool](t, ctx, "the order paid", `document.querySelector("#order-status").textContent === "paid" && !document.querySelector("#pay")`)
 	waitFor[bool](t, ctx, "the audit's paid count", `document.querySelector("#stat-paid").textContent === "1"`)
-	if code := getJSON(t, srv.URL+"/api/orders/"+orderID, &o); code != http.StatusOK || o.Status != "paid" {
+	if code := getJSONAs(t, srv.URL+"/api/orders/"+orderID, buyer, &o); code != http.StatusOK || o.Status != "paid" {
 		t.Errorf("GET /api/orders/%s after Pay: %d %+v, want paid", orderID, code, o)
 	}
 
-	// Buy again as the same user, from the keyboard: refused, with the API's code.
-	do(t, ctx, "buy again", chromedp.Focus(chromedp.ID("user-id")), chromedp.KeyEvent("\r"))
+	// Buy again as the same buyer, from the keyboard: refused, with the API's code.
+	do(t, ctx, "buy again", chromedp.Focus(chromedp.ID("buy")), chromedp.KeyEvent("\r"))
 	if code := waitFor[string](t, ctx, "the refusal", `document.querySelector("#buy-code")?.textContent`); code != "already_bought" {
 		t.Errorf("second purchase: %q, want already_bought", code)
 	}
@@ -134,7 +146,8 @@ func TestPage(t *testing.T) {
 	}
 
 	// Another buyer buys and cancels: the unit goes back.
-	do(t, ctx, "buy as another user", chromedp.SetValue(chromedp.ID("user-id"), "424242"), chromedp.Click(chromedp.ID("buy")))
+	signIn(t, ctx, "bob")
+	do(t, ctx, "buy as another buyer", chromedp.Click(chromedp.ID("buy")))
 	waitFor[bool](t, ctx, "the second order", fmt.Sprintf(`document.querySelector("#order-id")?.textContent !== %q && !!document.querySelector("#cancel")`, orderID))
 	waitFor[string](t, ctx, "the second sale in the stock", `document.querySelector("#stat-stock").textContent === "98" && "ok"`)
 	do(t, ctx, "cancel", chromedp.Click(chromedp.ID("cancel")))
@@ -559,14 +572,33 @@ func getJSON(t *testing.T, url string, out any) int {
 	return sendJSON(t, http.MethodGet, url, "", out)
 }
 
+// getJSONAs is getJSON for the buyer of bearer.
+func getJSONAs(t *testing.T, url, bearer string, out any) int {
+	t.Helper()
+	return sendJSONAs(t, http.MethodGet, url, bearer, "", out)
+}
+
+// signIn signs a buyer in through the page's form.
+func signIn(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	do(t, ctx, "sign in as "+name, chromedp.SetValue(chromedp.ID("buyer-name"), name), chromedp.Click(chromedp.ID("signin")))
+	waitFor[bool](t, ctx, name+" signed in", fmt.Sprintf(`document.querySelector("#signin-status").textContent.startsWith("Signed in as %s ")`, name))
+}
+
 // sendJSON makes an admin request and decodes its JSON answer into out.
 func sendJSON(t *testing.T, method, url, body string, out any) int {
+	t.Helper()
+	return sendJSONAs(t, method, url, token, body, out)
+}
+
+// sendJSONAs is sendJSON with bearer's token.
+func sendJSONAs(t *testing.T, method, url, bearer, body string, out any) int {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"seckill/internal/testkit/testenv"
 )
 
 // started is a service run as main runs it.
@@ -80,7 +82,14 @@ func (s *started) stop(t *testing.T, limit time.Duration) {
 // for /healthz, buys from the demo product, then shuts it down.
 func TestRun(t *testing.T) {
 	s := startRun(t)
-	resp, err := http.Post(s.url+"/api/orders", "application/json", strings.NewReader(`{"user_id":1,"product_id":1}`))
+	// The demo product is not a lab product: its buyer signs in.
+	req, err := http.NewRequest(http.MethodPost, s.url+"/api/orders", strings.NewReader(`{"product_id":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testenv.SignIn(t, s.url, "demo buyer").Token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ type Error struct {
 const (
 	CodeBadRequest           = "bad_request"            // 400, and 405
 	CodeUnauthorized         = "unauthorized"           // 401
+	CodeSignInRequired       = "sign_in_required"       // 401
 	CodeForbiddenOrigin      = "forbidden_origin"       // 403
 	CodeLabOnly              = "lab_only"               // 403
 	CodePathRequired         = "path_required"          // 403
@@ -106,3 +107,10 @@ const (
 	// MaxShards bounds the shards of one product; the least is 1.
 	MaxShards = 64
 )
+
+// FirstNamedBuyer is the first user id of a named buyer (POST
+// /api/sessions): the ids from here on are theirs, those below are the
+// lab's, which a request may name in its body on a lab product. Below 2^53,
+// so that a JavaScript number holds every id, and above the harness's
+// (which draws its users below 2^52 plus its buyers).
+const FirstNamedBuyer int64 = 3 << 51

@@ -396,3 +396,19 @@ type Lookup struct {
 	Found   []string `json:"found"`
 	Missing []string `json:"missing"`
 }
+
+// SessionRequest is the body of POST /api/sessions: a demo sign-in by
+// name, without a password.
+type SessionRequest struct {
+	Name string `json:"name"`
+}
+
+// Session is a signed-in buyer: send Token as Authorization: Bearer
+// <token> to buy, pay, cancel and read orders of products that are not
+// lab products.
+type Session struct {
+	Token     string    `json:"token"`
+	BuyerID   int64     `json:"buyer_id"`
+	Name      string    `json:"name"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

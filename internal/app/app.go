@@ -27,6 +27,7 @@ import (
 	"seckill/internal/outbox"
 	"seckill/internal/reconcile"
 	"seckill/internal/server"
+	"seckill/internal/session"
 	"seckill/internal/stock"
 )
 
@@ -93,6 +94,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	desk, err := a.sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
@@ -100,6 +105,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,
 		Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		TrustedProxies: cfg.TrustedProxies,
+		Sessions:       desk,
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
 		deps.Gate = a.gate
@@ -131,6 +137,9 @@ func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error
 		return err
 	}
 	if err = order.Migrate(ctx, a.db); err != nil {
+		return err
+	}
+	if err = session.Migrate(ctx, a.db); err != nil {
 		return err
 	}
 	if cfg.RabbitMQURL != "" {
@@ -223,6 +232,19 @@ func (a *App) operator(ctx context.Context) (string, error) {
 	}
 	a.Config.AdminToken = token
 	return token, nil
+}
+
+// sessions builds the buyers' sign-in desk on the shared signing key.
+func (a *App) sessions(ctx context.Context) (session.Desk, error) {
+	secret, err := sessionSecret(ctx, a.rdb, a.Config.SessionSecret)
+	if err != nil {
+		return session.Desk{}, err
+	}
+	keys, err := session.NewKeys(session.Options{Secret: secret, Lifetime: a.Config.SessionLifetime})
+	if err != nil {
+		return session.Desk{}, err
+	}
+	return session.Desk{Keys: keys, Buyers: session.NewBuyers(a.db)}, nil
 }
 
 // openRedis connects to the cluster or the Redis cfg names, or starts an

@@ -15,6 +15,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/outbox"
+	"seckill/internal/session"
 )
 
 // Config is every knob of the service. Each is a flag with an environment
@@ -40,6 +41,8 @@ type Config struct {
 	ClaimIdle       time.Duration // -claim-idle / CLAIM_IDLE; how long a queued order may stay with a silent consumer before another claims it
 	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 turns the schedule off
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
+	SessionSecret   string        // -session-secret / SESSION_SECRET; signs buyers' tokens; empty: made at start and kept in Redis
+	SessionLifetime time.Duration // -session-lifetime / SESSION_LIFETIME; how long a buyer's token is good for
 	GateURLs        []string      // -gate / GATE_URLS; control URLs of the sold-out gates in front, told when a product has stock again
 	GateSecret      string        // -gate-secret / GATE_SECRET; the gates' control secret
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
@@ -113,6 +116,8 @@ func (c *Config) settings() []setting {
 		{"claim-idle", "CLAIM_IDLE", "how long a queued order may stay delivered to a consumer and unacknowledged before another consumer claims it (it must outlast a batch write with its retries)", dur(&c.ClaimIdle), outbox.DefaultClaimIdle.String()},
 		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
+		{"session-secret", "SESSION_SECRET", fmt.Sprintf("key that signs the buyers' tokens (POST /api/sessions), at least %d bytes; every instance must have the same; empty: the first instance on a Redis makes one and keeps it in Redis (key %s) for every instance", session.MinSecret, session.SecretKey), str(&c.SessionSecret), ""},
+		{"session-lifetime", "SESSION_LIFETIME", "how long a buyer's token is good for", dur(&c.SessionLifetime), session.DefaultLifetime.String()},
 		{"gate", "GATE_URLS", "comma-separated control URLs (http://host:port) of the sold-out gates in front of the replicas (deploy/gate); each is told when a product has stock again", list(&c.GateURLs), ""},
 		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
@@ -162,6 +167,12 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 	}
 	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
 		return c, fs, fmt.Errorf("-redis and -redis-cluster name two places for the stock: set one")
+	}
+	if c.SessionSecret != "" && len(c.SessionSecret) < session.MinSecret {
+		return c, fs, fmt.Errorf("-session-secret must be at least %d bytes (HS256 wants a key as long as its hash), not %d", session.MinSecret, len(c.SessionSecret))
+	}
+	if c.SessionLifetime == 0 {
+		return c, fs, fmt.Errorf("-session-lifetime must be positive")
 	}
 	if c.DemoStock < 0 {
 		return c, fs, fmt.Errorf("-demo-stock must not be negative")
@@ -213,7 +224,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s concurrency-limit=%d",
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s concurrency-limit=%d session-secret=%q session-lifetime=%s",
 		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
-		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.ConcurrencyLimit)
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime)
 }

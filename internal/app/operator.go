@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/server"
+	"seckill/internal/session"
 )
 
 // OperatorTokenKey is where the operator token lives in Redis when
@@ -23,16 +24,41 @@ func operatorToken(ctx context.Context, rdb redis.UniversalClient, configured st
 	if configured != "" {
 		return configured, false, nil
 	}
-	fresh := rand.Text()
-	made, err = rdb.SetNX(ctx, OperatorTokenKey, fresh, 0).Result()
+	token, made, err = keptInRedis(ctx, rdb, OperatorTokenKey, rand.Text())
 	if err != nil {
-		return "", false, fmt.Errorf("keeping the operator token in Redis (%s): %w", OperatorTokenKey, err)
+		return "", false, fmt.Errorf("the operator token: %w", err)
+	}
+	return token, made, nil
+}
+
+// sessionSecret returns the key that signs buyers' tokens: SESSION_SECRET
+// when set; else the one kept in Redis, made by the first instance, as
+// the operator token is, so that every instance accepts the others' tokens.
+func sessionSecret(ctx context.Context, rdb redis.UniversalClient, configured string) ([]byte, error) {
+	if configured != "" {
+		return []byte(configured), nil
+	}
+	fresh := make([]byte, session.SecretBytes)
+	rand.Read(fresh) // never fails (crypto/rand)
+	secret, _, err := keptInRedis(ctx, rdb, session.SecretKey, string(fresh))
+	if err != nil {
+		return nil, fmt.Errorf("the buyers' session secret: %w", err)
+	}
+	return []byte(secret), nil
+}
+
+// keptInRedis stores fresh at key unless a value is there (SET NX) and
+// returns the value kept; made reports that it is fresh.
+func keptInRedis(ctx context.Context, rdb redis.UniversalClient, key, fresh string) (value string, made bool, err error) {
+	made, err = rdb.SetNX(ctx, key, fresh, 0).Result()
+	if err != nil {
+		return "", false, fmt.Errorf("keeping it in Redis (%s): %w", key, err)
 	}
 	if made {
 		return fresh, true, nil
 	}
-	if token, err = rdb.Get(ctx, OperatorTokenKey).Result(); err != nil {
-		return "", false, fmt.Errorf("reading the operator token from Redis (%s): %w", OperatorTokenKey, err)
+	if value, err = rdb.Get(ctx, key).Result(); err != nil {
+		return "", false, fmt.Errorf("reading it from Redis (%s): %w", key, err)
 	}
-	return token, false, nil
+	return value, false, nil
 }

@@ -22,6 +22,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/gate"
 	"seckill/internal/testkit/child"
+	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets this test binary be the service processes it starts.
@@ -104,14 +105,23 @@ func startCluster(t *testing.T, gateURLs []string) *cluster {
 
 var client = &http.Client{Timeout: 10 * time.Second}
 
-// post sends a JSON body and returns the status, the headers and the body.
-func post(t *testing.T, url string, body any) (int, http.Header, []byte) {
+// postAs sends a JSON body for the buyer of token ("" for none) and
+// returns the status, the headers and the body.
+func postAs(t *testing.T, url, token string, body any) (int, http.Header, []byte) {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := client.Post(url, api.MediaType, bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", api.MediaType)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +163,23 @@ type buyResult struct {
 	order  string
 }
 
+// buyer signs buyer n in at base: the gate's products are not lab
+// products, whose buyers sign in. The replicas share the signing key and
+// the buyers, so a buyer's token is good at each.
+func buyer(t *testing.T, base string, n int64) string {
+	t.Helper()
+	return testenv.SignIn(t, base, fmt.Sprintf("buyer %d", n)).Token
+}
+
 func buy(t *testing.T, base string, id, user int64) buyResult {
 	t.Helper()
-	code, h, body := post(t, base+"/api/orders", map[string]any{"user_id": user, "product_id": id})
+	return buyAs(t, base, buyer(t, base, user), id)
+}
+
+// buyAs is buy for the buyer of token, signed in already ("" for none).
+func buyAs(t *testing.T, base, token string, id int64) buyResult {
+	t.Helper()
+	code, h, body := postAs(t, base+"/api/orders", token, map[string]any{"product_id": id})
 	r := buyResult{code: code, header: h}
 	if code >= 400 {
 		if err := json.Unmarshal(body, &r.err); err != nil {
@@ -242,7 +266,7 @@ func TestGate(t *testing.T) {
 
 	// Buyer 1 cancels on replica b: the unit comes back, and both replicas
 	// (b itself, a through the notice between them) clear their flags.
-	code, _, body := post(t, b+"/api/orders/"+orders[0]+"/cancel", map[string]any{"user_id": 1})
+	code, _, body := postAs(t, b+"/api/orders/"+orders[0]+"/cancel", buyer(t, b, 1), map[string]any{})
 	if code != http.StatusOK {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
@@ -338,7 +362,8 @@ func testStale(t *testing.T) {
 	// A refusal that starts after the notice is learned (once nginx's
 	// millisecond clock has moved past the notice's).
 	poll(t, "the gate to learn from a refusal after the notice", func() bool {
-		if r := buy(t, front, product, 2); r.code != http.StatusConflict {
+		// The upstream here is a stub that signs nobody in.
+		if r := buyAs(t, front, "", product); r.code != http.StatusConflict {
 			t.Fatalf("a later refusal: %d", r.code)
 		}
 		return slices.Contains(gateState(t, ng).SoldOut, product)
@@ -403,9 +428,13 @@ func testNginx(t *testing.T, control string, c *cluster) {
 	// gate, which then lets purchases through, to both replicas.
 	reset(t, front, product, 2)
 	poll(t, "the gate to forget the product", func() bool { return !slices.Contains(gateState(t, ng).SoldOut, product) })
+	// Signed in at a replica, not through the gate, whose round robin
+	// would count the sign-ins.
+	tokens := []string{buyer(t, c.urls[0], 500), buyer(t, c.urls[0], 501)}
 	before = orderRequests(t, c.urls)
-	for user := int64(500); user < 502; user++ {
-		if r := buy(t, front, product, user); !sold(r) || r.header.Get(api.HeaderGate) != "" {
+	for i, token := range tokens {
+		if r := buyAs(t, front, token, product); !sold(r) || r.header.Get(api.HeaderGate) != "" {
+			user := 500 + i
 			t.Fatalf("buyer %d after the reset: %d %+v gate=%q, want a sale by a replica", user, r.code, r.err, r.header.Get(api.HeaderGate))
 		}
 	}

@@ -116,7 +116,7 @@ func TestLifecycleOnCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Lifecycle().Cancel(ctx, o.ID, 1); err != nil {
+	if _, err := svc.Lifecycle().Cancel(ctx, o.ID, order.Buyer{ID: 1, Signed: true}); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	again, _, err := svc.Buy(ctx, order.Purchase{UserID: 1, ProductID: id})

@@ -52,10 +52,10 @@ var (
 // payment provider), which is the race window.
 const naiveGap = 20 * time.Millisecond
 
-// Pay marks an order paid, if user is its buyer, it is unpaid, and its
-// payment window is open.
-func (lc *Lifecycle) Pay(ctx context.Context, id idgen.ID, user int64) (Order, error) {
-	o, p, err := lc.ownOrder(ctx, id, user)
+// Pay marks an order paid, if b is its buyer (see Buyer.May), it is
+// unpaid, and its payment window is open.
+func (lc *Lifecycle) Pay(ctx context.Context, id idgen.ID, b Buyer) (Order, error) {
+	o, p, err := lc.ownOrder(ctx, id, b)
 	if err != nil {
 		return Order{}, err
 	}
@@ -76,9 +76,9 @@ func (lc *Lifecycle) Pay(ctx context.Context, id idgen.ID, user int64) (Order, e
 	return Order{}, lc.lost(ctx, id, "pay")
 }
 
-// Cancel cancels an unpaid order of user's, and puts its unit back on sale.
-func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, user int64) (Order, error) {
-	o, p, err := lc.ownOrder(ctx, id, user)
+// Cancel cancels an unpaid order of b's, and puts its unit back on sale.
+func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, b Buyer) (Order, error) {
+	o, p, err := lc.ownOrder(ctx, id, b)
 	if err != nil {
 		return Order{}, err
 	}
@@ -93,23 +93,22 @@ func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, user int64) (Order
 	return o, err
 }
 
-// ownOrder reads an order of user's and its product; another user's order
-// is not found, as an unknown one is.
-func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, user int64) (Order, catalogue.Product, error) {
-	if user <= 0 {
-		return Order{}, catalogue.Product{}, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
-	}
-	o, err := lc.sales.Order(ctx, id)
+// ownOrder reads an order of b's and its product; another buyer's order
+// is not found, as an unknown one is, and a buyer not signed in touches
+// only a lab product's orders (Buyer.May).
+func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error) {
+	o, p, err := lc.sales.orderOf(ctx, id, b)
 	switch {
 	case err != nil:
 		return Order{}, catalogue.Product{}, err
-	case o.UserID != user:
-		return Order{}, catalogue.Product{}, fmt.Errorf("%w: order %s of user %d", ErrNotFound, id, user)
+	case b.ID <= 0:
+		return Order{}, catalogue.Product{}, fmt.Errorf("%w: user_id is required: the order's buyer", ErrInvalid)
+	case o.UserID != b.ID:
+		return Order{}, catalogue.Product{}, fmt.Errorf("%w: order %s of user %d", ErrNotFound, id, b.ID)
 	case o.Status == Pending:
 		return Order{}, catalogue.Product{}, fmt.Errorf("%w: order %s", ErrQueued, id)
 	}
-	p, err := lc.cat.Product(ctx, o.ProductID)
-	return o, p, err
+	return o, p, nil
 }
 
 // lost says why a change of an order did not happen: the state it lost to.

@@ -38,23 +38,23 @@ func TestPayAndCancel(t *testing.T) {
 				t.Errorf("due %v for an order made at %v: want a minute later", a.DueAt, a.CreatedAt)
 			}
 			ctx := t.Context()
-			if _, err := f.svc.Lifecycle().Pay(ctx, a.ID, 2); !errors.Is(err, order.ErrNotFound) {
+			if _, err := f.svc.Lifecycle().Pay(ctx, a.ID, order.Buyer{ID: 2, Signed: true}); !errors.Is(err, order.ErrNotFound) {
 				t.Errorf("paying another buyer's order: %v, want not found", err)
 			}
-			if o, err := f.svc.Lifecycle().Pay(ctx, a.ID, 1); err != nil || o.Status != order.Paid || o.PaidAt == nil {
+			if o, err := f.svc.Lifecycle().Pay(ctx, a.ID, order.Buyer{ID: 1, Signed: true}); err != nil || o.Status != order.Paid || o.PaidAt == nil {
 				t.Fatalf("pay: %+v, %v", o, err)
 			}
-			if _, err := f.svc.Lifecycle().Pay(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+			if _, err := f.svc.Lifecycle().Pay(ctx, a.ID, order.Buyer{ID: 1, Signed: true}); !errors.Is(err, order.ErrAlreadyPaid) {
 				t.Errorf("paying twice: %v, want ErrAlreadyPaid", err)
 			}
-			if _, err := f.svc.Lifecycle().Cancel(ctx, a.ID, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+			if _, err := f.svc.Lifecycle().Cancel(ctx, a.ID, order.Buyer{ID: 1, Signed: true}); !errors.Is(err, order.ErrAlreadyPaid) {
 				t.Errorf("cancelling a paid order: %v, want ErrAlreadyPaid", err)
 			}
-			if o, err := f.svc.Lifecycle().Cancel(ctx, b.ID, 2); err != nil || o.Status != order.Cancelled || o.CancelledBy != order.ByBuyer {
+			if o, err := f.svc.Lifecycle().Cancel(ctx, b.ID, order.Buyer{ID: 2, Signed: true}); err != nil || o.Status != order.Cancelled || o.CancelledBy != order.ByBuyer {
 				t.Fatalf("cancel: %+v, %v", o, err)
 			}
-			for _, try := range []func(context.Context, idgen.ID, int64) (order.Order, error){f.svc.Lifecycle().Cancel, f.svc.Lifecycle().Pay} {
-				if _, err := try(ctx, b.ID, 2); !errors.Is(err, order.ErrCancelled) {
+			for _, try := range []func(context.Context, idgen.ID, order.Buyer) (order.Order, error){f.svc.Lifecycle().Cancel, f.svc.Lifecycle().Pay} {
+				if _, err := try(ctx, b.ID, order.Buyer{ID: 2, Signed: true}); !errors.Is(err, order.ErrCancelled) {
 					t.Errorf("after the cancel: %v, want ErrCancelled", err)
 				}
 			}
@@ -77,7 +77,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	paid := f.buy(1, 1)
 	f.buy(1, 2)
 	f.buy(1, 3)
-	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID, 1); err != nil {
+	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID, order.Buyer{ID: 1, Signed: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Cancelled in SQL first, then the unit goes back: wait for both.
@@ -85,7 +85,7 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	if a.Paid != 1 || a.Unpaid != 0 || a.Remaining != 4 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 1 paid, 2 cancelled with their units back", a)
 	}
-	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID+0, 1); !errors.Is(err, order.ErrAlreadyPaid) {
+	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID+0, order.Buyer{ID: 1, Signed: true}); !errors.Is(err, order.ErrAlreadyPaid) {
 		t.Errorf("%v", err)
 	}
 }
@@ -108,12 +108,12 @@ func TestExactlyOneOfPayCancelTimeoutWins(t *testing.T) {
 		wg.Go(func() {
 			<-gate
 			time.Sleep(time.Until(*o.DueAt) - 5*time.Millisecond) // a little before the end
-			f.svc.Lifecycle().Pay(context.Background(), o.ID, user)
+			f.svc.Lifecycle().Pay(context.Background(), o.ID, order.Buyer{ID: user, Signed: true})
 		})
 		wg.Go(func() {
 			<-gate
 			time.Sleep(time.Until(*o.DueAt) - 5*time.Millisecond)
-			f.svc.Lifecycle().Cancel(context.Background(), o.ID, user)
+			f.svc.Lifecycle().Cancel(context.Background(), o.ID, order.Buyer{ID: user, Signed: true})
 		})
 	}
 	close(gate)
@@ -146,11 +146,14 @@ func TestNaiveLifecycleLosesTheRace(t *testing.T) {
 		user := int64(i + 1)
 		wg.Go(func() {
 			<-gate
-			if _, err := f.svc.Lifecycle().Pay(context.Background(), o.ID, user); err == nil {
+			if _, err := f.svc.Lifecycle().Pay(context.Background(), o.ID, order.Buyer{ID: user, Signed: true}); err == nil {
 				paidOK.Add(1)
 			}
 		})
-		wg.Go(func() { <-gate; f.svc.Lifecycle().Cancel(context.Background(), o.ID, user) })
+		wg.Go(func() {
+			<-gate
+			f.svc.Lifecycle().Cancel(context.Background(), o.ID, order.Buyer{ID: user, Signed: true})
+		})
 	}
 	close(gate)
 	wg.Wait()

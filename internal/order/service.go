@@ -523,7 +523,7 @@ func (q *Queue) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
 	case err != nil || !found:
 		return Order{}, found, err
 	case p.Failed != "":
-		return Order{ID: id, Status: Failed, Reason: p.Failed}, true, nil
+		return Order{ID: id, ProductID: p.Product, UserID: p.User, Status: Failed, Reason: p.Failed}, true, nil
 	}
 	return Order{ID: id, ProductID: p.Product, Sale: p.Sale, UserID: p.User, Shard: p.Shard, Mode: asyncMode.Name,
 		Status: Pending, CreatedAt: id.Time()}, true, nil
@@ -554,10 +554,22 @@ const MaxLookup = 1000
 
 // Written returns those of ids that are rows of product's orders (void rows
 // aside): how a client that was told 202 checks that its orders reached the
-// table.
-func (s *Service) Written(ctx context.Context, product int64, ids []idgen.ID) ([]idgen.ID, error) {
+// table. On a product that is not a lab product, only b's orders, and b
+// must have signed in (Buyer.May).
+func (s *Service) Written(ctx context.Context, product int64, b Buyer, ids []idgen.ID) ([]idgen.ID, error) {
 	if len(ids) > MaxLookup {
 		return nil, fmt.Errorf("%w: at most %d ids at once, not %d", ErrInvalid, MaxLookup, len(ids))
+	}
+	q := s.db.WithContext(ctx).Model(&Order{})
+	p, err := s.cat.Product(ctx, product)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if !p.Lab {
+		if err := b.May(p); err != nil {
+			return nil, err
+		}
+		q = q.Where("user_id = ?", b.ID)
 	}
 	raw := make([]int64, len(ids))
 	for i, id := range ids {
@@ -567,7 +579,7 @@ func (s *Service) Written(ctx context.Context, product int64, ids []idgen.ID) ([
 	if len(raw) == 0 {
 		return found, nil
 	}
-	err := s.db.WithContext(ctx).Model(&Order{}).Where("id IN ? AND product_id = ? AND status <> ?", raw, product, Void).Pluck("id", &found).Error
+	err = q.Where("id IN ? AND product_id = ? AND status <> ?", raw, product, Void).Pluck("id", &found).Error
 	if err != nil {
 		return nil, fmt.Errorf("looking up %d orders: %w", len(ids), err)
 	}

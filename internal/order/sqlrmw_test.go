@@ -164,7 +164,7 @@ func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	p, _ := a.Orders.Catalogue().Product(t.Context(), id)
 	lockKey := stock.Layout{ID: id, Shards: 1, Epoch: p.Epoch}.LockKey(0)
 	testenv.WaitFor(t, "the purchase holding the shard's lock", func() bool { return a.Redis().Exists(t.Context(), lockKey).Val() == 1 })
-	if _, err := a.Orders.Lifecycle().Cancel(t.Context(), first.ID, 1); err != nil {
+	if _, err := a.Orders.Lifecycle().Cancel(t.Context(), first.ID, order.Buyer{ID: 1, Signed: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-held; err != nil {

@@ -3,12 +3,14 @@ package server
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/admission"
 	"seckill/internal/api"
+	"seckill/internal/order"
 )
 
 // perAddress limits a public route per client address. The client is the
@@ -56,4 +58,36 @@ func (s *Server) handleCaptchaImage(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.Data(http.StatusOK, "image/png", img.Bytes())
+}
+
+// handleIssuePath gives the signed-in buyer a one-time purchase path token
+// for the product (order.Service.IssuePath says when). The body, when the
+// product asks for a captcha, is the solved one.
+func (s *Server) handleIssuePath(c *gin.Context) {
+	product, ok := s.pathID(c, "product")
+	if !ok {
+		return
+	}
+	var req api.PathRequest
+	if c.Request.ContentLength != 0 {
+		if err := s.decode(c, &req); err != nil {
+			s.failErr(c, err)
+			return
+		}
+	}
+	b, ok := s.buyer(c, nil)
+	if !ok {
+		return
+	}
+	if !b.Signed {
+		s.failErr(c, fmt.Errorf("%w: a purchase path is a signed-in buyer's: sign in (POST /api/sessions) and send Authorization: Bearer <token>", order.ErrSignIn))
+		return
+	}
+	tok, err := s.deps.Orders.IssuePath(c.Request.Context(), order.PathRequest{Buyer: b.ID, Product: product,
+		CaptchaID: req.CaptchaID, Captcha: req.Captcha})
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, api.Path{Token: tok.Token, ExpiresAt: tok.Expires})
 }

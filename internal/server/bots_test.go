@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -81,5 +82,50 @@ func TestCaptchaImage(t *testing.T) {
 	}
 	if st := e.do("GET", "/api/captcha/nope", nil, &ae); st != http.StatusNotFound {
 		t.Fatalf("an unknown captcha: %d, want 404", st)
+	}
+}
+
+// A bot without a path token, or with a used one, is refused; a signed-in
+// buyer gets a token from the opening, through a captcha when the product
+// asks for one, and buys with it once.
+func TestPathAndCaptchaOverHTTP(t *testing.T) {
+	e := startDefault(t)
+	id := e.reset(product{"stock": 5, "lab": false, "path": true, "captcha": true})
+	alice, bob := e.as("alice-"+t.Name()), e.as("bob-"+t.Name())
+	pathURL := fmt.Sprintf("/api/products/%d/path", id)
+	var ae api.Error
+	if st := e.do("POST", pathURL, nil, &ae); st != http.StatusUnauthorized || ae.Code != api.CodeSignInRequired {
+		t.Fatalf("a path for nobody: %d %+v, want 401 sign_in_required", st, ae)
+	}
+	if st := alice.do("POST", "/api/orders", map[string]any{"product_id": id}, &ae); st != http.StatusForbidden || ae.Code != api.CodePathRequired {
+		t.Fatalf("a purchase without a path token: %d %+v, want 403 path_required", st, ae)
+	}
+	if st := alice.do("POST", pathURL, nil, &ae); st != http.StatusForbidden || ae.Code != api.CodeCaptchaFailed {
+		t.Fatalf("a path without the captcha: %d %+v, want 403 captcha_failed", st, ae)
+	}
+	var c api.Captcha
+	if st := alice.do("POST", "/api/captcha", nil, &c); st != http.StatusCreated {
+		t.Fatalf("a captcha: %d", st)
+	}
+	digits := e.srv.Redis().Get(t.Context(), "seckill:captcha:"+c.ID).Val() // what a person reads off the image
+	var p api.Path
+	if st := alice.do("POST", pathURL, api.PathRequest{CaptchaID: c.ID, Captcha: digits}, &p); st != http.StatusCreated || p.Token == "" {
+		t.Fatalf("a path for the solved captcha: %d %+v", st, p)
+	}
+	if st := bob.do("POST", "/api/orders", map[string]any{"product_id": id, "path_token": p.Token}, &ae); st != http.StatusForbidden || ae.Code != api.CodePathRequired {
+		t.Fatalf("another buyer with alice's token: %d %+v, want 403 path_required", st, ae)
+	}
+	if st := alice.do("POST", "/api/orders", map[string]any{"product_id": id, "path_token": p.Token}, nil); st != http.StatusCreated {
+		t.Fatalf("alice with her token: %d", st)
+	}
+	if st := alice.do("POST", "/api/orders", map[string]any{"product_id": id, "path_token": p.Token}, &ae); st != http.StatusForbidden || ae.Code != api.CodePathUsed {
+		t.Fatalf("her token again: %d %+v, want 403 path_used", st, ae)
+	}
+	if a := e.audit(id); a.Orders != 1 || a.Remaining != 4 {
+		t.Errorf("audit %+v, want one sold", a)
+	}
+	plain := e.reset(product{"stock": 5, "lab": false})
+	if st := alice.do("POST", fmt.Sprintf("/api/products/%d/path", plain), nil, &ae); st != http.StatusBadRequest {
+		t.Errorf("a path for a product without one: %d %+v, want 400", st, ae)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
+	"seckill/internal/session"
 	"seckill/internal/stock"
 )
 
@@ -76,6 +77,10 @@ func classify(err error) (status int, code string, known bool) {
 	case errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, true
 	case errors.Is(err, errBadBody), errors.Is(err, order.ErrInvalid), errors.Is(err, lab.ErrInvalid):
+		return http.StatusBadRequest, api.CodeBadRequest, true
+	case errors.Is(err, order.ErrSignIn), errors.Is(err, session.ErrNoToken), errors.Is(err, session.ErrInvalid):
+		return http.StatusUnauthorized, api.CodeSignInRequired, true
+	case errors.Is(err, session.ErrBadName):
 		return http.StatusBadRequest, api.CodeBadRequest, true
 	case errors.Is(err, order.ErrLabOnly):
 		return http.StatusForbidden, api.CodeLabOnly, true

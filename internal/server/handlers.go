@@ -165,8 +165,8 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.failErr(c, err)
 		return
 	}
-	if req.UserID == nil || req.ProductID == nil {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id and product_id are required")
+	if req.ProductID == nil || *req.ProductID <= 0 {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id is required: a positive integer")
 		return
 	}
 	// Compare in milliseconds: a huge value would overflow a Duration and
@@ -179,11 +179,15 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
+	buyer, ok := s.buyerOf(c, *req.ProductID, req.UserID)
+	if !ok {
+		return
+	}
 	if req.Trace {
 		trace = stock.NewTrace()
 	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
-		UserID: *req.UserID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
+		UserID: buyer.ID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
 		Path: req.PathToken, Client: c.ClientIP(),
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode, Faults: faults(req), Trace: trace},
 	})
@@ -238,7 +242,11 @@ func (s *Server) handleOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
-	o, err := s.deps.Orders.Order(c.Request.Context(), id)
+	buyer, ok := s.buyer(c, nil)
+	if !ok {
+		return
+	}
+	o, err := s.deps.Orders.OrderFor(c.Request.Context(), id, buyer)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -250,7 +258,7 @@ func (s *Server) handleOrder(c *gin.Context) {
 func (s *Server) handlePay(c *gin.Context)    { s.changeOrder(c, s.deps.Orders.Lifecycle().Pay) }
 func (s *Server) handleCancel(c *gin.Context) { s.changeOrder(c, s.deps.Orders.Lifecycle().Cancel) }
 
-func (s *Server) changeOrder(c *gin.Context, change func(context.Context, idgen.ID, int64) (order.Order, error)) {
+func (s *Server) changeOrder(c *gin.Context, change func(context.Context, idgen.ID, order.Buyer) (order.Order, error)) {
 	id, ok := s.orderID(c)
 	if !ok {
 		return
@@ -260,11 +268,11 @@ func (s *Server) changeOrder(c *gin.Context, change func(context.Context, idgen.
 		s.failErr(c, err)
 		return
 	}
-	if req.UserID == nil {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id is required: the order's buyer")
+	buyer, ok := s.buyer(c, req.UserID)
+	if !ok {
 		return
 	}
-	o, err := change(c.Request.Context(), id, *req.UserID)
+	o, err := change(c.Request.Context(), id, buyer)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -318,7 +326,11 @@ func (s *Server) handleLookup(c *gin.Context) {
 		}
 		ids[i] = id
 	}
-	found, err := s.deps.Orders.Written(c.Request.Context(), req.ProductID, ids)
+	buyer, ok := s.buyer(c, nil)
+	if !ok {
+		return
+	}
+	found, err := s.deps.Orders.Written(c.Request.Context(), req.ProductID, buyer, ids)
 	if err != nil {
 		s.failErr(c, err)
 		return

@@ -15,11 +15,12 @@ import (
 	"seckill/internal/testkit/testenv"
 )
 
-// buyWithKey sends one purchase with an Idempotency-Key and returns the
-// status, the error code and the order id (of the order or the refusal).
-func (e *env) buyWithKey(user int, product int64, key string) (int, string, string) {
+// buyWithKey sends one purchase of the buyer of token with an
+// Idempotency-Key and returns the status, the error code and the order id
+// (of the order or the refusal).
+func (e *env) buyWithKey(token string, product int64, key string) (int, string, string) {
 	e.t.Helper()
-	body, err := json.Marshal(map[string]any{"user_id": user, "product_id": product})
+	body, err := json.Marshal(map[string]any{"product_id": product})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -29,6 +30,7 @@ func (e *env) buyWithKey(user int, product int64, key string) (int, string, stri
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(api.HeaderIdempotencyKey, key)
+	req.Header.Set("Authorization", "Bearer "+token)
 	var out struct {
 		ID      string `json:"id"`
 		Code    string `json:"code"`
@@ -51,6 +53,11 @@ func TestSharedIdempotencyKeyIsNotSharedByBuyers(t *testing.T) {
 	// count, not the wait (etcd hands the lock on through a watch).
 	cfg.LockWait = 20 * time.Second
 	e := start(t, cfg)
+	// Buyers of a product that is not a lab product sign in.
+	tokens := make([]string, buyers+1)
+	for i := 1; i <= buyers; i++ {
+		tokens[i] = testenv.SignIn(t, e.url, fmt.Sprintf("buyer %d", i)).Token
+	}
 	for _, l := range lock.Strategies() {
 		t.Run(l.Name, func(t *testing.T) {
 			if l.Name == "none" {
@@ -83,7 +90,7 @@ func TestSharedIdempotencyKeyIsNotSharedByBuyers(t *testing.T) {
 					// and 400 buyers): the buyer retries with its key, as
 					// a client would, and the retry replays or buys.
 					for try := 0; ; try++ {
-						st, code, order := e.buyWithKey(i+1, id, key)
+						st, code, order := e.buyWithKey(tokens[i+1], id, key)
 						got[i] = answer{st, code, order}
 						if st != http.StatusServiceUnavailable || try == 20 {
 							return
@@ -123,7 +130,7 @@ func TestSharedIdempotencyKeyIsNotSharedByBuyers(t *testing.T) {
 			t.Cleanup(func() { testenv.DropProductKeys(t, e.srv.RedisAddr(), small) })
 			first := map[int]string{}
 			for _, user := range []int{1, 2, 1, 2} {
-				st, code, order := e.buyWithKey(user, small, key)
+				st, code, order := e.buyWithKey(tokens[user], small, key)
 				if st != http.StatusCreated {
 					t.Errorf("buyer %d with key %s: %d %s, want 201", user, key, st, code)
 					continue

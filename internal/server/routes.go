@@ -22,7 +22,11 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/products/:id", s.handleProduct)
 	g.GET("/products/:id/audit", s.handleAudit)
 	g.GET("/products/:id/drain", s.handleDrain)
+	g.POST("/products/:id/path", s.perAddress, s.handleIssuePath)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
+	if s.deps.Sessions != nil {
+		g.POST("/sessions", s.perAddress, s.handleSignIn)
+	}
 	g.POST("/captcha", s.perAddress, s.handleNewCaptcha)
 	g.GET("/captcha/:id", s.handleCaptchaImage)
 	g.POST("/orders", s.handleBuy)

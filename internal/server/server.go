@@ -78,6 +78,10 @@ type Deps struct {
 	Web fs.FS
 	// Runs serves /api/runs. Default: none, the routes are absent.
 	Runs Runs
+	// Sessions signs buyers in (POST /api/sessions) and checks their
+	// tokens. Default: none, the route is absent and every token is
+	// refused, so that only lab products sell.
+	Sessions Sessions
 	// Gate counts the notices sent to the sold-out gates in front
 	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
 	Gate GateNotices

@@ -48,7 +48,7 @@ func TestTraceOverHTTP(t *testing.T) {
 
 	plain := e.reset(product{"stock": 1, "lab": false})
 	ae = api.Error{}
-	if code := e.do(http.MethodPost, "/api/orders", map[string]any{"user_id": 1, "product_id": plain, "trace": true}, &ae); code != http.StatusForbidden || ae.Code != api.CodeLabOnly {
+	if code := e.as("trace").do(http.MethodPost, "/api/orders", map[string]any{"product_id": plain, "trace": true}, &ae); code != http.StatusForbidden || ae.Code != api.CodeLabOnly {
 		t.Errorf("a trace on a product that is not a lab product: %d %+v, want 403 lab_only", code, ae)
 	}
 }

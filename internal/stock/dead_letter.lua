@@ -10,7 +10,8 @@
 -- (Store.DeadLetter).
 -- ARGV[1] group; ARGV[2] message id; ARGV[3] order id; ARGV[4] user id;
 -- ARGV[5] reason; ARGV[6] the message's fields as "name value" pairs, tab
--- separated; ARGV[7] the count's field, "product:sale".
+-- separated; ARGV[7] the count's field, "product:sale"; ARGV[8] the
+-- pending index's value, "failed @product:user reason" (Queue.Pending).
 if KEYS[4] then
 	local fields = {}
 	for f in string.gmatch(ARGV[6], "[^\t]+") do
@@ -32,7 +33,7 @@ if rec and string.match(rec, "^%S+") == ARGV[3] then
 	end
 end
 if KEYS[6] then
-	redis.call("HSET", KEYS[6], ARGV[3], "failed " .. ARGV[5])
+	redis.call("HSET", KEYS[6], ARGV[3], ARGV[8])
 	redis.call("HINCRBY", KEYS[7], ARGV[7], 1)
 end
 redis.call("XACK", KEYS[1], ARGV[1], ARGV[2])

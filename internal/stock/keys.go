@@ -85,7 +85,7 @@ const (
 )
 
 // PendingKey is the hash of the queued orders of the day t falls in (UTC),
-// by order id: "product shard user sale", or "failed <reason>" for one
+// by order id: "product shard user sale", or "failed @product:user <reason>" for one
 // the database refused. It answers GET /api/orders/:id until the order is
 // written.
 func PendingKey(t time.Time) string { return "seckill:pending:" + t.UTC().Format("2006:01:02") }

@@ -234,7 +234,8 @@ func (qu *Queue) Claim(ctx context.Context, consumer, stream string, minIdle tim
 }
 
 // Pending is an order in the pending index: queued by the async mode's
-// take, or refused by the database (Failed says why) and not settled yet.
+// take, or refused by the database (Failed says why; Shard and Sale are
+// then unknown) and not settled yet.
 type Pending struct {
 	Product, User, Sale int64
 	Shard               int
@@ -251,7 +252,16 @@ func (qu *Queue) Pending(ctx context.Context, id idgen.ID) (Pending, bool, error
 		return Pending{}, false, fmt.Errorf("looking order %s up among the queued: %w", id, err)
 	}
 	if reason, failed := strings.CutPrefix(v, "failed "); failed {
-		return Pending{Failed: reason}, true, nil
+		// "failed @product:user reason"; an entry from before they were
+		// kept is the reason alone, of no product nor buyer.
+		var p Pending
+		if n, _ := fmt.Sscanf(reason, "@%d:%d ", &p.Product, &p.User); n == 2 {
+			_, reason, _ = strings.Cut(reason, " ")
+		} else {
+			p.Product, p.User = 0, 0
+		}
+		p.Failed = reason
+		return p, true, nil
 	}
 	// async.lua writes "product shard user sale".
 	var p Pending
@@ -330,8 +340,11 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 	} else {
 		keys = append(keys, DeadLetterKey, l.BuyerKey(q.User), PendingKey(q.Order.Time()), DeadCountKey)
 	}
+	// The pending index keeps whose order failed, and of which product:
+	// reading it is its buyer's alone on a product that is not a lab one.
+	failed := fmt.Sprintf("failed @%d:%d %s", l.ID, q.User, reason)
 	err := deadLetterScript.Run(ctx, qu.rdb, keys, Group, q.MsgID, q.Order.String(), q.User, reason, fields.String(),
-		deadField(l.ID, q.Sale)).Err()
+		deadField(l.ID, q.Sale), failed).Err()
 	if err != nil {
 		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 	}
@@ -339,7 +352,7 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 		if err := qu.store.forget(ctx, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
 			return err
 		}
-		if err := qu.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), "failed "+reason).Err(); err != nil {
+		if err := qu.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), failed).Err(); err != nil {
 			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)
 		}
 		if err := qu.rdb.HIncrBy(ctx, DeadCountKey, deadField(l.ID, q.Sale), 1).Err(); err != nil {

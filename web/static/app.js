@@ -47,11 +47,22 @@
   // TOKEN_KEY is where this browser keeps the operator token.
   const TOKEN_KEY = "seckill.adminToken";
 
+  // BUYER_KEY is where this browser keeps its signed-in buyer's session.
+  const BUYER_KEY = "seckill.buyer";
+  // AS_BUYER, as api's last argument, sends the signed-in buyer's token.
+  const AS_BUYER = "buyer";
+  // FIRST_NAMED_BUYER is the first id of a signed-in buyer (api.FirstNamedBuyer):
+  // an order of one is read, paid and cancelled with the buyer's token.
+  const FIRST_NAMED_BUYER = 3 * 2 ** 51;
+
   async function api(method, path, body, admin) {
     const headers = {};
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const token = $("#token").value.trim();
-    if (admin && token) headers.Authorization = "Bearer " + token;
+    if (admin === AS_BUYER) {
+      const b = buyerSession();
+      if (b) headers.Authorization = "Bearer " + b.token;
+    } else if (admin && token) headers.Authorization = "Bearer " + token;
     let res;
     try {
       res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -139,6 +150,8 @@
     if (status.dataset.source === "poll") setStatus(status, "");
     state.product = p.data;
     noteServerClock(p);
+    // A user id buys a lab product only; any other sells to the buyer signed in.
+    $("#user-id-field").hidden = !p.data.lab;
     renderProduct(p.data);
     if (a?.ok) renderAudit(a.data);
   }
@@ -330,28 +343,94 @@
     }
   }
 
+  // ---- Buyer's sign-in -------------------------------------------------
+
+  // buyerSession is the signed-in buyer kept in this browser, or null.
+  function buyerSession() {
+    try {
+      const b = JSON.parse(localStorage.getItem(BUYER_KEY) || "null");
+      return b && Date.parse(b.expires_at) > Date.now() ? b : null;
+    } catch {
+      return null; // storage refused, or not JSON
+    }
+  }
+
+  function showBuyer() {
+    const b = buyerSession();
+    $("#signin-status").textContent = b
+      ? "Signed in as " + b.name + " (buyer " + b.buyer_id + ") until " + new Date(b.expires_at).toLocaleTimeString()
+      : "Not signed in.";
+  }
+
+  async function signIn(ev) {
+    ev.preventDefault();
+    const r = await api("POST", "/api/sessions", { name: $("#buyer-name").value });
+    if (r.ok) {
+      try {
+        localStorage.setItem(BUYER_KEY, JSON.stringify(r.data));
+      } catch {
+        // Storage refused: the sign-in lasts as long as nothing needs it again.
+      }
+      showBuyer();
+    } else {
+      $("#signin-status").textContent = "Sign-in refused: " + r.data.error;
+    }
+  }
+
+  // asOwner is how a request about order o authenticates: a signed-in
+  // buyer's order with the token, a lab order with none.
+  function asOwner(o) {
+    return o && o.user_id >= FIRST_NAMED_BUYER ? AS_BUYER : undefined;
+  }
+
+  // forgetExpired drops the kept session when the service refused its token.
+  function forgetExpired(r) {
+    if (r.status === 401 && r.data.code === "sign_in_required") {
+      try {
+        localStorage.removeItem(BUYER_KEY);
+      } catch {
+        // nothing kept
+      }
+      showBuyer();
+    }
+  }
+
+  // labWatched says whether the product watched takes a user id.
+  function labWatched() {
+    return !!state.product?.lab;
+  }
+
   // ---- Buy -------------------------------------------------------------
 
   async function buy(ev) {
     ev.preventDefault();
     const out = $("#buy-result");
+    const lab = labWatched();
     const user = Number($("#user-id").value);
-    if (!Number.isSafeInteger(user) || user < 1) {
+    if (lab && (!Number.isSafeInteger(user) || user < 1 || user >= FIRST_NAMED_BUYER)) {
       out.className = "outcome refused";
-      out.textContent = "The user id must be a positive whole number.";
+      out.textContent = "The user id must be a positive whole number below " + FIRST_NAMED_BUYER + ".";
+      return;
+    }
+    if (!lab && !buyerSession()) {
+      out.className = "outcome refused";
+      out.textContent = "Sign in first: a product that is not a lab product sells to a signed-in buyer.";
       return;
     }
     const btn = $("#buy");
     btn.disabled = true;
-    const r = await api("POST", "/api/orders", { user_id: user, product_id: state.productID });
+    const r = lab
+      ? await api("POST", "/api/orders", { user_id: user, product_id: state.productID })
+      : await api("POST", "/api/orders", { product_id: state.productID }, AS_BUYER);
     btn.disabled = false;
+    forgetExpired(r);
     if (r.ok) {
       // The id is a string in the JSON and stays one: it exceeds 2^53.
       if (state.latest) state.orders.unshift(state.latest);
       state.orders.length = Math.min(state.orders.length, MAX_ORDERS);
       state.latest = r.data;
       renderOrders();
-      if (r.status === 202) followQueued(r.data.id);
+      if (r.status === 202) followQueued(r.data);
     } else {
       // The refusal takes the box: the order shown there moves to the list.
       if (state.latest) state.orders.unshift(state.latest);
@@ -436,7 +515,7 @@
   // refreshOrder reads an order again, a second apart at most.
   async function refreshOrder(o) {
     o.refreshing = true;
-    const r = await api("GET", "/api/orders/" + o.id);
+    const r = await api("GET", "/api/orders/" + o.id, undefined, asOwner(o));
     setTimeout(() => { o.refreshing = false; }, 1000);
     if (r.ok && r.data.status !== o.status) {
       replaceOrder(r.data);
@@ -446,12 +525,14 @@
 
   async function changeOrder(o, action) {
     for (const b of document.querySelectorAll(".order-actions button")) b.disabled = true;
-    const r = await api("POST", "/api/orders/" + o.id + "/" + action, { user_id: o.user_id });
+    const as = asOwner(o);
+    const r = await api("POST", "/api/orders/" + o.id + "/" + action, as ? {} : { user_id: o.user_id }, as);
+    forgetExpired(r);
     if (r.ok) {
       replaceOrder(r.data);
     } else {
       // The state it lost to (paid, cancelled by the window's end) is the order's now.
-      const g = await api("GET", "/api/orders/" + o.id);
+      const g = await api("GET", "/api/orders/" + o.id, undefined, as);
       const fresh = g.ok ? g.data : { ...o };
       fresh.note = action + " refused: " + r.data.code + ": " + r.data.error;
       replaceOrder(fresh);
@@ -461,10 +542,10 @@
 
   // followQueued reads a queued order until the consumer has written it (or
   // the database refused it), for a few seconds at most.
-  async function followQueued(id) {
+  async function followQueued(o) {
     for (let i = 0; i < 50; i++) {
       await new Promise((done) => setTimeout(done, 100));
-      const r = await api("GET", "/api/orders/" + id);
+      const r = await api("GET", "/api/orders/" + o.id, undefined, asOwner(o));
       if (r.ok && r.data.status !== "pending") {
         replaceOrder(r.data);
         return;
@@ -839,6 +920,8 @@
     $("#product-id").addEventListener("change", (e) => watch(Number(e.target.value)));
     $("#reset").addEventListener("click", resetProduct);
     $("#buy-form").addEventListener("submit", buy);
+    $("#signin-form").addEventListener("submit", signIn);
+    showBuyer();
     $("#run-form").addEventListener("submit", startRun);
     $("#lab-lock").addEventListener("change", explain);
     $("#lab-fault").addEventListener("change", faultChanged);

@@ -269,11 +269,12 @@ func TestSoldOutNotFinalWhileUnitsUnsettled(t *testing.T) {
 		t.Helper()
 		h := http.Header{}
 		h.Set(api.HeaderIdempotencyKey, "late-"+strconv.FormatInt(user, 10))
-		req := api.OrderRequest{UserID: &user, ProductID: &s.product}
+		req := api.OrderRequest{ProductID: &s.product}
 		b, _ := json.Marshal(req)
 		hr, _ := http.NewRequest(http.MethodPost, s.urls[0]+"/api/orders", strings.NewReader(string(b)))
 		hr.Header = h
 		hr.Header.Set("Content-Type", api.MediaType)
+		hr.Header.Set("Authorization", "Bearer "+testenv.Token(user))
 		resp, err := s.client.Do(hr)
 		if err != nil {
 			t.Fatal(err)

@@ -50,15 +50,14 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 			} {
 				name, req := tc.name, tc.req
 				user := int64(i + 1)
-				req.UserID = &user
 				for _, p := range []int64{sold, labProduct} {
 					req.ProductID = &p
-					status, body, err := post(ctx, s.client, srv.URL+"/api/orders", "", req)
+					status, body, err := postAs(ctx, s.client, srv.URL+"/api/orders", testenv.Token(user), req)
 					switch {
 					case err != nil:
 						t.Fatal(err)
 					case p == sold && (status != http.StatusForbidden || !contains(body, api.CodeLabOnly)):
-						t.Errorf("an anonymous %s on a product that is not a lab product: %d %s, want 403 %s", name, status, body, api.CodeLabOnly)
+						t.Errorf("a buyer's %s on a product that is not a lab product: %d %s, want 403 %s", name, status, body, api.CodeLabOnly)
 					case p == labProduct && status != http.StatusCreated && !contains(body, api.CodeSoldOut) && !contains(body, api.CodeLockTimeout):
 						t.Errorf("%s on a lab product: %d %s, want it taken", name, status, body)
 					}
@@ -177,7 +176,7 @@ func TestResetMidBurst(t *testing.T) {
 			continue
 		}
 		var ord api.Order
-		s.get("/api/orders/"+o.order, &ord)
+		s.getAs("/api/orders/"+o.order, testenv.Token(o.user), &ord)
 		if ord.UserID != o.user {
 			t.Errorf("%v: order %+v", o, ord)
 		}

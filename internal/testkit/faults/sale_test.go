@@ -77,6 +77,9 @@ func config(t *testing.T, redisAddr, dsn string) app.Config {
 	}
 	cfg.ReconcileEvery = 0
 	cfg.ReconcileGrace = grace
+	// The buyers' tokens are minted with it (testenv.Token), for the
+	// numbered buyers of products that are not lab products.
+	cfg.SessionSecret = testenv.SessionSecret
 	cfg.LockWait = 10 * time.Second
 	return cfg
 }
@@ -91,7 +94,7 @@ func childArgs(cfg app.Config) []string {
 	return append(redis, "-addr", "127.0.0.1:0", "-admin-token", cfg.AdminToken, "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
 		"-rate-limit", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),
 		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(),
-		"-log-level", "error")
+		"-session-secret", cfg.SessionSecret, "-log-level", "error")
 }
 
 // startChild starts a service instance as a child process on cfg.
@@ -210,10 +213,16 @@ func (o outcome) String() string {
 	return fmt.Sprintf("user %d: %d %s order %q", o.user, o.status, o.code, o.order)
 }
 
-// buy sends one purchase with the idempotency key key.
+// buy sends one purchase of buyer user, signed in (a token minted for the
+// id: see config), with the idempotency key key.
 func buy(ctx context.Context, c *http.Client, url string, product, user int64, key string) outcome {
 	o := outcome{user: user}
-	status, body, err := post(ctx, c, url+"/api/orders", key, api.OrderRequest{UserID: &user, ProductID: &product})
+	h := http.Header{}
+	if key != "" {
+		h.Set(api.HeaderIdempotencyKey, key)
+	}
+	h.Set("Authorization", "Bearer "+testenv.Token(user))
+	status, body, err := send(ctx, c, url+"/api/orders", h, api.OrderRequest{ProductID: &product})
 	if err != nil {
 		o.err = err
 		return o
@@ -440,7 +449,20 @@ func (s *sale) checkPromise(outs []outcome) state {
 // unless the answer is 200.
 func (s *sale) get(path string, out any) {
 	s.t.Helper()
-	resp, err := s.client.Get(s.urls[0] + path)
+	s.getAs(path, "", out)
+}
+
+// getAs is get for the buyer of token ("" for none).
+func (s *sale) getAs(path, token string, out any) {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.urls[0]+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
