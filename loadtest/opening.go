@@ -170,29 +170,53 @@ type openingProduct struct {
 }
 
 // create creates the product, opening lead from now on the server's clock,
-// and returns the opening on this machine's clock: the server's, less the
-// offset measured from its answer (half the round trip).
+// and returns the opening on this machine's clock (see offset).
 func (t openingTarget) create(ctx context.Context, p openingProduct, lead time.Duration) (time.Time, error) {
 	body := map[string]any{"id": p.id, "name": "opening " + strconv.FormatInt(p.id, 10), "stock": p.stock,
 		"mode": p.mode, "fallback": p.fallback, "path": p.path, "starts_at": time.Now().Add(lead).UTC().Format(time.RFC3339Nano)}
 	if p.shards > 0 {
 		body["shards"] = p.shards
 	}
-	var view struct {
-		StartsAt *time.Time `json:"starts_at"`
-		Now      time.Time  `json:"now"`
-	}
-	sent := time.Now()
+	var view openingView
 	st, code, err := t.call(ctx, http.MethodPost, "/api/products", t.token, body, &view)
-	recv := time.Now()
 	if err != nil || st != http.StatusOK {
 		return time.Time{}, fmt.Errorf("creating product %d: %d %s %v", p.id, st, code, err)
 	}
 	if view.StartsAt == nil || view.Now.IsZero() {
 		return time.Time{}, fmt.Errorf("product %d: the service shows no starts_at or now: does it know sale windows?", p.id)
 	}
-	offset := view.Now.Sub(sent.Add(recv.Sub(sent) / 2))
+	offset, err := t.offset(ctx, p.id)
+	if err != nil {
+		return time.Time{}, err
+	}
 	return view.StartsAt.Add(-offset), nil
+}
+
+// openingView is what the opening reads of a product view.
+type openingView struct {
+	StartsAt *time.Time `json:"starts_at"`
+	Now      time.Time  `json:"now"`
+}
+
+// offset is the server's clock less this machine's, as the page measures
+// it: from the product view's now, taken at half the round trip, of the
+// quickest of a few reads (the reset's own answer is slow: its warm-up
+// would put half of it into the estimate).
+func (t openingTarget) offset(ctx context.Context, id int64) (time.Duration, error) {
+	best, rtt := time.Duration(0), time.Duration(-1)
+	for range 5 {
+		var view openingView
+		sent := time.Now()
+		st, code, err := t.call(ctx, http.MethodGet, "/api/products/"+strconv.FormatInt(id, 10), "", nil, &view)
+		recv := time.Now()
+		if err != nil || st != http.StatusOK {
+			return 0, fmt.Errorf("reading product %d: %d %s %v", id, st, code, err)
+		}
+		if d := recv.Sub(sent); rtt < 0 || d < rtt {
+			best, rtt = view.Now.Sub(sent.Add(d/2)), d
+		}
+	}
+	return best, nil
 }
 
 // chill makes the opening cold: the scripts are flushed from Redis and

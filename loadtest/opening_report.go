@@ -29,15 +29,17 @@ func quantiles(cs []click) string {
 	return "p50 " + ms(at(0.50)) + ", p99 " + ms(at(0.99))
 }
 
-// split sorts the opening's clicks by what they were told.
+// split sorts the opening's clicks by what they were told: every click
+// that bought is a winner; the others are refusals, or early clicks when
+// they were due before the opening.
 func (r opening) split() (winners, refused, early []click, codes map[string]int) {
 	codes = make(map[string]int)
 	for _, c := range r.clicks {
 		switch {
-		case c.due < 0:
-			early = append(early, c)
 		case c.won():
 			winners = append(winners, c)
+		case c.due < 0:
+			early = append(early, c)
 		default:
 			refused = append(refused, c)
 		}
