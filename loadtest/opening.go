@@ -57,6 +57,9 @@ type click struct {
 	status int
 	code   string
 	err    error
+	// at is when the service made the order, on its clock: a sale's
+	// order made before the opening is one the window let through.
+	at time.Time
 }
 
 // latency is a click's, counted from its due time (open loop).
@@ -73,6 +76,7 @@ type opening struct {
 	stock  int
 	// chilled says how the cold opening was made cold; "" when warm.
 	chilled string
+	opens   time.Time // on the service's clock
 }
 
 // openingTarget is the service the opening runs against.
@@ -170,8 +174,9 @@ type openingProduct struct {
 }
 
 // create creates the product, opening lead from now on the server's clock,
-// and returns the opening on this machine's clock (see offset).
-func (t openingTarget) create(ctx context.Context, p openingProduct, lead time.Duration) (time.Time, error) {
+// and returns the opening on the server's clock and on this machine's
+// (see offset).
+func (t openingTarget) create(ctx context.Context, p openingProduct, lead time.Duration) (server, local time.Time, err error) {
 	body := map[string]any{"id": p.id, "name": "opening " + strconv.FormatInt(p.id, 10), "stock": p.stock,
 		"mode": p.mode, "fallback": p.fallback, "path": p.path, "starts_at": time.Now().Add(lead).UTC().Format(time.RFC3339Nano)}
 	if p.shards > 0 {
@@ -180,16 +185,16 @@ func (t openingTarget) create(ctx context.Context, p openingProduct, lead time.D
 	var view openingView
 	st, code, err := t.call(ctx, http.MethodPost, "/api/products", t.token, body, &view)
 	if err != nil || st != http.StatusOK {
-		return time.Time{}, fmt.Errorf("creating product %d: %d %s %v", p.id, st, code, err)
+		return server, local, fmt.Errorf("creating product %d: %d %s %v", p.id, st, code, err)
 	}
 	if view.StartsAt == nil || view.Now.IsZero() {
-		return time.Time{}, fmt.Errorf("product %d: the service shows no starts_at or now: does it know sale windows?", p.id)
+		return server, local, fmt.Errorf("product %d: the service shows no starts_at or now: does it know sale windows?", p.id)
 	}
 	offset, err := t.offset(ctx, p.id)
 	if err != nil {
-		return time.Time{}, err
+		return server, local, err
 	}
-	return view.StartsAt.Add(-offset), nil
+	return *view.StartsAt, view.StartsAt.Add(-offset), nil
 }
 
 // openingView is what the opening reads of a product view.
@@ -285,7 +290,11 @@ func (t openingTarget) click(ctx context.Context, p openingProduct, open time.Ti
 		}
 		body["path_token"] = path.Token
 	}
-	c.status, c.code, c.err = t.call(ctx, http.MethodPost, "/api/orders", b.token, body, nil)
+	var o struct {
+		CreatedAt time.Time `json:"created_at"`
+	}
+	c.status, c.code, c.err = t.call(ctx, http.MethodPost, "/api/orders", b.token, body, &o)
+	c.at = o.CreatedAt
 	c.done = time.Since(open)
 }
 
@@ -351,7 +360,7 @@ func openingBench(ctx context.Context, o options, getenv func(string) string, st
 	printFirst(stdout, runs[0], runs[1])
 	for _, r := range runs {
 		if r.audit.Verdict != api.VerdictOK || r.misled() != 0 || r.openedEarly() != 0 {
-			return fmt.Errorf("opening %s: verdict %s, %d buyers told something the store does not hold, %d early clicks not refused not_started: %w",
+			return fmt.Errorf("opening %s: verdict %s, %d buyers told something the store does not hold, %d orders made before the opening: %w",
 				r.name, r.audit.Verdict, r.misled(), r.openedEarly(), errExpectation)
 		}
 	}
@@ -360,7 +369,7 @@ func openingBench(ctx context.Context, o options, getenv func(string) string, st
 
 // open runs one opening of product p.
 func (t openingTarget) open(ctx context.Context, p openingProduct, name string, cold bool, buyers []openingBuyer, clicks []click) (opening, error) {
-	open, err := t.create(ctx, p, openingLead)
+	opens, open, err := t.create(ctx, p, openingLead)
 	if err != nil {
 		return opening{}, err
 	}
@@ -373,7 +382,7 @@ func (t openingTarget) open(ctx context.Context, p openingProduct, name string, 
 	}
 	t.fire(ctx, p, open, buyers, clicks)
 	a, err := t.settle(ctx, p.id)
-	return opening{name: name, clicks: clicks, audit: a, stock: p.stock, chilled: chilled}, err
+	return opening{name: name, clicks: clicks, audit: a, stock: p.stock, chilled: chilled, opens: opens}, err
 }
 
 // openingTarget is the -target service, or one started for the run with
