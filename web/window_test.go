@@ -30,6 +30,7 @@ func TestPageCountsDown(t *testing.T) {
 		now.Add(-time.Hour).Format(time.RFC3339), now.Add(-time.Minute).Format(time.RFC3339)))
 
 	do(t, ctx, "open the page", chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(soon, 10)))
+	signIn(t, ctx, "opener")
 	text := waitFor[string](t, ctx, "the countdown",
 		`document.querySelector("#buy").disabled && document.querySelector("#sale-window").textContent.startsWith("opens in") && document.querySelector("#sale-window").textContent`)
 	if time.Now().After(opens) {

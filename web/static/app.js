@@ -152,6 +152,7 @@
     noteServerClock(p);
     // A user id buys a lab product only; any other sells to the buyer signed in.
     $("#user-id-field").hidden = !p.data.lab;
+    showCaptcha(p.data);
     renderProduct(p.data);
     if (a?.ok) renderAudit(a.data);
   }
@@ -402,6 +403,48 @@
 
   // ---- Buy -------------------------------------------------------------
 
+  // A product with a purchase path sells only with a one-time token, asked
+  // for just before the purchase (from the opening second), for a solved
+  // captcha when the product asks for one. A captcha is tried once, right
+  // or wrong: the page shows another after every try.
+  async function pathFor(p) {
+    if (!p?.path) return { ok: true };
+    const body = {};
+    if (p.captcha) {
+      body.captcha_id = state.captcha || "";
+      body.captcha = $("#captcha").value.trim();
+    }
+    const r = await api("POST", "/api/products/" + p.id + "/path", body, AS_BUYER);
+    if (p.captcha) newCaptcha();
+    return r;
+  }
+
+  // showCaptcha shows the captcha field for a product that asks for one,
+  // with a picture, drawn once per product watched.
+  function showCaptcha(p) {
+    const field = $("#captcha-field");
+    const want = Boolean(p?.captcha);
+    if (field.hidden === !want && (!want || state.captchaFor === p.id)) return;
+    field.hidden = !want;
+    if (want) {
+      state.captchaFor = p.id;
+      newCaptcha();
+    }
+  }
+
+  async function newCaptcha() {
+    $("#captcha").value = "";
+    const r = await api("POST", "/api/captcha", {});
+    if (!r.ok) {
+      state.captcha = "";
+      $("#captcha-img").alt = "No captcha: " + r.data.error;
+      $("#captcha-img").removeAttribute("src");
+      return;
+    }
+    state.captcha = r.data.captcha_id;
+    $("#captcha-img").src = r.data.image;
+  }
+
   async function buy(ev) {
     ev.preventDefault();
     const out = $("#buy-result");
@@ -419,9 +462,10 @@
     }
     const btn = $("#buy");
     btn.disabled = true;
-    const r = lab
-      ? await api("POST", "/api/orders", { user_id: user, product_id: state.productID })
-      : await api("POST", "/api/orders", { product_id: state.productID }, AS_BUYER);
+    const body = lab ? { user_id: user, product_id: state.productID } : { product_id: state.productID };
+    let r = await pathFor(state.product);
+    if (r.ok && r.data?.path_token) body.path_token = r.data.path_token;
+    if (r.ok) r = await api("POST", "/api/orders", body, lab ? undefined : AS_BUYER);
     btn.disabled = false;
     forgetExpired(r);
     if (r.ok) {
@@ -921,6 +965,7 @@
     $("#reset").addEventListener("click", resetProduct);
     $("#buy-form").addEventListener("submit", buy);
     $("#signin-form").addEventListener("submit", signIn);
+    $("#captcha-new").addEventListener("click", newCaptcha);
     showBuyer();
     $("#run-form").addEventListener("submit", startRun);
     $("#lab-lock").addEventListener("change", explain);
