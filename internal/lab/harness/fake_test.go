@@ -17,8 +17,9 @@ import (
 // fakeService speaks the order API from memory, so that the engine and the
 // verdicts can be tested without Redis or a database. With lock "none" it
 // reads the stock, pauses for hold_ms and writes it back minus one, with
-// nothing held in between: the race the lab teaches. Every other known lock
-// is a mutex per product.
+// nothing held in between: the race the lab teaches. A buyer is sold one
+// unit at most whatever the lock, as the real service's write checks. Every
+// other known lock is a mutex per product.
 type fakeService struct {
 	mu       sync.Mutex
 	products map[int64]*fakeProduct
@@ -116,6 +117,14 @@ func (f *fakeService) buy(w http.ResponseWriter, r *http.Request) {
 	// The critical section's pause, as the real service's hold_ms.
 	time.Sleep(time.Duration(in.HoldMS) * time.Millisecond)
 	f.mu.Lock()
+	// Checked again in the write, as rmw_write.lua does: under lock "none" a
+	// repeat of the buyer can pass the check above during this one's hold,
+	// and its second 201 made the harness count more orders than the audit.
+	if p.orders[user] {
+		f.mu.Unlock()
+		fail(w, http.StatusConflict, api.CodeAlreadyBought)
+		return
+	}
 	p.remaining = stock - 1
 	p.orders[user] = true
 	f.mu.Unlock()

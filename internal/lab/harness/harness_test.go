@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,6 +163,61 @@ func TestRunAgainstFake(t *testing.T) {
 		})
 	}
 }
+
+// The fake sells a buyer one unit at most whatever the lock, as the real
+// service does: buyers racing themselves are the harness's repeats, and a
+// second 201 for one order made its count and the audit's disagree.
+func TestFakeSellsABuyerOnce(t *testing.T) {
+	srv := newFakeService(t)
+	for i, lock := range fakeLocks {
+		t.Run(lock, func(t *testing.T) {
+			product := int64(300 + i)
+			post(t, srv.URL+"/api/products", api.ProductRequest{ID: &product, Stock: ptr(100), Lock: lock}, http.StatusOK)
+			user := int64(1)
+			in := api.OrderRequest{UserID: &user, ProductID: &product, Lock: lock, HoldMS: 20}
+			start := make(chan struct{})
+			var created atomic.Int64
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					<-start
+					if post(t, srv.URL+"/api/orders", in, http.StatusCreated, http.StatusConflict) == http.StatusCreated {
+						created.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if n := created.Load(); n != 1 {
+				t.Errorf("one buyer's 20 purchases at once: %d created, want 1", n)
+			}
+		})
+	}
+}
+
+// post sends v as JSON and returns the answer's status, which must be one
+// of want.
+func post(t *testing.T, url string, v any, want ...int) int {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	resp, err := http.Post(url, api.MediaType, bytes.NewReader(b))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	defer resp.Body.Close()
+	if !slices.Contains(want, resp.StatusCode) {
+		body, _ := io.ReadAll(resp.Body)
+		t.Errorf("POST %s: %d %s, want one of %v", url, resp.StatusCode, body, want)
+	}
+	return resp.StatusCode
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestRunRejected(t *testing.T) {
 	srv := newFakeService(t)
