@@ -97,9 +97,9 @@ func (c *Config) settings() []setting {
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
 		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
-		{"concurrency-limit", "CONCURRENCY_LIMIT", "the ceiling of the adaptive concurrency limit on purchases of products that are not lab products: beyond the limit of the moment, a purchase is answered 503 overloaded at once; 0 turns the limit off", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.ConcurrencyLimit, name, 200, help)
-		}, "200"},
+		{"concurrency-limit", "CONCURRENCY_LIMIT", "the ceiling of the adaptive concurrency limit on purchases of products that are not lab products: beyond the limit of the moment, a purchase is answered 503 overloaded at once; 0 (the default, see docs/BENCHMARKS.md: in an opening herd on one machine it sheds purchases it could have sold) turns the limit off", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.ConcurrencyLimit, name, 0, help)
+		}, "0"},
 		{"lock-ttl", "LOCK_TTL", "lease of a distributed lock", dur(&c.LockTTL), "5s"},
 		{"lock-wait", "LOCK_WAIT", "how long an order waits for a held lock before 503", dur(&c.LockWait), "3s"},
 		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", func(fs *flag.FlagSet, name, def, help string) {
