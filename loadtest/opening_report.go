@@ -67,6 +67,14 @@ func (r opening) soldOutAt() (time.Duration, bool) {
 	return first, found
 }
 
+// soldOutDue orders clicks refused sold out by their due time, others last.
+func soldOutDue(c click) time.Duration {
+	if c.code != api.CodeSoldOut {
+		return time.Duration(1<<63 - 1)
+	}
+	return c.due
+}
+
 // misled counts buyers told they bought whose orders the store does not
 // hold, or the reverse: 201s and 202s against the orders written.
 func (r opening) misled() int {
@@ -128,6 +136,14 @@ func (r opening) print(out io.Writer) {
 			}
 		}
 		fmt.Fprintf(out, "  fairness: the first buyer was told sold out at %s; %d units went to buyers who clicked after that\n", ms(at), late)
+		first := slices.MinFunc(r.clicks, func(a, b click) int { return int(soldOutDue(a) - soldOutDue(b)) })
+		passed := 0
+		for _, c := range winners {
+			if c.due > first.due {
+				passed++
+			}
+		}
+		fmt.Fprintf(out, "  and %d units to buyers who clicked after the first buyer refused sold out had clicked (at %s)\n", passed, ms(first.due))
 	}
 	fmt.Fprintf(out, "  verdict %s (audit: initial %d, remaining %d, orders %d, oversold %d, lost updates %d; %d buyers misled)\n",
 		r.audit.Verdict, r.audit.Initial, r.audit.Remaining, r.audit.Orders, r.audit.Oversold, r.audit.LostUpdates, r.misled())
