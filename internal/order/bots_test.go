@@ -116,7 +116,7 @@ func TestIssuePath(t *testing.T) {
 	f.Reset(catalogue.ProductSpec{ID: 2, Stock: 5, StartsAt: &opens, Path: true, Captcha: true})
 	f.Reset(catalogue.ProductSpec{ID: 3, Stock: 5})
 	ask := func(product int64, captchaID, captcha string) (admission.PathToken, error) {
-		return f.svc.IssuePath(t.Context(), order.PathRequest{Buyer: 7, Product: product, CaptchaID: captchaID, Captcha: captcha})
+		return f.svc.Door().IssuePath(t.Context(), order.PathRequest{Buyer: 7, Product: product, CaptchaID: captchaID, Captcha: captcha})
 	}
 	if _, err := ask(1, "", ""); !errors.Is(err, order.ErrNotStarted) {
 		t.Fatalf("before the opening: %v, want ErrNotStarted", err)

@@ -152,36 +152,6 @@ func (s *Service) plan(p catalogue.Product, in Purchase, rc *Receipt) (plan, err
 	return pl, nil
 }
 
-// admit asks Options.Admit to let the buyer in.
-func (b *base) admit(ctx context.Context, buyer int64) error {
-	if b.opt.Admit == nil {
-		return nil
-	}
-	return b.opt.Admit.Allow(ctx, buyer)
-}
-
-// admitClient asks Options.PerAddress to let the purchase's client in. Lab
-// products are exempt: one harness, from one address, is their thousands
-// of buyers.
-func (b *base) admitClient(ctx context.Context, p catalogue.Product, in Purchase) error {
-	if b.opt.PerAddress == nil || p.Lab || in.Client == "" {
-		return nil
-	}
-	return b.opt.PerAddress.Allow(ctx, in.Client)
-}
-
-// redeemPath spends the purchase's path token on a product that asks for
-// one. Before the rate limit: a bot without a token leaves no key behind.
-func (b *base) redeemPath(ctx context.Context, p catalogue.Product, in Purchase) error {
-	if !p.Path {
-		return nil
-	}
-	if b.opt.Paths == nil {
-		return fmt.Errorf("%w: product %d asks for a purchase path and this service issues none", ErrNoPaths, p.ID)
-	}
-	return b.opt.Paths.Redeem(ctx, in.UserID, p.ID, in.Path, in.Key)
-}
-
 func (b *base) locker(name string) (lock.Locker, error) { return b.cat.Locker(name) }
 
 // Buy sells one unit of a product to a user. Once it has begun, the
@@ -196,8 +166,13 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	if err != nil {
 		return Order{}, rc, err
 	}
-	pl, err := s.admitPurchase(ctx, p, in, &rc)
+	// The lab options are checked before anything costs a round trip, so
+	// that bad input costs the buyer nothing.
+	pl, err := s.plan(p, in, &rc)
 	if err != nil {
+		return Order{}, rc, err
+	}
+	if err := s.door.admit(ctx, p, in); err != nil {
 		return Order{}, rc, err
 	}
 	if err := s.enter(); err != nil {
@@ -205,7 +180,7 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	}
 	defer s.working.Done()
 	// Shed past every refusal known cheaply, before anything is drawn or taken.
-	done, err := s.shed(p)
+	done, err := s.door.shed(p)
 	if err != nil {
 		return Order{}, rc, err
 	}
@@ -238,28 +213,6 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	return o, rc, err
 }
 
-// admitPurchase runs the refusals a purchase meets before it costs a lock
-// or a script, cheapest first: the sale window (no round trip), the lab
-// options (checked before the rate limit, so that bad input costs the
-// buyer nothing), then one round trip each: the client's address, the
-// path token, the buyer's rate limit.
-func (s *Service) admitPurchase(ctx context.Context, p catalogue.Product, in Purchase, rc *Receipt) (plan, error) {
-	if err := s.window(p); err != nil {
-		return plan{}, err
-	}
-	pl, err := s.plan(p, in, rc)
-	if err != nil {
-		return plan{}, err
-	}
-	if err := s.admitClient(ctx, p, in); err != nil {
-		return plan{}, err
-	}
-	if err := s.redeemPath(ctx, p, in); err != nil {
-		return plan{}, err
-	}
-	return pl, s.admit(ctx, in.UserID)
-}
-
 // sellFresh sells from the product's current layout: once more from the
 // new one when a reset or a rebuild laid it out anew during the purchase.
 func (s *Service) sellFresh(ctx context.Context, p catalogue.Product, pl plan, in Purchase, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
@@ -283,7 +236,7 @@ func (s *Service) sellFresh(ctx context.Context, p catalogue.Product, pl plan, i
 		// Reset (a new sale) or rebuilt: sell from the new layout, in
 		// the new sale's window.
 		p = fresh
-		if err := s.window(p); err != nil {
+		if err := s.door.window(p); err != nil {
 			return Order{}, err
 		}
 		if pl, err = s.plan(p, in, rc); err != nil {

@@ -243,14 +243,15 @@ type parts struct {
 	cat   *catalogue.Catalogue
 	life  *Lifecycle
 	queue *Queue
+	door  *Door
 	sales *Service
 }
 
 // Service sells products: it takes a unit as the product's mode says and
 // writes its order (purchase.go, record.go, mode_*.go). Its other jobs are
 // parts of their own, which it builds and closes: the Catalogue of
-// products, the Lifecycle of orders (pay, cancel, expire) and the Queue's
-// view of queued orders. The reconciler (stranded takes, audits, repairs)
+// products, the Door a purchase passes first (door.go), the Lifecycle of
+// orders (pay, cancel, expire) and the Queue's view of queued orders. The reconciler (stranded takes, audits, repairs)
 // is a package of its own above this one (internal/reconcile).
 type Service struct{ *base }
 
@@ -321,6 +322,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	b.parts = &parts{
 		life:  &Lifecycle{base: b},
 		queue: &Queue{base: b},
+		door:  &Door{base: b},
 		sales: &Service{base: b},
 	}
 	// The store is set up before the catalogue's notices may reach it.

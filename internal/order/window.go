@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"seckill/internal/catalogue"
 )
 
 // Refusals of a purchase outside its product's sale window.
@@ -31,21 +29,6 @@ func (e *NotStartedError) Error() string {
 
 // Is makes errors.Is(err, ErrNotStarted) true.
 func (e *NotStartedError) Is(target error) bool { return target == ErrNotStarted }
-
-// window refuses a purchase outside p's sale window: from the cached
-// product alone, before anything that costs a round trip (the rate limit,
-// the id, the take), so that the buyers who click before the opening cost
-// the service nothing else. Paying and cancelling never ask it.
-func (s *Service) window(p catalogue.Product) error {
-	now := s.opt.Now()
-	switch {
-	case p.StartsAt != nil && now.Before(*p.StartsAt):
-		return &NotStartedError{Product: p.ID, StartsAt: *p.StartsAt, Now: now}
-	case p.EndsAt != nil && !now.Before(*p.EndsAt):
-		return fmt.Errorf("%w: product %d's sale ended at %s", ErrSaleEnded, p.ID, p.EndsAt.Format(time.RFC3339Nano))
-	}
-	return nil
-}
 
 // Now is the service's clock (Options.Now): the one its sale windows are
 // read on, which a product view shows so that a page counts down on it.

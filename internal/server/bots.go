@@ -13,6 +13,10 @@ import (
 	"seckill/internal/order"
 )
 
+// botRoutes are the routes that keep bots out: captchas and purchase
+// path tokens.
+type botRoutes struct{ *Server }
+
 // perAddress limits a public route per client address. The client is the
 // connection's peer, or the X-Forwarded-For of a trusted proxy.
 func (s *Server) perAddress(c *gin.Context) {
@@ -27,7 +31,7 @@ func (s *Server) perAddress(c *gin.Context) {
 
 // handleNewCaptcha makes a captcha, for a path token of a product that asks
 // for one.
-func (s *Server) handleNewCaptcha(c *gin.Context) {
+func (s botRoutes) handleNewCaptcha(c *gin.Context) {
 	if s.deps.Captchas == nil {
 		s.fail(c, http.StatusServiceUnavailable, api.CodeUnavailable, "this service makes no captchas")
 		return
@@ -41,7 +45,7 @@ func (s *Server) handleNewCaptcha(c *gin.Context) {
 }
 
 // handleCaptchaImage draws a captcha as a PNG.
-func (s *Server) handleCaptchaImage(c *gin.Context) {
+func (s botRoutes) handleCaptchaImage(c *gin.Context) {
 	if s.deps.Captchas == nil {
 		s.fail(c, http.StatusNotFound, api.CodeNotFound, "this service makes no captchas")
 		return
@@ -63,7 +67,7 @@ func (s *Server) handleCaptchaImage(c *gin.Context) {
 // handleIssuePath gives the signed-in buyer a one-time purchase path token
 // for the product (order.Service.IssuePath says when). The body, when the
 // product asks for a captcha, is the solved one.
-func (s *Server) handleIssuePath(c *gin.Context) {
+func (s botRoutes) handleIssuePath(c *gin.Context) {
 	product, ok := s.pathID(c, "product")
 	if !ok {
 		return
@@ -83,7 +87,7 @@ func (s *Server) handleIssuePath(c *gin.Context) {
 		s.failErr(c, fmt.Errorf("%w: a purchase path is a signed-in buyer's: sign in (POST /api/sessions) and send Authorization: Bearer <token>", order.ErrSignIn))
 		return
 	}
-	tok, err := s.deps.Orders.IssuePath(c.Request.Context(), order.PathRequest{Buyer: b.ID, Product: product,
+	tok, err := s.deps.Orders.Door().IssuePath(c.Request.Context(), order.PathRequest{Buyer: b.ID, Product: product,
 		CaptchaID: req.CaptchaID, Captcha: req.Captcha})
 	if err != nil {
 		s.failErr(c, err)

@@ -14,7 +14,7 @@ func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.handleHealth)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
 
-	lr := labRoutes{s}
+	lr, br := labRoutes{s}, botRoutes{s}
 	g := r.Group("/api")
 	g.GET("/locks", lr.handleLocks)
 	g.GET("/modes", lr.handleModes)
@@ -22,13 +22,13 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/products/:id", s.handleProduct)
 	g.GET("/products/:id/audit", s.handleAudit)
 	g.GET("/products/:id/drain", s.handleDrain)
-	g.POST("/products/:id/path", s.perAddress, s.handleIssuePath)
+	g.POST("/products/:id/path", s.perAddress, br.handleIssuePath)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
 	if s.deps.Sessions != nil {
 		g.POST("/sessions", s.perAddress, s.handleSignIn)
 	}
-	g.POST("/captcha", s.perAddress, s.handleNewCaptcha)
-	g.GET("/captcha/:id", s.handleCaptchaImage)
+	g.POST("/captcha", s.perAddress, br.handleNewCaptcha)
+	g.GET("/captcha/:id", br.handleCaptchaImage)
 	g.POST("/orders", s.handleBuy)
 	g.POST("/orders/lookup", s.handleLookup)
 	g.GET("/orders/:id", s.handleOrder)

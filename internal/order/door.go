@@ -1,0 +1,160 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"seckill/internal/admission"
+	"seckill/internal/catalogue"
+	"seckill/internal/stock"
+)
+
+// Door is the service's part that decides who comes in before a purchase
+// touches the stock, cheapest refusal first: the sale window (no round
+// trip), the client's address, the path token, the buyer's rate limit (one
+// round trip each), then the concurrency limit; and it issues the path
+// tokens. Its refusals come before the purchase draws an id or takes a
+// lock, so that a herd of them costs the stock nothing.
+type Door struct{ *base }
+
+// Door is the service's part that admits purchases and issues path tokens.
+func (s *Service) Door() *Door { return s.door }
+
+// admit runs the refusals a purchase meets before it costs a lock or a
+// script (the concurrency limit aside: see shed).
+func (d *Door) admit(ctx context.Context, p catalogue.Product, in Purchase) error {
+	if err := d.window(p); err != nil {
+		return err
+	}
+	if err := d.admitClient(ctx, p, in); err != nil {
+		return err
+	}
+	if err := d.redeemPath(ctx, p, in); err != nil {
+		return err
+	}
+	return d.admitBuyer(ctx, in.UserID)
+}
+
+// window refuses a purchase outside p's sale window: from the cached
+// product alone, before anything that costs a round trip (the rate limit,
+// the id, the take), so that the buyers who click before the opening cost
+// the service nothing else. Paying and cancelling never ask it.
+func (d *Door) window(p catalogue.Product) error {
+	now := d.opt.Now()
+	switch {
+	case p.StartsAt != nil && now.Before(*p.StartsAt):
+		return &NotStartedError{Product: p.ID, StartsAt: *p.StartsAt, Now: now}
+	case p.EndsAt != nil && !now.Before(*p.EndsAt):
+		return fmt.Errorf("%w: product %d's sale ended at %s", ErrSaleEnded, p.ID, p.EndsAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// admitClient asks Options.PerAddress to let the purchase's client in. Lab
+// products are exempt: one harness, from one address, is their thousands
+// of buyers.
+func (d *Door) admitClient(ctx context.Context, p catalogue.Product, in Purchase) error {
+	if d.opt.PerAddress == nil || p.Lab || in.Client == "" {
+		return nil
+	}
+	return d.opt.PerAddress.Allow(ctx, in.Client)
+}
+
+// redeemPath spends the purchase's path token on a product that asks for
+// one. Before the rate limit: a bot without a token leaves no key behind.
+func (d *Door) redeemPath(ctx context.Context, p catalogue.Product, in Purchase) error {
+	if !p.Path {
+		return nil
+	}
+	if d.opt.Paths == nil {
+		return fmt.Errorf("%w: product %d asks for a purchase path and this service issues none", ErrNoPaths, p.ID)
+	}
+	return d.opt.Paths.Redeem(ctx, in.UserID, p.ID, in.Path, in.Key)
+}
+
+// admitBuyer asks Options.Admit to let the buyer in.
+func (d *Door) admitBuyer(ctx context.Context, buyer int64) error {
+	if d.opt.Admit == nil {
+		return nil
+	}
+	return d.opt.Admit.Allow(ctx, buyer)
+}
+
+// shed asks Options.Limit to admit a purchase of p; done reports the
+// purchase's outcome to it. A lab product's purchases are never shed: the
+// lab shows what the locks do at any concurrency, and shedding would hide
+// the races it is there to show. Nor is a purchase of a product this
+// process knows is sold out: its answer (409) costs no Redis and is final,
+// and a buyer told "overloaded" would try again for nothing.
+func (d *Door) shed(p catalogue.Product) (done func(error), err error) {
+	if d.opt.Limit == nil || p.Lab || d.cat.SoldOut(p.ID) {
+		return func(error) {}, nil
+	}
+	release, err := d.opt.Limit.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	return func(err error) { release(time.Since(start), failed(err)) }, nil
+}
+
+// IssuePath gives a buyer a one-time token for a purchase of a product that
+// asks for one (Product.Path): from the opening second only, like the
+// purchase itself, so that a bot cannot stock up on tokens before it, and
+// for a solved captcha when the product asks for one.
+func (d *Door) IssuePath(ctx context.Context, in PathRequest) (admission.PathToken, error) {
+	if in.Buyer <= 0 || in.Product <= 0 {
+		return admission.PathToken{}, fmt.Errorf("%w: the buyer and product ids must be positive integers", ErrInvalid)
+	}
+	p, err := d.cat.Product(ctx, in.Product)
+	if err != nil {
+		return admission.PathToken{}, err
+	}
+	if err := d.pathFor(p); err != nil {
+		return admission.PathToken{}, err
+	}
+	if err := d.window(p); err != nil {
+		return admission.PathToken{}, err
+	}
+	if p.Captcha {
+		if d.opt.Captchas == nil {
+			return admission.PathToken{}, fmt.Errorf("%w: product %d asks for a captcha and this service checks none", ErrNoPaths, p.ID)
+		}
+		if err := d.opt.Captchas.Verify(ctx, in.CaptchaID, in.Captcha); err != nil {
+			return admission.PathToken{}, err
+		}
+	}
+	return d.opt.Paths.Issue(ctx, in.Buyer, p.ID)
+}
+
+// pathFor says whether p's purchases take path tokens this service issues.
+func (d *Door) pathFor(p catalogue.Product) error {
+	switch {
+	case !p.Path:
+		return fmt.Errorf("%w: product %d sells without a purchase path: buy it directly", ErrInvalid, p.ID)
+	case d.opt.Paths == nil:
+		return fmt.Errorf("%w: product %d asks for a purchase path and this service issues none", ErrNoPaths, p.ID)
+	}
+	return nil
+}
+
+// PathRequest asks for a purchase path token: a buyer's, for a product,
+// with the captcha solved when the product asks for one.
+type PathRequest struct {
+	Buyer, Product     int64
+	CaptchaID, Captcha string
+}
+
+// failed reports whether a purchase ended without an answer about the sale
+// (a backend's error, a timeout, a lock not obtained): the limit must not
+// grow on such outcomes. Sold out, already bought and bad input are answers.
+func failed(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, stock.ErrSoldOut), errors.Is(err, ErrSoldOutForNow),
+		errors.Is(err, stock.ErrAlreadyBought), errors.Is(err, ErrInvalid), errors.Is(err, ErrNotFound):
+		return false
+	}
+	return true
+}
