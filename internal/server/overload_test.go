@@ -21,7 +21,15 @@ func (e *env) buyHeader(body map[string]any, header string) (int, string, string
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	resp, err := e.client.Post(e.url+"/api/orders", api.MediaType, bytes.NewReader(buf))
+	req, err := http.NewRequest(http.MethodPost, e.url+"/api/orders", bytes.NewReader(buf))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", api.MediaType)
+	if e.buyer != "" {
+		req.Header.Set("Authorization", "Bearer "+e.buyer)
+	}
+	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -44,20 +52,37 @@ func TestOverloadedIs503WithRetryAfter(t *testing.T) {
 	onSale := e.reset(product{"stock": 10, "shards": 1, "lab": false})
 	soldOut := e.reset(product{"stock": 1, "shards": 1, "lab": false})
 	lab := e.reset(product{"stock": 10, "shards": 1})
-	base := testenv.ProductID(t) // buyer ids no other run of the test uses
+	base := testenv.ProductID(t) // buyer names no other run of the test uses
 	rdb := e.srv.Redis()
-	t.Cleanup(func() {
-		for u := base + 1; u <= base+6; u++ {
-			rdb.Del(context.Background(), fmt.Sprintf("seckill:rate:%d", u))
+	buyers := make(map[int64]*env)
+	as := func(n int64) *env {
+		if buyers[n] == nil {
+			s := testenv.SignIn(t, e.url, fmt.Sprintf("overload-%d", n))
+			t.Cleanup(func() { rdb.Del(context.Background(), fmt.Sprintf("seckill:rate:%d", s.BuyerID)) })
+			c := *e
+			c.buyer = s.Token
+			buyers[n] = &c
 		}
-	})
-	buy := func(user, product int64) map[string]any {
-		return map[string]any{"user_id": user, "product_id": product}
+		return buyers[n]
 	}
-	if st, _, _ := e.buyHeader(buy(base+1, soldOut), ""); st != http.StatusCreated {
+	// who buys: a signed-in buyer on a product that is not a lab product,
+	// a user id on the lab one.
+	type who struct {
+		e    *env
+		body map[string]any
+	}
+	buy := func(user, product int64) who {
+		if product == lab { // ids below 2^41: a lab product's user ids
+			t.Cleanup(func() { rdb.Del(context.Background(), fmt.Sprintf("seckill:rate:%d", user)) })
+			return who{e, map[string]any{"user_id": user, "product_id": product}}
+		}
+		return who{as(user), map[string]any{"product_id": product}}
+	}
+	buyHeader := func(w who, header string) (int, string, string) { return w.e.buyHeader(w.body, header) }
+	if st, _, _ := buyHeader(buy(base+1, soldOut), ""); st != http.StatusCreated {
 		t.Fatalf("the last unit: status %d", st)
 	}
-	if st, code, _ := e.buyHeader(buy(base+2, soldOut), ""); st != http.StatusConflict || code != api.CodeSoldOut {
+	if st, code, _ := buyHeader(buy(base+2, soldOut), ""); st != http.StatusConflict || code != api.CodeSoldOut {
 		t.Fatalf("after the last unit: %d %s, want 409 sold_out", st, code)
 	}
 
@@ -70,29 +95,29 @@ func TestOverloadedIs503WithRetryAfter(t *testing.T) {
 	t.Cleanup(func() { rdb.Del(context.Background(), lockKey) })
 	first := make(chan int, 1)
 	go func() {
-		st, _, _ := e.buyHeader(buy(base+3, onSale), "")
+		st, _, _ := buyHeader(buy(base+3, onSale), "")
 		first <- st
 	}()
 	e.eventually("the first purchase in flight", func() bool {
 		return strings.Contains(e.getMetrics(), "seckill_admission_in_flight 1\n")
 	})
 
-	st, code, retry := e.buyHeader(buy(base+4, onSale), "Retry-After")
+	st, code, retry := buyHeader(buy(base+4, onSale), "Retry-After")
 	if st != http.StatusServiceUnavailable || code != api.CodeOverloaded || retry != "1" {
 		t.Errorf("a purchase beyond the limit: %d %s Retry-After %q, want 503 overloaded Retry-After 1", st, code, retry)
 	}
 	for _, c := range []struct {
 		name   string
-		body   map[string]any
+		body   who
 		status int
 		code   string
 	}{
-		{"bad input", map[string]any{"user_id": 0, "product_id": onSale}, http.StatusBadRequest, api.CodeBadRequest},
+		{"bad input", who{as(base + 4), map[string]any{"product_id": onSale, "hold_ms": -1}}, http.StatusBadRequest, api.CodeBadRequest},
 		{"a rate-limited buyer", buy(base+3, onSale), http.StatusTooManyRequests, api.CodeRateLimited},
 		{"a product known sold out", buy(base+5, soldOut), http.StatusConflict, api.CodeSoldOut},
 		{"a lab product", buy(base+6, lab), http.StatusCreated, ""},
 	} {
-		if st, code, _ := e.buyHeader(c.body, ""); st != c.status || code != c.code {
+		if st, code, _ := buyHeader(c.body, ""); st != c.status || code != c.code {
 			t.Errorf("%s with the limit full: %d %q, want %d %q", c.name, st, code, c.status, c.code)
 		}
 	}

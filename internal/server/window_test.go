@@ -25,9 +25,10 @@ func TestSaleWindow(t *testing.T) {
 	open := e.reset(product{"stock": 5, "shards": 1, "lab": false,
 		"starts_at": rfc(now.Add(-time.Minute)), "ends_at": rfc(now.Add(time.Hour))})
 
+	buyer := e.as("window-" + t.Name())
 	var refused api.Error
 	before := time.Now()
-	st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": early}, &refused)
+	st := buyer.do("POST", "/api/orders", map[string]any{"product_id": early}, &refused)
 	after := time.Now()
 	if st != http.StatusConflict || refused.Code != api.CodeNotStarted {
 		t.Fatalf("before the opening: %d %+v, want 409 not_started", st, refused)
@@ -39,13 +40,13 @@ func TestSaleWindow(t *testing.T) {
 		t.Errorf("not_started's now %v, want the service's clock between %v and %v", n, before, after)
 	}
 	refused = api.Error{}
-	if st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": ended}, &refused); st != http.StatusConflict || refused.Code != api.CodeSaleEnded {
+	if st := buyer.do("POST", "/api/orders", map[string]any{"product_id": ended}, &refused); st != http.StatusConflict || refused.Code != api.CodeSaleEnded {
 		t.Errorf("after the end: %d %+v, want 409 sale_ended", st, refused)
 	}
 	if refused.StartsAt != nil || refused.Now != nil {
 		t.Errorf("sale_ended carries %+v: starts_at and now are not_started's", refused)
 	}
-	if st := e.do("POST", "/api/orders", map[string]any{"user_id": 1, "product_id": open}, nil); st != http.StatusCreated {
+	if st := buyer.do("POST", "/api/orders", map[string]any{"product_id": open}, nil); st != http.StatusCreated {
 		t.Errorf("inside the window: %d, want 201", st)
 	}
 
