@@ -144,7 +144,10 @@ func (t openingTarget) signIn(ctx context.Context, run string, n int, stderr io.
 					BuyerID int64  `json:"buyer_id"`
 				}
 				st, code, err := t.call(ctx, http.MethodPost, "/api/sessions", "", map[string]string{"name": run + "-" + strconv.Itoa(i)}, &s)
-				if err == nil && (st != http.StatusCreated && st != http.StatusOK || s.Token == "") {
+				switch {
+				case err == nil && code == api.CodeRateLimited:
+					err = fmt.Errorf("signing buyer %d in: the target limits sign-ins per address: start it with ADDRESS_RATE=0 (-address-rate 0), every buyer signs in from here", i)
+				case err == nil && (st != http.StatusCreated && st != http.StatusOK || s.Token == ""):
 					err = fmt.Errorf("signing buyer %d in: %d %s", i, st, code)
 				}
 				if err != nil {
