@@ -42,7 +42,7 @@ type cluster struct {
 
 // serviceConfig is the service configuration for the instances the harness
 // starts: the environment's backends (REDIS_ADDR, MYSQL_DSN, …), a free
-// loopback port, no rate limit, no demo product, and token, when set, for
+// loopback port, no rate limits, no demo product, and token, when set, for
 // the operator token.
 func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration, token string) (app.Config, error) {
 	cfg, _, err := app.ParseConfig("service", nil, getenv)
@@ -51,6 +51,7 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration, 
 	}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.RateLimit = 0
+	cfg.AddressRate = 0 // every buyer of the harness is this one address
 	cfg.DemoStock = 0
 	cfg.LogLevel = "warn"
 	if token != "" {
@@ -131,7 +132,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 	}
 	c.args = append(redis,
 		"-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath, "-admin-token", c.first.Config.AdminToken,
-		"-rate-limit", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
+		"-rate-limit", "0", "-address-rate", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
 	)
 	if len(cfg.GateURLs) > 0 {

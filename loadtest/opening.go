@@ -388,8 +388,8 @@ func (t openingTarget) open(ctx context.Context, p openingProduct, name string, 
 	return opening{name: name, clicks: clicks, audit: a, stock: p.stock, chilled: chilled, opens: opens}, err
 }
 
-// openingTarget is the -target service, or one started for the run with
-// no per-address limit (every buyer signs in from this one address).
+// openingTarget is the -target service, or one started for the run (with
+// no per-address limit, see serviceConfig: every buyer signs in from here).
 func (o options) openingTarget(ctx context.Context, getenv func(string) string, stderr io.Writer) (openingTarget, func(), error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost, tr.DisableCompression = openingConns, openingConns, true
@@ -402,7 +402,6 @@ func (o options) openingTarget(ctx context.Context, getenv func(string) string, 
 	if err != nil {
 		return t, nil, err
 	}
-	cfg.AddressRate = 0
 	// A Redis of the run's own: the cold opening flushes its scripts and
 	// closes its connections, which must not touch a shared one.
 	c, err := startCluster(ctx, 1, clusterNeeds{ownRedis: true}, cfg, stderr)

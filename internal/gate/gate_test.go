@@ -88,8 +88,9 @@ func startCluster(t *testing.T, gateURLs []string) *cluster {
 	t.Cleanup(r.Kill)
 	// Every backend named, so that the test's environment (REDIS_ADDR,
 	// MYSQL_DSN, RABBITMQ_URL, ADMIN_TOKEN) is not what the children use.
+	// No per-address limit: every buyer here is one address, loopback.
 	args := []string{"-addr", "127.0.0.1:0", "-redis", r.Addr, "-mysql", "", "-sqlite", filepath.Join(dir, "seckill.db"),
-		"-rabbitmq-url", "", "-admin-token", operatorToken, "-rate-limit", "0", "-demo-stock", "0", "-log-level", "warn",
+		"-rabbitmq-url", "", "-admin-token", operatorToken, "-rate-limit", "0", "-address-rate", "0", "-demo-stock", "0", "-log-level", "warn",
 		"-gate", strings.Join(gateURLs, ","), "-gate-secret", secret}
 	c := &cluster{}
 	for range 2 {

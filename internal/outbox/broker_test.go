@@ -375,8 +375,21 @@ func testVoidRowDropsTheOrder(t *testing.T, url string) {
 	if n, err := srv.Broker().Depth(context.Background()); err != nil || n != 0 {
 		t.Fatalf("after the consumer closed, the queue holds %d (%v): the void order's message was not acknowledged", n, err)
 	}
-	if code := send(t, http.MethodGet, srv.URL+"/api/orders/"+o.ID, nil, nil); code != http.StatusNotFound {
-		t.Errorf("GET the voided order: %d, want 404", code)
+	// Read by a signed-in buyer: without a session, an order that does not
+	// exist is 401, as one of a product that is not a lab product would be.
+	reader := testenv.SignIn(t, srv.URL, "void-reader")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/api/orders/"+o.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+reader.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET the voided order: %d, want 404", resp.StatusCode)
 	}
 	// The take is still in the ledger: the reconciler returns its unit,
 	// once the take is older than the grace period.

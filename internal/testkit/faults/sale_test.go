@@ -92,7 +92,7 @@ func childArgs(cfg app.Config) []string {
 		redis = []string{"-redis=", "-redis-cluster", strings.Join(cfg.RedisCluster, ",")}
 	}
 	return append(redis, "-addr", "127.0.0.1:0", "-admin-token", cfg.AdminToken, "-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath,
-		"-rate-limit", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),
+		"-rate-limit", "0", "-address-rate", "0", "-demo-stock", "0", "-lock-wait", cfg.LockWait.String(),
 		"-reconcile-every", "0", "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(),
 		"-session-secret", cfg.SessionSecret, "-log-level", "error")
 }
