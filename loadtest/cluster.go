@@ -74,7 +74,7 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration, 
 // are this binary re-executed (see child.Run); each exits when its stdin
 // closes, so none outlives the harness even if it is killed.
 func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
-	ownRedis := needs.ownRedis
+	ownRedis, shared := needs.ownRedis, k+needs.spawned > 1
 	c = &cluster{stderr: stderr}
 	defer func() {
 		if err != nil {
@@ -84,12 +84,12 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 	if c.exe, err = os.Executable(); err != nil {
 		return c, fmt.Errorf("finding the harness binary to start instances: %w", err)
 	}
-	if (k > 1 && cfg.MySQLDSN == "" && cfg.SQLitePath == "") || ownRedis {
+	if (shared && cfg.MySQLDSN == "" && cfg.SQLitePath == "") || ownRedis {
 		if c.tmpDir, err = os.MkdirTemp("", "seckill-loadtest-"); err != nil {
 			return c, fmt.Errorf("creating the cluster's directory: %w", err)
 		}
 	}
-	if k > 1 && cfg.MySQLDSN == "" && cfg.SQLitePath == "" {
+	if shared && cfg.MySQLDSN == "" && cfg.SQLitePath == "" {
 		cfg.SQLitePath = filepath.Join(c.tmpDir, "seckill.db")
 	}
 	if ownRedis {
@@ -111,7 +111,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 			return c, err
 		}
 	}
-	if k > 1 && len(cfg.EtcdEndpoints) == 0 {
+	if shared && len(cfg.EtcdEndpoints) == 0 {
 		// Each instance would start an embedded etcd of its own, and the
 		// etcd lock would exclude nothing across them: one, in this
 		// process, serves all (never paused: faults strike the children).
@@ -152,8 +152,11 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 	return c, nil
 }
 
-func (c *cluster) spawn(ctx context.Context, addr string) (*child.Instance, error) {
-	return child.StartInstance(ctx, c.exe, append([]string{"-addr", addr}, c.args...), c.stderr)
+// spawn starts a child instance on addr, with extra flags after the
+// cluster's.
+func (c *cluster) spawn(ctx context.Context, addr string, extra ...string) (*child.Instance, error) {
+	args := append([]string{"-addr", addr}, c.args...)
+	return child.StartInstance(ctx, c.exe, append(args, extra...), c.stderr)
 }
 
 // childGrace is how long a child may take to shut down before it is killed.
@@ -332,6 +335,10 @@ type clusterNeeds struct {
 	// cutDB: the instances reach MYSQL_DSN's server through a proxy of
 	// the cluster's, which a fault cuts; the server itself is untouched.
 	cutDB bool
+	// spawned counts the children the caller starts itself, with flags of
+	// their own (c.spawn): they share the Redis and the database as the k
+	// instances do.
+	spawned int
 }
 
 // proxyDatabase starts a proxy to dsn's server and returns dsn through it.

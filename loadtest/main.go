@@ -51,27 +51,29 @@ var errExpectation = errors.New("expectation not met")
 
 // options are the command line.
 type options struct {
-	spec       harness.Spec // the workload, Targets and Lock/Mode aside
-	locks      string
-	modes      string
-	targets    string
-	instances  int
-	lockTTL    time.Duration
-	lockWait   time.Duration
-	scenario   string
-	expect     string
-	jsonOut    string
-	csvOut     string
-	htmlOut    string
-	repeat     int
-	selftest   bool
-	ceiling    bool
-	gate       bool
-	path       bool
-	cpuProfile string
-	selfDur    time.Duration
-	selfRounds int
-	set        map[string]bool // flags given explicitly
+	spec      harness.Spec // the workload, Targets and Lock/Mode aside
+	locks     string
+	modes     string
+	targets   string
+	instances int
+	lockTTL   time.Duration
+	lockWait  time.Duration
+	scenario  string
+	expect    string
+	jsonOut   string
+	csvOut    string
+	htmlOut   string
+	repeat    int
+	selftest  bool
+	ceiling   bool
+	gate      bool
+	path      bool
+	// concurrencyLimit is -scenario overload's limit on its limited instance.
+	concurrencyLimit int
+	cpuProfile       string
+	selfDur          time.Duration
+	selfRounds       int
+	set              map[string]bool // flags given explicitly
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -120,6 +122,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script, and the async consumers' writes against the lua mode's")
 	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
 	fs.BoolVar(&o.path, "path", false, "-scenario opening: the product asks for a purchase path token, which each buyer fetches before buying")
+	fs.IntVar(&o.concurrencyLimit, "concurrency-limit", overloadLimit, "-scenario overload: the ceiling of the adaptive concurrency limit of the instance it floods with the limit on (the other has none)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the harness, the in-process service and its consumer) to this file")
 	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
 	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
@@ -160,7 +163,7 @@ func scenarioNames() string {
 	for _, d := range lockDrills {
 		names = append(names, d.Name)
 	}
-	names = append(names, "opening")
+	names = append(names, "opening", "overload")
 	return strings.Join(names, ", ")
 }
 
@@ -201,6 +204,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if o.scenario == "opening" {
 		return openingBench(ctx, o, getenv, stdout, stderr)
+	}
+	if o.scenario == "overload" {
+		return overloadBench(ctx, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()

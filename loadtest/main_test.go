@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -516,5 +517,43 @@ func TestOpeningScenario(t *testing.T) {
 				t.Errorf("want three exact openings, each selling out:\n%s", report)
 			}
 		})
+	}
+}
+
+// Overload: the capacity measured closed-loop, then two floods at three
+// times it, one on an instance whose limit is 1 and one on an instance
+// with none. The first must shed (its limit admits one purchase at a
+// time), the second never; both exact, nobody misled, every answer one
+// item 7 allows.
+func TestOverloadScenario(t *testing.T) {
+	product := testenv.ProductID(t)
+	args := []string{"loadtest", "-scenario", "overload", "-buyers", "100", "-duration", "1s", "-concurrency-limit", "1",
+		"-product", strconv.FormatInt(product, 10)}
+	var out, errs bytes.Buffer
+	if err := run(t.Context(), args, backends(t, product, 1), strings.NewReader(""), &out, &errs); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
+	}
+	report := out.String()
+	shed := func(flood string) int {
+		m := regexp.MustCompile(`(?s)flood ` + flood + `: .*?\n  shed +(\d+) `).FindStringSubmatch(report)
+		if m == nil {
+			t.Fatalf("the report has no shed count for flood %q:\n%s", flood, report)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if n := shed("limit 1"); n == 0 {
+		t.Errorf("the instance limited to one purchase at a time shed nothing at three times its capacity:\n%s", report)
+	}
+	if n := shed("no limit"); n != 0 {
+		t.Errorf("the instance without a limit shed %d:\n%s", n, report)
+	}
+	if !regexp.MustCompile(`verdict OK: \d+ products, .*; 0 not exact; 0 buyers misled`).MatchString(report) {
+		t.Errorf("want an exact shelf, nobody misled:\n%s", report)
+	}
+	for _, want := range []string{"overload: capacity ", "targets, limit 1: admitted p99 ", "targets, no limit: ", "unexpected answers 0 (none: met)"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
 	}
 }
