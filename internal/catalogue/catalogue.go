@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -79,8 +80,9 @@ type Catalogue struct {
 	// durable is what Redis keeps of an answered write (durability.go).
 	durable *durability.Watch
 
-	products   sync.Map // int64 → Product: the cache
-	rebuilding sync.Map // int64 → struct{}: rebuilds running in this process
+	products   sync.Map           // int64 → Product: the cache
+	misses     singleflight.Group // one read of a product missing from the cache at a time
+	rebuilding sync.Map           // int64 → struct{}: rebuilds running in this process
 
 	closeOnce sync.Once
 	closeErr  error
@@ -174,8 +176,26 @@ func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
 	if p, ok := c.products.Load(id); ok {
 		return p.(Product), nil
 	}
-	return c.Refresh(ctx, id)
+	// A product this process has not seen yet is asked for by every
+	// purchase that arrives before its first read returns: at an opening,
+	// thousands. They share one read. It runs apart from the first asker's
+	// cancellation, which must not fail the others, bounded by missRead.
+	v, err, _ := c.misses.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		if p, ok := c.products.Load(id); ok { // a read that finished since
+			return p.(Product), nil
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), missRead)
+		defer cancel()
+		return c.Refresh(rctx, id)
+	})
+	if err != nil {
+		return Product{}, err
+	}
+	return v.(Product), nil
 }
+
+// missRead bounds the shared read of a product missing from the cache.
+const missRead = 5 * time.Second
 
 // Refresh reads a product from the database and caches it.
 func (c *Catalogue) Refresh(ctx context.Context, id int64) (Product, error) {
