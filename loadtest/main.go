@@ -163,7 +163,7 @@ func scenarioNames() string {
 	for _, d := range lockDrills {
 		names = append(names, d.Name)
 	}
-	names = append(names, "opening", "overload")
+	names = append(names, "opening", "overload", "curves")
 	return strings.Join(names, ", ")
 }
 
@@ -207,6 +207,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if o.scenario == "overload" {
 		return overloadBench(ctx, o, getenv, stdout, stderr)
+	}
+	if o.scenario == "curves" {
+		return curvesBench(ctx, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()

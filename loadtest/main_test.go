@@ -557,3 +557,39 @@ func TestOverloadScenario(t *testing.T) {
 		}
 	}
 }
+
+// The curves scenario runs the shards sweep on one instance and the
+// instances sweep on one to four, every run exact, and says each curve in
+// its summary; -html draws them.
+func TestCurvesScenario(t *testing.T) {
+	product := testenv.ProductID(t)
+	page := filepath.Join(t.TempDir(), "curves.html")
+	runs := len(curveInstances) + len(curveKinds)*len(curveShards)
+	args := []string{"loadtest", "-scenario", "curves", "-buyers", "60", "-concurrency", "20", "-html", page, "-product", strconv.FormatInt(product, 10)}
+	var out, errs bytes.Buffer
+	if err := run(t.Context(), args, backends(t, product, runs), strings.NewReader(""), &out, &errs); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
+	}
+	report := out.String()
+	for _, want := range []string{
+		"against shards, token/rmw hold 1ms: 1 → ", "32 ÷ 1 = ",
+		"against shards, none/lua: 1 → ",
+		"against service instances, none/lua: 1 → ", "4 ÷ 1 = ",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
+	if n := len(regexp.MustCompile(`SAFE +SAFE +yes`).FindAllString(report, -1)); n != runs {
+		t.Errorf("%d runs SAFE with the audit agreeing, want %d:\n%s", n, runs, report)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"shards-rps", "shards-p99", "instances-rps", "instances-p99"} {
+		if !strings.Contains(string(html), `data-curve="`+id+`"`) {
+			t.Errorf("the HTML report draws no %s curve", id)
+		}
+	}
+}

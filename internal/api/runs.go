@@ -138,6 +138,9 @@ type RunResult struct {
 	Instances int    `json:"instances"`
 	Stock     int    `json:"stock"`
 	Shards    int    `json:"shards,omitempty"` // 0: the service's default
+	// Masters is the Redis masters the stock was on, when the run knew
+	// (the cluster scenario: 1 for one Redis); 0 when not recorded.
+	Masters int `json:"masters,omitempty"`
 	// Fallback is the product's fallback setting; nil: the service's default.
 	Fallback    *bool `json:"fallback,omitempty"`
 	Concurrency int   `json:"concurrency"`

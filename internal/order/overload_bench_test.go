@@ -65,6 +65,7 @@ func overloadSale(b *testing.B, limit int) (*app.App, int64) {
 	}
 	b.Cleanup(func() { a.Close() })
 	id := testenv.ProductID(b)
+	b.Cleanup(func() { testenv.DropProductKeys(b, a.RedisAddr(), id) })
 	spec := catalogue.ProductSpec{ID: id, Stock: catalogue.MaxStock, Lock: "none", Mode: api.ModeLua}
 	if _, err := a.Orders.Catalogue().Reset(b.Context(), spec); err != nil {
 		b.Fatal(err)

@@ -25,6 +25,17 @@ type Report struct {
 	Rows    []Row     `json:"rows"`
 	// Summary lines, e.g. a scenario's throughput ratio.
 	Summary []string `json:"summary,omitempty"`
+	// Shares are each master's share of the purchase path's Redis work, by
+	// cluster size, when a scenario measured them (the cluster scenario).
+	Shares []MasterShares `json:"shares,omitempty"`
+}
+
+// MasterShares is one cluster size's split of the Redis work: the share of
+// the commands and of the CPU each master served, in master order.
+type MasterShares struct {
+	Masters  int       `json:"masters"`
+	Commands []float64 `json:"commands"`
+	CPU      []float64 `json:"cpu"`
 }
 
 // Label names a row in tables and charts: strategy/mode, then what else
@@ -36,6 +47,9 @@ func (r Row) Label() string {
 	}
 	if r.Shards > 0 {
 		s += " " + strconv.Itoa(r.Shards) + "sh"
+	}
+	if r.Masters > 1 {
+		s += " " + strconv.Itoa(r.Masters) + " masters"
 	}
 	if r.HoldMS > 0 {
 		s += " hold " + strconv.FormatInt(r.HoldMS, 10) + "ms"
