@@ -91,6 +91,7 @@ type Generator interface {
 
 var (
 	_ Generator = (*Redis)(nil)
+	_ Generator = (*Segments)(nil)
 	_ Generator = (*Snowflake)(nil)
 	_ Generator = UUIDv7{}
 )
@@ -102,6 +103,8 @@ type options struct {
 	now       func() time.Time
 	keyTTL    time.Duration
 	blockSize uint32
+	minStep   uint32
+	maxStep   uint32
 }
 
 func newOptions(opts []Option) options {
