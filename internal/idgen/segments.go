@@ -54,9 +54,11 @@ type Segments struct {
 	stop     context.CancelFunc
 }
 
-// segment is a block of key's sequence numbers, (last, to] left of it.
+// segment is a block of a day's sequence numbers, (last, to] left of it.
+// Days count from the epoch (a midnight, UTC), from 1: the zero segment is
+// none.
 type segment struct {
-	key      string
+	day      int64
 	last, to uint64
 	size     uint64
 }
@@ -144,13 +146,13 @@ func (g *Segments) Next(ctx context.Context) (ID, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%w: %v", err, now)
 		}
-		key := dayKey(g.prefix, now)
-		if (g.cur.key != key || g.cur.left() == 0) && g.next.key == key && g.next.left() > 0 {
+		day := dayOf(secs)
+		if (g.cur.day != day || g.cur.left() == 0) && g.next.day == day && g.next.left() > 0 {
 			g.cur, g.next = g.next, segment{}
 		}
-		if g.cur.key == key && g.cur.left() > 0 {
+		if g.cur.day == day && g.cur.left() > 0 {
 			g.cur.last++
-			g.ahead(now)
+			g.ahead(now, secs)
 			return Compose(secs, uint32(g.cur.last)), nil
 		}
 		if g.fetching != nil {
@@ -160,10 +162,10 @@ func (g *Segments) Next(ctx context.Context) (ID, error) {
 			continue
 		}
 		if tries == maxRefills {
-			return 0, fmt.Errorf("drawing from %s: no block of sequence numbers after %d reservations", key, tries)
+			return 0, fmt.Errorf("drawing from %s: no block of sequence numbers after %d reservations", g.key(day), tries)
 		}
 		tries++
-		seg, err := g.reserve(ctx, key, now)
+		seg, err := g.reserve(ctx, day, now)
 		if err != nil {
 			return 0, err
 		}
@@ -184,14 +186,22 @@ func (g *Segments) await(ctx context.Context) error {
 	}
 }
 
-// reserve reserves a block of key's numbers, the lock let go meanwhile and
+// dayOf numbers the day secs (since the epoch) falls in, from 1.
+func dayOf(secs int64) int64 { return secs/(24*60*60) + 1 }
+
+// key names a day's row in Blocks: Redis's day key (see dayKey).
+func (g *Segments) key(day int64) string {
+	return dayKey(g.prefix, time.Unix(EpochUnix+(day-1)*24*60*60, 0))
+}
+
+// reserve reserves a block of day's numbers, the lock let go meanwhile and
 // every other reservation kept waiting.
-func (g *Segments) reserve(ctx context.Context, key string, now time.Time) (segment, error) {
+func (g *Segments) reserve(ctx context.Context, day int64, now time.Time) (segment, error) {
 	size, done := g.begin(now)
 	g.mu.Unlock()
-	from, to, err := g.blocks.Reserve(ctx, key, 0, size)
+	from, to, err := g.blocks.Reserve(ctx, g.key(day), 0, size)
 	g.mu.Lock()
-	return g.end(done, key, size, from, to, err)
+	return g.end(done, day, size, from, to, err)
 }
 
 // begin marks a reservation running and sizes its block; the lock is held.
@@ -203,16 +213,16 @@ func (g *Segments) begin(now time.Time) (uint32, chan struct{}) {
 
 // end marks the reservation begun with done over, and returns its block;
 // the lock is held.
-func (g *Segments) end(done chan struct{}, key string, size uint32, from, to uint64, err error) (segment, error) {
+func (g *Segments) end(done chan struct{}, day int64, size uint32, from, to uint64, err error) (segment, error) {
 	g.fetching = nil
 	close(done)
 	switch {
 	case err != nil:
 		return segment{}, err
 	case from >= math.MaxUint32:
-		return segment{}, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, key, from)
+		return segment{}, fmt.Errorf("%w: %s reached %d", ErrSeqOverflow, g.key(day), from)
 	}
-	return segment{key: key, last: from, to: min(to, math.MaxUint32), size: uint64(size)}, nil
+	return segment{day: day, last: from, to: min(to, math.MaxUint32), size: uint64(size)}, nil
 }
 
 // sizeStep returns the size of the block reserved now: the last one's,
@@ -235,25 +245,25 @@ func (g *Segments) sizeStep(now time.Time) uint32 {
 // one runs or the next block is in hand already: the current day's once
 // half the block in hand is used, the next day's within dayAhead of
 // midnight.
-func (g *Segments) ahead(now time.Time) {
+func (g *Segments) ahead(now time.Time, secs int64) {
 	if g.fetching != nil || g.closed || now.Before(g.retryAt) {
 		return
 	}
-	key := dayKey(g.prefix, now.Add(dayAhead))
-	if key == g.cur.key && g.cur.left() > g.cur.size/2 {
+	day := dayOf(secs + int64(dayAhead/time.Second))
+	if day == g.cur.day && g.cur.left() > g.cur.size/2 {
 		return
 	}
-	if g.next.key == key && g.next.left() > 0 {
+	if g.next.day == day && g.next.left() > 0 {
 		return
 	}
 	size, done := g.begin(now)
 	g.bg.Go(func() {
 		ctx, cancel := context.WithTimeout(g.bgCtx, aheadTimeout)
 		defer cancel()
-		from, to, err := g.blocks.Reserve(ctx, key, 0, size)
+		from, to, err := g.blocks.Reserve(ctx, g.key(day), 0, size)
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		seg, err := g.end(done, key, size, from, to, err)
+		seg, err := g.end(done, day, size, from, to, err)
 		if err != nil {
 			g.retryAt = g.now().Add(aheadRetry)
 			return
