@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
 	"gorm.io/driver/mysql"
 
@@ -18,44 +19,58 @@ import (
 
 // segmentStores are the stores Segments reserves in: memory, SQLite (the
 // service's database without MYSQL_DSN) and MySQL where MYSQL_DSN names one.
+// open makes a store and returns how a process reaches it: on MySQL each
+// call is a connection pool of its own, as each process has.
 func segmentStores() []struct {
 	name string
-	open func(t *testing.T) idgen.Blocks
+	open func(t *testing.T) func() idgen.Blocks
 } {
 	return []struct {
 		name string
-		open func(t *testing.T) idgen.Blocks
+		open func(t *testing.T) func() idgen.Blocks
 	}{
-		{"memory", func(*testing.T) idgen.Blocks { return new(idgen.MemoryBlocks) }},
-		{"sqlite", func(t *testing.T) idgen.Blocks { return sqlBlocks(t, sqlite.Open("file::memory:")) }},
-		{"mysql", func(t *testing.T) idgen.Blocks {
+		{"memory", func(*testing.T) func() idgen.Blocks {
+			b := new(idgen.MemoryBlocks)
+			return func() idgen.Blocks { return b }
+		}},
+		{"sqlite", func(t *testing.T) func() idgen.Blocks {
+			b := sqlBlocks(t, sqlite.Open("file::memory:")) // one connection: one handle
+			return func() idgen.Blocks { return b }
+		}},
+		{"mysql", func(t *testing.T) func() idgen.Blocks {
 			if os.Getenv("MYSQL_DSN") == "" {
 				t.Skip("MYSQL_DSN is unset; SQLite is the subtest above (go-mysql-server loses concurrent UPDATEs, see TestBlocksDisjoint)")
 			}
-			return sqlBlocks(t, mysql.Open(testkit.NewMySQL(t)))
+			dsn := testkit.NewMySQL(t)
+			return func() idgen.Blocks { return sqlBlocks(t, mysql.Open(dsn)) }
 		}},
 	}
 }
 
-// Four generators on one store, as four processes would hold, drawn by 16
+// Four generators on one store, as four processes would hold (on MySQL,
+// each with connections of its own), drawn by 16
 // goroutines released at once, in blocks small enough that they reserve
 // dozens each: no ID twice, and each goroutine's IDs increasing.
 func TestSegmentsUnique(t *testing.T) {
 	const instances, workers, each = 4, 16, 800
 	for _, st := range segmentStores() {
 		t.Run(st.name, func(t *testing.T) {
-			blocks := &recordingBlocks{Blocks: st.open(t)}
+			process := st.open(t)
+			var stores []*recordingBlocks
 			gens := make([]*idgen.Segments, instances)
 			for i := range gens {
-				gens[i] = idgen.NewSegments(blocks, "test", idgen.WithSteps(64, 128))
+				stores = append(stores, &recordingBlocks{Blocks: process()})
+				gens[i] = idgen.NewSegments(stores[i], "test", idgen.WithSteps(64, 128))
 				t.Cleanup(gens[i].Close)
 			}
 			got := releaseAtOnce(t, workers, each, func(w int) (idgen.ID, error) {
 				return gens[w%instances].Next(t.Context())
 			})
 			checkUniqueAndIncreasing(t, got)
-			if n := len(blocks.sizes()); n < instances*2 {
-				t.Errorf("%d reservations; want at least two per generator", n)
+			for i, b := range stores {
+				if n := len(b.sizes()); n < 2 {
+					t.Errorf("generator %d made %d reservations; want several", i, n)
+				}
 			}
 		})
 	}
@@ -67,13 +82,13 @@ func TestSegmentsUnique(t *testing.T) {
 func TestSegmentsRestart(t *testing.T) {
 	for _, st := range segmentStores() {
 		t.Run(st.name, func(t *testing.T) {
-			blocks := st.open(t)
+			process := st.open(t)
 			now := mustParse(t, "2026-11-25T10:00:00Z")
 			clock := func() time.Time { return now }
-			first := idgen.NewSegments(blocks, "test", idgen.WithSteps(100, 100), idgen.WithClock(clock))
+			first := idgen.NewSegments(process(), "test", idgen.WithSteps(100, 100), idgen.WithClock(clock))
 			before := drawSegments(t, first, 70) // past half: the next block reserved ahead
 			first.Close()
-			again := idgen.NewSegments(blocks, "test", idgen.WithSteps(100, 100), idgen.WithClock(clock))
+			again := idgen.NewSegments(process(), "test", idgen.WithSteps(100, 100), idgen.WithClock(clock))
 			t.Cleanup(again.Close)
 			after := drawSegments(t, again, 70)
 			if last, first := before[len(before)-1], after[0]; first <= last {
@@ -161,6 +176,33 @@ func TestSegmentsSizedByUse(t *testing.T) {
 	if got := blocks.sizes(); !slices.Equal(got, want) {
 		t.Errorf("block sizes %v; want %v", got, want)
 	}
+}
+
+// Processes of both kinds on one store (a deployment rolling from Redis's
+// day key to segments) share the day's rows of it, so the IDs they issue
+// in one second never meet: drawn alternately, in blocks of 100 each.
+func TestSegmentsBesideRedis(t *testing.T) {
+	now := mustParse(t, "2026-11-25T10:00:00Z")
+	clock := func() time.Time { return now }
+	blocks := new(idgen.MemoryBlocks)
+	rdb := newClient(t, miniredis.RunT(t).Addr())
+	old := idgen.NewRedis(rdb, "test", blocks, idgen.WithBlockSize(100), idgen.WithClock(clock))
+	t.Cleanup(old.Close)
+	seg := idgen.NewSegments(blocks, "test", idgen.WithSteps(100, 100), idgen.WithClock(clock))
+	t.Cleanup(seg.Close)
+	var got [2][]idgen.ID
+	for range 500 {
+		for i, g := range []interface {
+			Next(context.Context) (idgen.ID, error)
+		}{old, seg} {
+			id, err := g.Next(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = append(got[i], id)
+		}
+	}
+	checkUniqueAndIncreasing(t, got[:])
 }
 
 func drawSegments(t *testing.T, g *idgen.Segments, n int) []idgen.ID {
