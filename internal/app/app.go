@@ -50,7 +50,7 @@ type App struct {
 	broker *outbox.Broker
 	gate   *gate.Notifier
 	locks  *lock.Pool
-	ids    *idgen.Redis
+	ids    *idgen.Segments
 	// paths, captchas and perAddress are shared by the service and the handler.
 	paths      *admission.Paths
 	captchas   *admission.Captchas
@@ -161,10 +161,10 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 		stockBack = a.gate.StockBack
 	}
 	// The order ids, the stock, the rate limit and the leases' lock are
-	// built here and handed in: the connect hook reaches the ids straight,
-	// and the service owns none of them.
-	a.ids = idgen.NewRedis(a.rdb, "order", &idgen.SQLBlocks{DB: a.db})
-	connected.ids.Store(a.ids)
+	// built here and handed in: the service owns none of them. The ids
+	// are segments reserved in SQL and drawn in memory: no purchase
+	// touches a Redis key for its id.
+	a.ids = idgen.NewSegments(&idgen.SQLBlocks{DB: a.db}, "order")
 	lease, err := a.locks.Get("token")
 	if err != nil {
 		return err

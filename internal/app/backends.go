@@ -18,7 +18,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
 )
@@ -30,24 +29,16 @@ const redisStep = 2 * (redisTimeout + 100*time.Millisecond)
 const redisTimeout = 2 * time.Second
 
 // onConnect is the Redis client's hook on each new connection (to any node
-// of a cluster): once they exist, the order id generator's Connected (which
-// drops the ids' blocks of a Redis that restarted, before the connection
-// serves), the order service's RedisConnected (the durability read again)
-// and the reconciler's ServerSeen (a server not met before: the products
-// wait for their repair).
+// of a cluster): once they exist, the order service's RedisConnected (the
+// durability read again) and the reconciler's ServerSeen (a server not met
+// before: the products wait for their repair).
 // They are made after the client, on it.
 type onConnect struct {
-	ids atomic.Pointer[idgen.Redis]
 	rec atomic.Pointer[reconcile.Reconciler]
 	svc atomic.Pointer[order.Service]
 }
 
 func (h *onConnect) hook(ctx context.Context, cn *redis.Conn) error {
-	if ids := h.ids.Load(); ids != nil {
-		if err := ids.Connected(ctx, cn); err != nil {
-			return err
-		}
-	}
 	if s := h.svc.Load(); s != nil {
 		if err := s.RedisConnected(ctx, cn); err != nil {
 			return err

@@ -18,9 +18,10 @@ import (
 //     click, a product view, or a purchase at the opening.
 //
 // What it does itself: the purchase's scripts loaded on every master
-// (stock.Store.LoadScripts). What it cannot: the order ids' block of
-// the opening day is reserved in SQL at that day's first draw
-// (idgen.Redis), and the lock strategies' scripts load at their first use.
+// (stock.Store.LoadScripts). What it cannot: a process's first block of
+// order ids is reserved in SQL at its first draw (idgen.Segments; a day's
+// next, a minute before its midnight), and the lock strategies' scripts
+// load at their first use.
 func (c *Catalogue) Warm(ctx context.Context, p Product) error {
 	if err := c.stock.LoadScripts(ctx); err != nil {
 		return fmt.Errorf("warming product %d: %w", p.ID, err)

@@ -2,15 +2,22 @@ package idgen_test
 
 import (
 	"crypto/rand"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/mysql"
+
 	"seckill/internal/idgen"
+	"seckill/internal/testkit"
 )
 
-// BenchmarkNextString compares the three generators through Generator, each
+// BenchmarkNextString compares the generators through Generator, each
 // alone (serial) and from 8 goroutines per core at once (parallel). Redis
-// runs against a real server (see realRedis), and is skipped without one.
+// runs against a real server (see realRedis), and is skipped without one;
+// Segments reserves its blocks in MySQL where MYSQL_DSN names one, else in
+// SQLite.
 // Over a long run Snowflake cannot beat 244 ns/op, serial or parallel: 4096
 // IDs a millisecond is its ceiling, and a result near it measures the cap,
 // not the cost of Next.
@@ -24,6 +31,15 @@ func BenchmarkNextString(b *testing.B) {
 			prefix := "idgen-bench-" + rand.Text()
 			deleteDayKeys(b, rdb, prefix, time.Now())
 			return idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks))
+		}},
+		{"segments", func(b *testing.B) idgen.Generator {
+			dialect := sqlite.Open("file::memory:")
+			if os.Getenv("MYSQL_DSN") != "" {
+				dialect = mysql.Open(testkit.NewMySQL(b))
+			}
+			g := idgen.NewSegments(sqlBlocks(b, dialect), "idgen-bench")
+			b.Cleanup(g.Close)
+			return g
 		}},
 		{"snowflake", func(b *testing.B) idgen.Generator {
 			g, err := idgen.NewSnowflake(1)

@@ -28,8 +28,9 @@ var (
 
 // SQLBlocks keeps the ceilings in the table id_blocks, one row per day key
 // (see MigrateBlocks): the database the orders are written to, whose
-// durability the IDs then share. One reservation is an insert-if-absent, a
-// read and a conditional UPDATE, once every half million IDs or so.
+// durability the IDs then share. One reservation is an insert-if-absent,
+// then a transaction of an UPDATE that moves the ceiling and a read of it,
+// once a block.
 type SQLBlocks struct {
 	DB *gorm.DB
 }
@@ -50,36 +51,32 @@ func MigrateBlocks(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// maxCAS bounds the compare-and-set rounds of one reservation: each lost
-// round is another process's reservation that succeeded.
-const maxCAS = 100
-
-// Reserve moves key's ceiling past floor and on by size: a read, then an
-// UPDATE that holds only if the ceiling is still the one read (read again
-// when another reservation got there first). It holds no transaction open
-// between the statements: the UPDATE's own check-and-set is the atomic
-// step, as on MySQL, MariaDB and SQLite.
+// Reserve moves key's ceiling past floor and on by size, and reads it back
+// in the same transaction: the UPDATE locks the row until the commit (on
+// SQLite, the database), so the ceiling read is the one this reservation
+// set, and no two reservations get the same block, on MySQL, MariaDB and
+// SQLite alike.
 func (b *SQLBlocks) Reserve(ctx context.Context, key string, floor uint64, size uint32) (from, to uint64, err error) {
 	db := b.DB.WithContext(ctx)
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&idBlock{DayKey: key}).Error; err != nil {
 		return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, err)
 	}
-	for range maxCAS {
+	err = db.Transaction(func(tx *gorm.DB) error {
+		moved := gorm.Expr("CASE WHEN ceiling < ? THEN ? ELSE ceiling END + ?", floor, floor, size)
+		if err := tx.Model(&idBlock{}).Where("day_key = ?", key).Update("ceiling", moved).Error; err != nil {
+			return err
+		}
 		var row idBlock
-		if err := db.Take(&row, "day_key = ?", key).Error; err != nil {
-			return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, err)
+		if err := tx.Take(&row, "day_key = ?", key).Error; err != nil {
+			return err
 		}
-		from = max(row.Ceiling, floor)
-		to = from + uint64(size)
-		res := db.Model(&idBlock{}).Where("day_key = ? AND ceiling = ?", key, row.Ceiling).Update("ceiling", to)
-		if res.Error != nil {
-			return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, res.Error)
-		}
-		if res.RowsAffected == 1 {
-			return from, to, nil
-		}
+		to = row.Ceiling
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %w", key, err)
 	}
-	return 0, 0, fmt.Errorf("reserving a block of %s in SQL: %d other reservations got there first", key, maxCAS)
+	return to - uint64(size), to, nil
 }
 
 // MemoryBlocks keeps the ceilings in the process's memory: no more durable

@@ -148,7 +148,7 @@ func TestBlocksDisjoint(t *testing.T) {
 	}
 }
 
-func sqlBlocks(t *testing.T, dialect gorm.Dialector) idgen.Blocks {
+func sqlBlocks(t testing.TB, dialect gorm.Dialector) idgen.Blocks {
 	t.Helper()
 	db, err := gorm.Open(dialect, &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true})
 	if err != nil {

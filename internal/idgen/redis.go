@@ -153,8 +153,11 @@ func (g *Redis) NextString(ctx context.Context) (string, error) {
 
 // key names the day t falls in. The day is UTC's, so that processes in
 // different time zones map one second to the same key.
-func (g *Redis) key(t time.Time) string {
-	return "ids:" + g.prefix + ":" + t.UTC().Format("2006:01:02")
+func (g *Redis) key(t time.Time) string { return dayKey(g.prefix, t) }
+
+// dayKey names prefix's day that t falls in, in Redis and in Blocks.
+func dayKey(prefix string, t time.Time) string {
+	return "ids:" + prefix + ":" + t.UTC().Format("2006:01:02")
 }
 
 // Slot is where a draw runs: the day key whose "seq" next.lua increments

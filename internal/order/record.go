@@ -98,8 +98,9 @@ func (s *Service) duplicate(ctx context.Context, p catalogue.Product, req stock.
 		s.giveBack(ctx, req, e, "the order was voided")
 		return Order{}, fmt.Errorf("order %s was voided while it was being written; nothing was sold", o.ID)
 	case found:
-		// Another purchase's row: the id counter went back (a Redis back
-		// from an old snapshot whose blocks nobody dropped; see idgen.Redis).
+		// Another purchase's row: the ids' reservations went back (an
+		// id_blocks restored from an older backup than the orders; see
+		// idgen.Segments).
 		s.giveBack(ctx, req, e, "order id collision")
 		return Order{}, fmt.Errorf("order id %s was issued twice; nothing was sold, try again", o.ID)
 	}

@@ -91,11 +91,10 @@ type Options struct {
 	// Redis leave this one's queue alone (stock.Store.ForDeployment).
 	// Default: none, one queue per Redis.
 	Deployment string
-	// IDs draws the order ids. The caller that hands one in owns it: it
-	// wires the generator's Connected to the Redis client's OnConnect hook
-	// and closes it after the service. Default: one on rdb, its blocks in
-	// db, which the service owns (RedisConnected and Close reach it).
-	IDs *idgen.Redis
+	// IDs draws the order ids. The caller that hands one in closes it
+	// after the service. Default: segments reserved in db
+	// (idgen.Segments), which the service closes.
+	IDs IDs
 	// Stock is the store of the products' stock. Default: one on rdb and
 	// db, for Deployment.
 	Stock *stock.Store
@@ -212,17 +211,27 @@ func (b Budget) Purchase() time.Duration {
 	return b.Step + 2*b.Take() + b.Record() + b.GiveBack()
 }
 
+// IDs draws order ids: idgen.Segments, or for a comparison idgen.Redis.
+type IDs interface {
+	Next(ctx context.Context) (idgen.ID, error)
+}
+
+var (
+	_ IDs = (*idgen.Segments)(nil)
+	_ IDs = (*idgen.Redis)(nil)
+)
+
 // base is what every part of the service shares: the backends, the
 // options, and the work in flight that Close waits for.
 type base struct {
 	db    *gorm.DB
 	rdb   redis.UniversalClient
 	stock *stock.Store
-	ids   *idgen.Redis
+	ids   IDs
 	locks *lock.Pool
-	// ownIDs: the service made ids (Options.IDs unset) and serves its
-	// hook and its Close.
-	ownIDs bool
+	// ownIDs is ids when the service made them (Options.IDs unset): it
+	// closes them.
+	ownIDs *idgen.Segments
 	opt    Options
 	log    *slog.Logger
 
@@ -310,14 +319,15 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	b := &base{
 		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
-		stock: opt.Stock, ids: opt.IDs, ownIDs: opt.IDs == nil,
+		stock: opt.Stock, ids: opt.IDs,
 		stop: make(chan struct{}),
 	}
 	if b.stock == nil {
 		b.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
 	}
-	if b.ownIDs {
-		b.ids = idgen.NewRedis(rdb, "order", &idgen.SQLBlocks{DB: db})
+	if b.ids == nil {
+		b.ownIDs = idgen.NewSegments(&idgen.SQLBlocks{DB: db}, "order")
+		b.ids = b.ownIDs
 	}
 	b.parts = &parts{
 		life:  &Lifecycle{base: b},
@@ -373,8 +383,8 @@ func (s *Service) Close() error {
 	close(s.stop)
 	s.flight.Unlock()
 	s.working.Wait()
-	if s.ownIDs {
-		s.ids.Close()
+	if s.ownIDs != nil {
+		s.ownIDs.Close()
 	}
 	return s.cat.Close()
 }
@@ -382,16 +392,10 @@ func (s *Service) Close() error {
 // RedisConnected is the service's part of the Redis client's OnConnect
 // hook (app wires it, on one Redis and on a cluster's every node, beside
 // the reconciler's ServerSeen): the catalogue reads the durability again.
-// When the service made its own order id generator (Options.IDs unset),
-// the generator's Connected runs here too: it drops the id blocks of a
-// server that restarted before the connection serves anything (see
-// idgen.Redis).
-func (s *Service) RedisConnected(ctx context.Context, cn *redis.Conn) error {
+// The order ids need nothing of Redis (idgen.Segments).
+func (s *Service) RedisConnected(context.Context, *redis.Conn) error {
 	s.cat.Reconnected()
-	if !s.ownIDs {
-		return nil
-	}
-	return s.ids.Connected(ctx, cn)
+	return nil
 }
 
 // Enter registers a job of another part (a reconciler's pass, a repair)

@@ -270,8 +270,8 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 }
 
 // pendingTTL is how long a day's pending index lives after its first
-// order: as long as the order ids' day keys (idgen), which outlive their
-// day by at least one more.
+// order: its day and at least one more, so that a process whose clock lags
+// still finds it (the TTL idgen.Redis gives its day keys).
 const pendingTTL = idgen.DefaultKeyTTL
 
 // reply turns a script's reply into a take's outcome.
