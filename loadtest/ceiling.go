@@ -138,6 +138,9 @@ type ceilingSide struct {
 	writes bool
 	target float64 // a service side's share of the bare EVALSHA handler's rate
 	rps    []float64
+	// loadRPS are a writes side's req/s during the load alone (its rps
+	// count until the last row).
+	loadRPS []float64
 }
 
 // drainTarget is what the async mode's consumers should write per second:
@@ -309,6 +312,9 @@ func (r *ceilingRun) round(ctx context.Context, stdout io.Writer, round, i int, 
 			round+1, r.sides[i].name, row.Requests-row.OK, row.Requests, row.ErrorSamples)
 	}
 	r.sides[i].rps = append(r.sides[i].rps, rate)
+	if r.sides[i].writes {
+		r.sides[i].loadRPS = append(r.sides[i].loadRPS, row.RPS)
+	}
 	extra := ""
 	if row.Verdict != "" {
 		extra = ", verdict " + row.Verdict
@@ -380,7 +386,7 @@ func (r *ceilingRun) printMedians(stdout io.Writer, rounds int) error {
 		if i < r.services {
 			unit := "req/s"
 			if sd.writes {
-				unit = "orders/s answered and written"
+				unit = fmt.Sprintf("orders/s answered and written (%.0f req/s during the load alone)", harness.Median(sd.loadRPS))
 			}
 			fmt.Fprintf(stdout, "  %-22s %6.0f %s\n", sd.name, m, unit)
 			continue
