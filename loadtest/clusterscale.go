@@ -1,35 +1,43 @@
 package main
 
 import (
+	"cmp"
 	"context"
-
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/lab/harness"
+	"seckill/internal/stock"
 	"seckill/internal/testkit/child"
 )
 
 // The cluster scenario: the same steps on instances over one Redis of the
-// run's own, then over a Redis Cluster of its own, each node's commands
-// counted (INFO commandstats) around each pass.
+// run's own, then over Redis Clusters of its own of 3 and 6 masters, each
+// master's commands and CPU read (INFO commandstats, INFO cpu) around each
+// pass.
 
-// redisPass is one pass of the cluster scenario: its rows, req/s and the
-// commands each node served.
+// clusterMasters are the masters of the scenario's cluster passes, after
+// its pass on one Redis.
+var clusterMasters = []int{3, 6}
+
+// redisPass is one pass of the cluster scenario: its rows, and what each
+// master served.
 type redisPass struct {
-	name  string
-	rows  []harness.Row
-	calls map[string]map[string]int64 // by node address, then command
+	name      string
+	rows      []harness.Row
+	loads     map[string]nodeLoad // by master address
+	purchases int64               // the rows' sales
+	shards    map[string]int      // the rows' shards each master holds; nil on one node
 }
 
 func (o options) compareCluster(ctx context.Context, getenv func(string) string, sc harness.Scenario, stdout, stderr io.Writer) error {
@@ -51,36 +59,49 @@ func (o options) compareCluster(ctx context.Context, getenv func(string) string,
 	rep := harness.Report{Title: "seckill load test: scenario " + sc.Name, Started: time.Now().UTC()}
 	fmt.Fprintf(stderr, "scenario %s: %s\n", sc.Name, sc.Summary)
 
-	one, held1, err := o.redisPass(ctx, sc, cfg, "1 node", &rep, bar, stderr)
+	one, held, err := o.redisPass(ctx, sc, cfg, "1 node", &rep, bar, stderr)
 	if err != nil {
 		return o.conclude(rep, err, nil, stdout)
 	}
+	passes := []*redisPass{&one}
+	for _, m := range clusterMasters {
+		o.spec.ProductID += 1_000_000 // each pass's products apart from the others'
+		p, ok, err := o.clusterPass(ctx, sc, cfg, m, &rep, bar, stderr)
+		held = held && ok
+		if err != nil {
+			return o.conclude(rep, err, nil, stdout)
+		}
+		passes = append(passes, &p)
+	}
+	rep.Summary = append(rep.Summary, clusterSummary(passes)...)
+	var unheld error
+	if !held {
+		unheld = fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
+	}
+	return o.conclude(rep, nil, unheld, stdout)
+}
+
+// clusterPass starts a Redis Cluster of masters masters (a replica each),
+// runs a pass on it and stops it.
+func (o options) clusterPass(ctx context.Context, sc harness.Scenario, cfg app.Config, masters int,
+	rep *harness.Report, bar *progressBar, stderr io.Writer) (redisPass, bool, error) {
 	dir, err := os.MkdirTemp("", "seckill-cluster-")
 	if err != nil {
-		return err
+		return redisPass{}, false, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintln(stderr, "starting a Redis Cluster of 6 redis-server (3 masters, a replica each)…")
-	procs, err := child.StartCluster(ctx, dir)
+	fmt.Fprintf(stderr, "starting a Redis Cluster of %d redis-server (%d masters, a replica each)…\n", 2*masters, masters)
+	procs, err := child.StartClusterOf(ctx, dir, masters)
 	if err != nil {
-		return err
+		return redisPass{}, false, err
 	}
 	defer procs.Stop()
 	cfg.RedisCluster = procs.Addrs()
-	o.spec.ProductID += 1_000_000 // the cluster's products apart from the first pass's
-	many, held2, err := o.redisPass(ctx, sc, cfg, "cluster", &rep, bar, stderr)
-	if err == nil {
-		rep.Summary = append(rep.Summary, clusterSummary(one, many)...)
-	}
-	var unheld error
-	if !held1 || !held2 {
-		unheld = fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
-	}
-	return o.conclude(rep, err, unheld, stdout)
+	return o.redisPass(ctx, sc, cfg, fmt.Sprintf("%d masters", masters), rep, bar, stderr)
 }
 
 // redisPass starts instances on cfg (over a Redis of their own when cfg
-// names no cluster), runs sc's steps, and counts each master's commands.
+// names no cluster), runs sc's steps, and reads what each master served.
 func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Config, name string,
 	rep *harness.Report, bar *progressBar, stderr io.Writer) (redisPass, bool, error) {
 	pass := redisPass{name: name}
@@ -99,11 +120,20 @@ func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Con
 		rep.Machine = harness.DetectMachine(ctx, client, c.URLs)
 		client.CloseIdleConnections()
 	}
-	masters, err := passMasters(ctx, c, cfg)
-	if err != nil {
-		return pass, false, err
+	var cc *redis.ClusterClient
+	masters := []string{}
+	if len(cfg.RedisCluster) == 0 {
+		masters = append(masters, c.redis.Addr)
+	} else {
+		cc = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster})
+		defer cc.Close()
+		ms, err := child.Masters(ctx, cc)
+		if err != nil {
+			return pass, false, err
+		}
+		masters = slices.Sorted(maps.Keys(ms))
 	}
-	before, err := commandCalls(ctx, masters)
+	before, err := readLoads(ctx, masters)
 	if err != nil {
 		return pass, false, err
 	}
@@ -117,82 +147,61 @@ func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Con
 	})
 	for i := range rows {
 		rows[i].Note = strings.TrimSuffix("redis: "+name+"; "+rows[i].Note, "; ")
+		pass.purchases += int64(rows[i].OK)
 	}
 	pass.rows = rows
 	rep.Rows = append(rep.Rows, rows...)
 	if err != nil {
 		return pass, held, err
 	}
-	after, err := commandCalls(ctx, masters)
+	after, err := readLoads(ctx, masters)
 	if err != nil {
 		return pass, held, err
 	}
-	pass.calls = make(map[string]map[string]int64)
-	for addr, cmds := range after {
-		pass.calls[addr] = make(map[string]int64)
-		for cmd, n := range cmds {
-			if d := n - before[addr][cmd]; d > 0 {
-				pass.calls[addr][cmd] = d
-			}
+	pass.loads = loadDelta(before, after)
+	if cc != nil {
+		if pass.shards, err = shardsHeld(ctx, cc, rows); err != nil {
+			return pass, held, err
 		}
 	}
 	return pass, held, nil
 }
 
-// passMasters are the Redis masters a pass's instances use.
-func passMasters(ctx context.Context, c *cluster, cfg app.Config) ([]string, error) {
-	if len(cfg.RedisCluster) == 0 {
-		return []string{c.redis.Addr}, nil
-	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster})
-	defer cc.Close()
+// shardsHeld counts, per master, the stock shards of the rows' products
+// whose slot it serves: a shard's keys share its hash tag, {P_k}, and so
+// its slot, which CRC16 picks with no regard to the other shards'.
+func shardsHeld(ctx context.Context, cc *redis.ClusterClient, rows []harness.Row) (map[string]int, error) {
 	ms, err := child.Masters(ctx, cc)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	out := make(map[string]int)
 	for addr := range ms {
-		out = append(out, addr)
+		out[addr] = 0
 	}
-	slices.Sort(out)
+	for _, r := range rows {
+		shards := cmp.Or(r.Shards, api.DefaultShards)
+		l := stock.Layout{ID: r.ProductID, Shards: shards}
+		for k := range shards {
+			slot, err := cc.ClusterKeySlot(ctx, l.StockKey(k)).Result()
+			if err != nil {
+				return nil, fmt.Errorf("reading the slot of %s: %w", l.StockKey(k), err)
+			}
+			for addr, ranges := range ms {
+				for _, sr := range ranges {
+					if slot >= sr[0] && slot <= sr[1] {
+						out[addr]++
+					}
+				}
+			}
+		}
+	}
 	return out, nil
 }
 
-// commandCalls reads, per node, the calls of each command it has served
-// (INFO commandstats).
-func commandCalls(ctx context.Context, nodes []string) (map[string]map[string]int64, error) {
-	out := make(map[string]map[string]int64)
-	for _, addr := range nodes {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		info, err := rdb.Info(ctx, "commandstats").Result()
-		rdb.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading INFO commandstats of %s: %w", addr, err)
-		}
-		out[addr] = parseCalls(info)
-	}
-	return out, nil
-}
-
-// parseCalls reads the calls= of every cmdstat_ line, INFO and the
-// client's CLUSTER SLOTS included: a node's whole load.
-func parseCalls(info string) map[string]int64 {
-	out := make(map[string]int64)
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		_, rest, _ = strings.Cut(rest, "calls=")
-		v, _, _ := strings.Cut(rest, ",")
-		out[name], _ = strconv.ParseInt(v, 10, 64)
-	}
-	return out
-}
-
-// clusterSummary compares the passes: the throughput of each step on the
-// cluster over one node, and each node's share of the commands.
-func clusterSummary(one, many redisPass) []string {
+// clusterSummary compares the passes: the throughput of each step on each
+// cluster over one node, then each pass's scale figures.
+func clusterSummary(passes []*redisPass) []string {
 	var lines []string
 	rps := func(rows []harness.Row) map[string][]float64 {
 		m := make(map[string][]float64)
@@ -203,34 +212,26 @@ func clusterSummary(one, many redisPass) []string {
 		}
 		return m
 	}
-	a, b := rps(one.rows), rps(many.rows)
+	one := passes[0]
+	a := rps(one.rows)
 	var labels []string
 	for _, r := range one.rows {
 		if !slices.Contains(labels, r.Label()) {
 			labels = append(labels, r.Label())
 		}
 	}
-	for _, l := range labels {
-		if len(a[l]) == 0 || len(b[l]) == 0 {
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("%s: cluster / 1 node = %.2f× (median %.0f vs %.0f req/s over %d run(s) each)",
-			l, harness.Median(b[l])/harness.Median(a[l]), harness.Median(b[l]), harness.Median(a[l]), min(len(a[l]), len(b[l]))))
-	}
-	for _, p := range []redisPass{one, many} {
-		sums := make(map[string]int64)
-		var total int64
-		for addr, cmds := range p.calls {
-			for _, n := range cmds {
-				sums[addr] += n
+	for _, p := range passes[1:] {
+		b := rps(p.rows)
+		for _, l := range labels {
+			if len(a[l]) == 0 || len(b[l]) == 0 {
+				continue
 			}
-			total += sums[addr]
+			lines = append(lines, fmt.Sprintf("%s: %s / 1 node = %.2f× on this machine (median %.0f vs %.0f req/s over %d run(s) each)",
+				l, p.name, harness.Median(b[l])/harness.Median(a[l]), harness.Median(b[l]), harness.Median(a[l]), min(len(a[l]), len(b[l]))))
 		}
-		lines = append(lines, fmt.Sprintf("commands served, %s: %d in all", p.name, total))
-		for _, addr := range slices.Sorted(maps.Keys(p.calls)) {
-			lines = append(lines, fmt.Sprintf("  %s: %d (%.0f%%) — %s", addr, sums[addr],
-				100*float64(sums[addr])/float64(max(total, 1)), topCommands(p.calls[addr], 4)))
-		}
+	}
+	for _, p := range passes {
+		lines = append(lines, sharesLines(p, one)...)
 	}
 	return lines
 }

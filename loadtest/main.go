@@ -119,7 +119,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
-	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script, and the async consumers' writes against the lua mode's")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script (async twice: its consumer paused during the load, then running and its rows awaited), and the async consumers' writes against the lua mode's")
 	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
 	fs.BoolVar(&o.path, "path", false, "-scenario opening: the product asks for a purchase path token, which each buyer fetches before buying")
 	fs.IntVar(&o.concurrencyLimit, "concurrency-limit", overloadLimit, "-scenario overload: the ceiling of the adaptive concurrency limit of the instance it floods with the limit on (the other has none)")

@@ -248,7 +248,8 @@ func TestLuaCeilingReportsTheRatios(t *testing.T) {
 		t.Fatalf("-ceiling: %v", err)
 	}
 	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "service async / this = ",
-		"the 70% target", "+INCR+INSERT", "orders/s written by the consumers", "the 3× target"} {
+		"the 70% target", "+INCR+INSERT", "orders/s written by the consumers", "the 3× target",
+		"service async+writes / this = ", "the 50% target", "orders/s answered and written (", "req/s during the load alone)"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}

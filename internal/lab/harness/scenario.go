@@ -380,9 +380,10 @@ var Scenarios = []Scenario{
 	// --- Redis Cluster (issue 11) ---
 	{
 		Name: "cluster",
-		Summary: "The same workload on instances over one Redis and over a Redis Cluster of 3 masters (a replica each), " +
-			"6 shards: req/s of each, and each node's share of the commands (INFO commandstats). On one machine the " +
-			"nodes share its cores, so the ratio says little; the spread says what each machine would carry.",
+		Summary: "The same workload on instances over one Redis, then over Redis Clusters of 3 and of 6 masters (a replica " +
+			"each), 6 shards: req/s of each, and each master's share of the purchase path's commands (INFO commandstats) " +
+			"and CPU (INFO cpu). On one machine the nodes share its cores, so the req/s ratio says little; the largest " +
+			"share says what the cluster would carry with a machine per master (the predicted speed-up, 1 / that share).",
 		CompareCluster: true,
 		Steps: []Step{
 			{Spec: clusterSpec("none", "lua"), Expect: always(Safe)},

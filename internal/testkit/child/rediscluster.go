@@ -19,22 +19,32 @@ import (
 )
 
 // ClusterProcs is a Redis Cluster of redis-server processes on loopback:
-// 3 masters with a replica each, empty and without persistence. It needs no
+// masters with a replica each, empty and without persistence. It needs no
 // test: the load harness starts one too.
 type ClusterProcs struct {
 	mu    sync.Mutex
 	nodes []*RedisProc
 }
 
-// ClusterSize is the number of processes of a ClusterProcs: 3 masters and
-// their replicas.
+// ClusterSize is the number of processes of the cluster StartCluster
+// starts: 3 masters and their replicas.
 const ClusterSize = 6
 
-// StartCluster starts ClusterSize redis-server processes in cluster mode,
+// StartCluster starts a cluster of 3 masters with a replica each: see
+// StartClusterOf.
+func StartCluster(ctx context.Context, dir string) (*ClusterProcs, error) {
+	return StartClusterOf(ctx, dir, ClusterSize/2)
+}
+
+// StartClusterOf starts 2×masters redis-server processes in cluster mode,
 // each in a directory under dir, and makes a cluster of them with
-// redis-cli --cluster create. Each node's port is at most 55535, so that
-// its cluster bus port (port + 10000) is a valid port too.
-func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) {
+// redis-cli --cluster create: masters masters (at least 3, as redis-cli
+// asks), a replica each. Each node's port is at most 55535, so that its
+// cluster bus port (port + 10000) is a valid port too.
+func StartClusterOf(ctx context.Context, dir string, masters int) (_ *ClusterProcs, err error) {
+	if masters < 3 {
+		return nil, fmt.Errorf("a Redis Cluster needs at least 3 masters, not %d", masters)
+	}
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("a Redis Cluster needs %s on PATH: %w", bin, err)
@@ -46,7 +56,7 @@ func StartCluster(ctx context.Context, dir string) (_ *ClusterProcs, err error) 
 			c.Stop()
 		}
 	}()
-	for i := range ClusterSize {
+	for i := range 2 * masters {
 		p, err := startClusterNode(ctx, filepath.Join(dir, "node"+strconv.Itoa(i)))
 		if err != nil {
 			return nil, err
@@ -126,6 +136,11 @@ func startClusterNode(ctx context.Context, dir string) (*RedisProc, error) {
 			// default 5s wait for other replicas: until it is done, the
 			// replica refuses to take over (its data is too old).
 			"--repl-diskless-sync-delay", "0",
+			// A master's replication offset, which waitReplicaSynced
+			// waits to see acknowledged, moves with its first write or
+			// its first PING to the replica: every second, not the
+			// default 10s, so that an idle new cluster is ready in ~1s.
+			"--repl-ping-replica-period", "1",
 		}}
 		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
 		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DialerRetries: 1})
