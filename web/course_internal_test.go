@@ -22,7 +22,9 @@ func TestCourseCheckRefuses(t *testing.T) {
 		{"a verdict nobody prints", "verdict", func(l *Lesson) { l.Verdicts = []string{"FINE"} }},
 		{"no verdicts", "needs its verdicts", func(l *Lesson) { l.Verdicts = nil }},
 		{"neither run nor skipped", "either test_args", func(l *Lesson) { l.TestArgs, l.TestSkip = nil, "" }},
-		{"a preset without a lock", "preset", func(l *Lesson) { l.Preset = &Preset{Mode: "rmw", Fault: "none", Shards: 1, Stock: 1, Buyers: 1, Concurrency: 1} }},
+		{"a preset without a lock", "preset", func(l *Lesson) {
+			l.Preset = &Preset{Mode: "rmw", Fault: "none", Shards: 1, Stock: 1, Buyers: 1, Concurrency: 1}
+		}},
 		{"an unknown seed", "seed", func(l *Lesson) { l.Seed = "9" }},
 		{"no why", "why is empty", func(l *Lesson) { l.Why = " " }},
 	} {
