@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"slices"
 	"strconv"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/lab/harness"
+	"seckill/internal/reconcile"
+	"seckill/internal/stock"
 	"seckill/internal/testkit/testenv"
 	"seckill/web"
 )
@@ -94,7 +99,8 @@ func sortedSet(v []string) []string {
 // verdicts the lesson promises: the rows of a scenario each within its
 // lesson's set, a drill's variants each as it wants. The lessons run with
 // their test_args (fewer buyers and units), on the backends the env names
-// or the embedded ones, about 25 s in all bare under -race. Left out, each
+// or the embedded ones: about 20 s in all bare under -race, 40 s on the
+// real servers. Left out, each
 // saying why in its test_skip: pause (about 6 s, random for two locks:
 // TestFaultScenarios), failover and ap-vs-cp (redis-server, etcd: their
 // own tests), unlock-before-commit (MySQL), async-durability (minutes, on
@@ -102,7 +108,22 @@ func sortedSet(v []string) []string {
 // (TestOpeningScenario). docs/COURSE.md says the same under each lesson.
 func TestCourseLessons(t *testing.T) {
 	c := loadCourse(t)
-	for _, l := range c.Lessons {
+	// One database for every lesson, each on products of its own: a
+	// database per lesson (backends) costs more on MySQL than the lessons.
+	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken, "REDIS_ADDR": os.Getenv("REDIS_ADDR")}
+	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
+		env["MYSQL_DSN"] = testenv.Database(t, dsn)
+	}
+	getenv := func(k string) string { return env[k] }
+	// Every lesson's products share one prefix, so that one SCAN of the
+	// shared Redis finds their keys: a SCAN per product (deleteProductKeys)
+	// costs seconds each on a Redis holding a million keys.
+	prefix := testenv.ProductID(t)
+	var used []int64
+	if addr := env["REDIS_ADDR"]; addr != "" {
+		t.Cleanup(func() { purgeLessonKeys(t, addr, prefix, used) })
+	}
+	for i, l := range c.Lessons {
 		name := l.Scenario()
 		if name == "" || l.TestSkip != "" {
 			continue
@@ -122,9 +143,12 @@ func TestCourseLessons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			product := testenv.ProductID(t)
+			product := prefix*lessonProducts + int64(i)*maxSteps
+			for k := range len(sc.Steps) {
+				used = append(used, product+int64(k))
+			}
 			args := append([]string{"-scenario", name, "-product", strconv.FormatInt(product, 10)}, l.TestArgs...)
-			rep, _, err := runCommand(t, backends(t, product, len(sc.Steps)), args...)
+			rep, _, err := runCommand(t, getenv, args...)
 			if err != nil {
 				t.Fatalf("%s %s: %v", l.Command, strings.Join(l.TestArgs, " "), err)
 			}
@@ -137,5 +161,49 @@ func TestCourseLessons(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A lesson's products are prefix*lessonProducts + lesson*maxSteps + step:
+// every id is the prefix's digits and three more.
+const (
+	lessonProducts = 1000
+	maxSteps       = 20
+)
+
+// purgeLessonKeys deletes from the shared Redis the keys of the products
+// used, all under prefix (see lessonProducts): their exact keys, then one
+// SCAN per pattern of stock.Purge, widened to every id of the prefix.
+func purgeLessonKeys(t *testing.T, addr string, prefix int64, used []int64) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	var exact []string
+	for _, id := range used {
+		exact = append(exact, stock.MarkerKey(id))
+		exact = append(exact, reconcile.ProductKeys(id)...)
+	}
+	if err := stock.Purge(context.Background(), rdb, nil, exact...); err != nil {
+		t.Logf("cleaning up the lessons' products: %v", err)
+	}
+	p := strconv.FormatInt(prefix, 10)
+	for _, pat := range []string{"seckill:*{" + p + "???_*}*", "seckill:buyer:{" + p + "???:*}*"} {
+		iter := rdb.Scan(context.Background(), 0, pat, 1000).Iterator()
+		var keys []string
+		for iter.Next(context.Background()) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Logf("scanning %s: %v", pat, err)
+			continue
+		}
+		t.Logf("deleting %d keys of %s", len(keys), pat)
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			if err := rdb.Unlink(context.Background(), keys[:n]...).Err(); err != nil {
+				t.Logf("deleting the lessons' keys: %v", err)
+				break
+			}
+			keys = keys[n:]
+		}
 	}
 }
