@@ -1019,7 +1019,8 @@
     $("#lesson").dataset.lesson = id;
     $("#lesson-number").textContent = (i + 1) + ".";
     $("#lesson-title").textContent = l.title;
-    $("#lesson-seed").textContent = "From seed " + l.seed + ". " + l.failure.split(":")[0].split(".")[0] + ".";
+    // The seed only: the failure's name would give the answer away.
+    $("#lesson-seed").textContent = "From seed " + l.seed + " (docs/COURSE.md, lesson " + (i + 1) + ").";
     $("#lesson-question").textContent = l.question;
     $("#lesson-command").textContent = l.command;
     $("#lesson-needs").textContent = l.needs ? "(needs " + l.needs + ")" : "";
