@@ -29,7 +29,7 @@ func renderCourseDoc(c web.Course) []byte {
 	b.WriteString("The page has the same lessons: its **Course** panel sets the lab's form for each lesson that the\n" +
 		"page's one instance can show, asks for your prediction, runs it and says whether the prediction held\n" +
 		"(`go run ./cmd/seckill`, then open the page). `go test ./loadtest -run TestCourse` checks every lesson\n" +
-		"against the scenarios and runs the ones that can run small.\n\n")
+		"against the scenarios, and runs small the ones no other test runs.\n\n")
 	for i, l := range c.Lessons {
 		fmt.Fprintf(&b, "%d. [%s](#%d-%s) (seed %s)\n", i+1, l.Title, i+1, l.ID, l.Seed)
 	}
