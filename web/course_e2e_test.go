@@ -90,8 +90,16 @@ func TestPageCourse(t *testing.T) {
 		if why := run[string](t, ctx, `document.querySelector("#lesson-why").textContent`); !strings.Contains(why, l.Why) {
 			t.Errorf("%s: the why shown is %q", tc.id, why)
 		}
+		// The lesson quotes the race timeline's sentence of its run.
+		race := run[string](t, ctx, `document.querySelector("#lesson-race").hidden ? "" : document.querySelector("#lesson-race-text").textContent`)
 		if tc.id == "no-lock" {
 			checkTimeline(t, ctx, tc.id, noneRace, true)
+			if !noneRace.MatchString(race) {
+				t.Errorf("%s: the lesson's race is %q, want the first lost update in a sentence", tc.id, race)
+			}
+		}
+		if tc.id == "local-mutex" && !strings.HasPrefix(race, "No two purchases") {
+			t.Errorf("%s: the lesson's race is %q, want no two purchases at once", tc.id, race)
 		}
 		if i == 1 {
 			// The progress is the browser's: a reload finds both lessons done

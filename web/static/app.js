@@ -769,7 +769,7 @@
     const run = r.data;
     setStatus($("#run-status"), "Run " + run.id + " " + run.status + ".", run.status === "failed");
     addRun(run);
-    showRun(run);
+    await showRun(run);
     lessonRunFinished(run);
   }
 
@@ -1089,7 +1089,10 @@
         (l.needs ? " (this lesson needs " + l.needs + ")" : ""), true);
       return;
     }
-    const outcome = { prediction: pending.prediction, outcome: soldOutcome(row), verdict: row.verdict, run: run.id };
+    // The race timeline's sentence, when showRun drew this run's.
+    const drawn = state.timeline && state.timeline.run === run.id && state.timeline.data;
+    const sentence = drawn ? $("#timeline .tl-sentence")?.textContent || "" : "";
+    const outcome = { prediction: pending.prediction, outcome: soldOutcome(row), verdict: row.verdict, run: run.id, race: sentence };
     const p = courseProgress();
     p.done[l.id] = outcome;
     saveCourse(p);
@@ -1122,6 +1125,8 @@
       el("strong", { id: "lesson-verdict-held" }, held ? "Your prediction held." : "Your prediction did not hold."),
       " " + what + "; you predicted " + ANSWER_TEXT[o.prediction] + "." + (o.run ? " Its result and race timeline are in the lab below." : ""));
     $("#lesson-held").classList.toggle("held", held);
+    $("#lesson-race").hidden = !o.race;
+    $("#lesson-race-text").textContent = o.race || "";
     $("#lesson-look").textContent = l.look;
     $("#lesson-why").textContent = l.failure + " " + l.why;
     $("#lesson-fix").textContent = l.fix;
