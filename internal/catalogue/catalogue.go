@@ -263,6 +263,19 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 			c.log.Warn("the keys of a past layout stay in Redis", "product", p.ID, "epoch", old.Epoch, "error", err)
 		}
 	}
+	if p.Lab {
+		// A lesson's run may abandon a lock without expiry (fault abandon
+		// on setnx): the shard's next run would find it held for ever.
+		shards := p.Shards
+		if old != nil {
+			shards = max(shards, old.Shards)
+		}
+		if n, err := c.stock.DropAbandonedLocks(ctx, p.ID, shards); err != nil {
+			c.log.Warn("a lock a past run abandoned may hold a shard", "product", p.ID, "error", err)
+		} else if n > 0 {
+			c.log.Info("deleted locks without expiry a past run abandoned", "product", p.ID, "locks", n)
+		}
+	}
 	if p.StartsAt != nil && p.StartsAt.After(c.opt.Now()) {
 		if err := c.Warm(ctx, p); err != nil {
 			c.log.Warn("the sale opens cold: its first purchases load what the warm-up did not", "product", p.ID, "error", err)

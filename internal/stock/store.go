@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -281,6 +282,38 @@ func (s *Store) Drop(ctx context.Context, l Layout) error {
 		return fmt.Errorf("dropping layout %d of product %d: %w", l.Epoch, l.ID, err)
 	}
 	return nil
+}
+
+//go:embed drop_abandoned_lock.lua
+var dropAbandonedLockLua string
+
+var dropAbandonedLockScript = redis.NewScript(dropAbandonedLockLua)
+
+// DropAbandonedLocks deletes the locks without expiry of product id's first
+// shards shards, and says how many it deleted: the locks a lab run's fault
+// (abandon, crash-before-expire) left on setnx or setnx-expire, which
+// would hold their shards across every reset. A lock with a lease stays.
+func (s *Store) DropAbandonedLocks(ctx context.Context, id int64, shards int) (int, error) {
+	l := Layout{ID: id}
+	cmds := make([]*redis.Cmd, shards)
+	// One script per shard, pipelined: the shards' locks are in different
+	// cluster slots.
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range shards {
+			cmds[i] = dropAbandonedLockScript.Eval(ctx, pipe, []string{l.LockKey(i)})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dropping the abandoned locks of product %d: %w", id, err)
+	}
+	n := 0
+	for _, c := range cmds {
+		if v, _ := c.Int(); v == 1 {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Levels returns the stock of each shard, in shard order, from the store

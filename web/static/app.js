@@ -37,6 +37,8 @@
     // answer with the smallest round trip, that rtt, and when it was taken.
     clock: null,
     salePhase: "", // the shown product's window: "", "before", "open" or "ended"
+    course: null, // course.json: the lessons
+    lessonRun: null, // {run, lesson, prediction}: the lab run a lesson started
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -677,7 +679,13 @@
   };
 
   function applyPreset(name) {
-    const p = PRESETS[name];
+    fillForm(PRESETS[name]);
+  }
+
+  // fillForm sets the lab's form to a preset: a PRESETS entry, or a
+  // lesson's from course.json (the same names as POST /api/runs).
+  function fillForm(p) {
+    $("#lab-fault-requests").value = "1";
     for (const [k, v] of Object.entries(p)) {
       const input = $("#run-form").elements[k];
       if (input) input.value = String(v);
@@ -713,9 +721,10 @@
     if (!r.ok) {
       btn.disabled = false;
       setStatus(status, r.data.code + ": " + r.data.error + tokenHint(r), true);
-      return;
+      return null;
     }
     follow(r.data);
+    return r.data;
   }
 
   // follow shows a run going and polls it to its end: one just started, or
@@ -760,7 +769,8 @@
     const run = r.data;
     setStatus($("#run-status"), "Run " + run.id + " " + run.status + ".", run.status === "failed");
     addRun(run);
-    showRun(run);
+    await showRun(run);
+    lessonRunFinished(run);
   }
 
   // showRun shows a finished run's result and its race timeline.
@@ -941,6 +951,200 @@
     if (going && !state.running) follow(going);
   }
 
+  // ---- Course --------------------------------------------------------------
+
+  // COURSE_KEY is where this browser keeps its course: the lesson open and,
+  // per lesson done, the prediction and what the run showed.
+  const COURSE_KEY = "seckill.course";
+  const ANSWER_TEXT = { more: "more than the stock", exactly: "exactly the stock", fewer: "fewer than the stock" };
+
+  function courseProgress() {
+    try {
+      const p = JSON.parse(localStorage.getItem(COURSE_KEY) || "{}");
+      return { current: p.current || "", done: p.done || {} };
+    } catch {
+      return { current: "", done: {} };
+    }
+  }
+
+  function saveCourse(p) {
+    try {
+      localStorage.setItem(COURSE_KEY, JSON.stringify(p));
+    } catch {
+      // Storage refused: the course still works, without memory.
+    }
+  }
+
+  async function loadCourse() {
+    let res;
+    try {
+      res = await fetch("course.json");
+      state.course = await res.json();
+    } catch (e) {
+      $("#course-progress").textContent = "The course did not load: " + e.message;
+      return;
+    }
+    const p = courseProgress();
+    const lessons = state.course.lessons;
+    openLesson(lessons.some((l) => l.id === p.current) ? p.current : lessons[0].id);
+  }
+
+  function renderCourseList() {
+    const p = courseProgress();
+    const lessons = state.course.lessons;
+    $("#course-list").replaceChildren(...lessons.map((l, i) => {
+      const done = p.done[l.id];
+      const b = el("button", { type: "button", class: "lesson-link", "data-lesson": l.id }, (i + 1) + ". " + l.title);
+      if (l.id === p.current) b.setAttribute("aria-current", "step");
+      b.addEventListener("click", () => openLesson(l.id));
+      const li = el("li", { class: done ? "done" : "" }, b);
+      if (done) li.append(el("span", { class: "muted", title: "done" }, " ✓"));
+      return li;
+    }));
+    const n = lessons.filter((l) => p.done[l.id]).length;
+    $("#course-progress").textContent = n + " of " + lessons.length + " done";
+  }
+
+  function lessonByID(id) {
+    return state.course.lessons.find((l) => l.id === id);
+  }
+
+  function openLesson(id) {
+    const l = lessonByID(id);
+    const i = state.course.lessons.indexOf(l);
+    const p = courseProgress();
+    p.current = id;
+    saveCourse(p);
+    $("#lesson").hidden = false;
+    $("#lesson").dataset.lesson = id;
+    $("#lesson-number").textContent = (i + 1) + ".";
+    $("#lesson-title").textContent = l.title;
+    // The seed only: the failure's name would give the answer away.
+    $("#lesson-seed").textContent = "From seed " + l.seed + " (docs/COURSE.md, lesson " + (i + 1) + ").";
+    $("#lesson-question").textContent = l.question;
+    $("#lesson-command").textContent = l.command;
+    $("#lesson-needs").textContent = l.needs ? "(needs " + l.needs + ")" : "";
+    const pr = l.preset;
+    $("#lesson-preset").textContent = pr
+      ? "In the lab: lock " + pr.lock + ", mode " + pr.mode + ", " + pr.shards + " shard(s), stock " + pr.stock + ", " +
+        pr.buyers + " buyers, hold " + pr.hold_ms + " ms" + (pr.fault !== "none" ? ", fault " + pr.fault : "") + "."
+      : "The lab's one instance cannot show this one: run the command in a terminal, then see what it does.";
+    $("#lesson-load").hidden = !pr;
+    $("#lesson-run").hidden = !pr;
+    $("#lesson-reveal").hidden = !!pr;
+    for (const r of document.querySelectorAll('input[name="prediction"]')) r.checked = false;
+    const done = p.done[id];
+    if (done && done.prediction) {
+      const r = document.querySelector('input[name="prediction"][value="' + done.prediction + '"]');
+      if (r) r.checked = true;
+    }
+    setStatus($("#lesson-status"), "");
+    if (done) showOutcome(l, done);
+    else $("#lesson-outcome").hidden = true;
+    renderCourseList();
+  }
+
+  function prediction() {
+    const r = document.querySelector('input[name="prediction"]:checked');
+    return r ? r.value : "";
+  }
+
+  function currentLesson() {
+    return lessonByID($("#lesson").dataset.lesson);
+  }
+
+  async function runLesson() {
+    const l = currentLesson();
+    const guess = prediction();
+    if (!guess) {
+      setStatus($("#lesson-status"), "Predict first: more, exactly or fewer?", true);
+      return;
+    }
+    fillForm(l.preset);
+    setStatus($("#lesson-status"), "Running in the lab below…");
+    const run = await startRun({ preventDefault() {} });
+    if (!run) {
+      setStatus($("#lesson-status"), "The lab refused the run: " + $("#run-status").textContent, true);
+      return;
+    }
+    state.lessonRun = { run: run.id, lesson: l.id, prediction: guess };
+  }
+
+  // soldOutcome says how a run's sales compare with its stock, in the
+  // prediction's words: more (oversold), exactly, or fewer.
+  function soldOutcome(row) {
+    if (row.verdict === "OVERSOLD" || row.oversold > 0) return "more";
+    if (row.sold < Math.min(row.stock, row.requests || row.buyers || row.stock)) return "fewer";
+    return "exactly";
+  }
+
+  function lessonRunFinished(run) {
+    const pending = state.lessonRun;
+    if (!pending || pending.run !== run.id) return;
+    state.lessonRun = null;
+    const l = lessonByID(pending.lesson);
+    const row = run.result;
+    if (!row || row.verdict === "SKIPPED") {
+      setStatus($("#lesson-status"), "The run did not happen: " + (run.error || (row && row.note) || run.status) +
+        (l.needs ? " (this lesson needs " + l.needs + ")" : ""), true);
+      return;
+    }
+    // The race timeline's sentence, when showRun drew this run's.
+    const drawn = state.timeline && state.timeline.run === run.id && state.timeline.data;
+    const sentence = drawn ? $("#timeline .tl-sentence")?.textContent || "" : "";
+    const outcome = { prediction: pending.prediction, outcome: soldOutcome(row), verdict: row.verdict, run: run.id, race: sentence };
+    const p = courseProgress();
+    p.done[l.id] = outcome;
+    saveCourse(p);
+    setStatus($("#lesson-status"), "");
+    if (currentLesson() === l) showOutcome(l, outcome);
+    renderCourseList();
+  }
+
+  function revealLesson() {
+    const l = currentLesson();
+    const guess = prediction();
+    if (!guess) {
+      setStatus($("#lesson-status"), "Predict first: more, exactly or fewer?", true);
+      return;
+    }
+    const outcome = { prediction: guess, outcome: l.answer, verdict: (l.verdicts || []).join(", ") };
+    const p = courseProgress();
+    p.done[l.id] = outcome;
+    saveCourse(p);
+    setStatus($("#lesson-status"), "");
+    showOutcome(l, outcome);
+    renderCourseList();
+  }
+
+  function showOutcome(l, o) {
+    const held = o.prediction === o.outcome;
+    const what = o.run ? "Run " + o.run + " sold " + ANSWER_TEXT[o.outcome] : "It sells " + ANSWER_TEXT[o.outcome];
+    $("#lesson-held").replaceChildren(
+      ...(o.run ? [badge(o.verdict, true), " "] : o.verdict ? [el("code", {}, o.verdict), " "] : []),
+      el("strong", { id: "lesson-verdict-held" }, held ? "Your prediction held." : "Your prediction did not hold."),
+      " " + what + "; you predicted " + ANSWER_TEXT[o.prediction] + "." + (o.run ? " Its result and race timeline are in the lab below." : ""));
+    $("#lesson-held").classList.toggle("held", held);
+    $("#lesson-race").hidden = !o.race;
+    $("#lesson-race-text").textContent = o.race || "";
+    $("#lesson-look").textContent = l.look;
+    $("#lesson-why").textContent = l.failure + " " + l.why;
+    $("#lesson-fix").textContent = l.fix;
+    $("#lesson-test").textContent = l.test;
+    $("#lesson-more-row").hidden = !(l.more && l.more.length);
+    $("#lesson-more").replaceChildren(...(l.more || []).flatMap((m, i) => (i ? [", ", el("code", {}, m)] : [el("code", {}, m)])));
+    const i = state.course.lessons.indexOf(l);
+    $("#lesson-next").hidden = i === state.course.lessons.length - 1;
+    $("#lesson-outcome").hidden = false;
+  }
+
+  function nextLesson() {
+    const i = state.course.lessons.indexOf(currentLesson());
+    const next = state.course.lessons[i + 1];
+    if (next) openLesson(next.id);
+    $("#course").scrollIntoView({ block: "start" });
+  }
+
   // ---- Start -------------------------------------------------------------
 
   function start() {
@@ -973,6 +1177,10 @@
     $("#lab-mode").addEventListener("change", showModeNote);
     $("#lab-mode").addEventListener("change", explainMode);
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => applyPreset(b.dataset.preset));
+    $("#lesson-load").addEventListener("click", () => fillForm(currentLesson().preset));
+    $("#lesson-run").addEventListener("click", runLesson);
+    $("#lesson-reveal").addEventListener("click", revealLesson);
+    $("#lesson-next").addEventListener("click", nextLesson);
     setInterval(tickCountdowns, 250);
     setInterval(tickSaleWindow, 100);
 
@@ -980,6 +1188,7 @@
     loadLocks();
     loadModes();
     loadRuns();
+    loadCourse();
     pollProduct();
     setInterval(tick, PRODUCT_MS);
   }

@@ -1,0 +1,133 @@
+package web_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"seckill/internal/app"
+	"seckill/internal/lab"
+	"seckill/internal/testkit/testenv"
+	"seckill/web"
+)
+
+// TestPageCourse walks three lessons of the course in Chromium: each sets
+// the lab's form from course.json, asks for a prediction, runs, shows the
+// verdict and says whether the prediction held, and links the next. A
+// prediction that did not hold says so; the progress survives a reload.
+func TestPageCourse(t *testing.T) {
+	browser := findChromium(t)
+	course, err := web.LoadCourse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labProduct := 6_000_000 + rand.Int64N(1_000_000)
+	cfg := testenv.Config(t)
+	// The SETNX lesson's buyers each wait this long for the abandoned lock.
+	cfg.RateLimit, cfg.DemoStock, cfg.AdminToken, cfg.LockWait = 0, 0, token, time.Second
+	srv := testenv.Start(t, cfg, app.Extras{Web: web.FS(), Runs: lab.New(lab.Options{ProductID: labProduct})})
+	t.Cleanup(func() { testenv.DropProductKeys(t, srv.RedisAddr(), labProduct) })
+
+	ctx := newBrowser(t, browser)
+	do(t, ctx, "open the page",
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(labProduct, 10)),
+		chromedp.WaitReady(chromedp.CSS("#lab-lock option")),
+		chromedp.WaitReady(chromedp.CSS("#lesson-number")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+	)
+	if got, want := run[int](t, ctx, `document.querySelectorAll("#course-list li").length`), len(course.Lessons); got != want {
+		t.Fatalf("the page lists %d lessons, course.json has %d", got, want)
+	}
+
+	for i, tc := range []struct {
+		id, predict, verdict string
+		held                 bool
+	}{
+		{"no-lock", "more", "OVERSOLD", true},
+		{"local-mutex", "more", "SAFE", false}, // one process: the mutex holds, the prediction does not
+		{"setnx-crash", "fewer", "ERRORS", true},
+	} {
+		l := course.Lessons[i]
+		if l.ID != tc.id || l.Preset == nil {
+			t.Fatalf("lesson %d is %s (preset %v), want %s with a preset", i+1, l.ID, l.Preset != nil, tc.id)
+		}
+		waitFor[bool](t, ctx, "lesson "+tc.id, fmt.Sprintf(`document.querySelector("#lesson").dataset.lesson === %q`, tc.id))
+		if q := run[string](t, ctx, `document.querySelector("#lesson-question").textContent`); q != l.Question {
+			t.Errorf("%s: the question shown is %q, want course.json's", tc.id, q)
+		}
+		// Running before predicting is refused: the lesson asks first.
+		do(t, ctx, "run "+tc.id+" without a prediction", chromedp.Click(chromedp.ID("lesson-run")))
+		if s := run[string](t, ctx, `document.querySelector("#lesson-status").textContent`); !strings.Contains(s, "Predict first") {
+			t.Errorf("%s: running without a prediction says %q, want it to ask for one", tc.id, s)
+		}
+		before := run[int](t, ctx, `window.seckill.runs.length`)
+		do(t, ctx, "predict and run "+tc.id,
+			chromedp.Click(chromedp.CSS(`input[name="prediction"][value="`+tc.predict+`"]`)),
+			chromedp.Click(chromedp.ID("lesson-run")))
+		waitFor[bool](t, ctx, tc.id+"'s run", fmt.Sprintf(`window.seckill.runs.length > %d && !document.querySelector("#lesson-outcome").hidden`, before))
+		form := run[string](t, ctx, `(() => { const f = document.querySelector("#run-form").elements;
+			return [f.lock.value, f.mode.value, f.shards.value, f.stock.value, f.buyers.value, f.fault.value].join(" "); })()`)
+		p := l.Preset
+		if want := fmt.Sprintf("%s %s %d %d %d %s", p.Lock, p.Mode, p.Shards, p.Stock, p.Buyers, p.Fault); form != want {
+			t.Errorf("%s: the lab's form is %q, want the lesson's preset %q", tc.id, form, want)
+		}
+		verdict := run[string](t, ctx, `document.querySelector("#lesson-held .badge").textContent`)
+		lab := run[string](t, ctx, `document.querySelector("#run-result .badge").textContent`)
+		held := run[string](t, ctx, `document.querySelector("#lesson-verdict-held").textContent`)
+		if verdict != tc.verdict || lab != tc.verdict {
+			t.Errorf("%s: the lesson shows %q and the lab %q, want %s", tc.id, verdict, lab, tc.verdict)
+		}
+		if want := map[bool]string{true: "Your prediction held.", false: "Your prediction did not hold."}[tc.held]; held != want {
+			t.Errorf("%s: predicted %s, the page says %q, want %q", tc.id, tc.predict, held, want)
+		}
+		if why := run[string](t, ctx, `document.querySelector("#lesson-why").textContent`); !strings.Contains(why, l.Why) {
+			t.Errorf("%s: the why shown is %q", tc.id, why)
+		}
+		// The lesson quotes the race timeline's sentence of its run.
+		race := run[string](t, ctx, `document.querySelector("#lesson-race").hidden ? "" : document.querySelector("#lesson-race-text").textContent`)
+		if tc.id == "no-lock" {
+			checkTimeline(t, ctx, tc.id, noneRace, true)
+			if !noneRace.MatchString(race) {
+				t.Errorf("%s: the lesson's race is %q, want the first lost update in a sentence", tc.id, race)
+			}
+		}
+		if tc.id == "local-mutex" && !strings.HasPrefix(race, "No two purchases") {
+			t.Errorf("%s: the lesson's race is %q, want no two purchases at once", tc.id, race)
+		}
+		if i == 1 {
+			// The progress is the browser's: a reload finds both lessons done
+			// and the second one open, with the prediction made.
+			do(t, ctx, "reload", chromedp.Reload(), chromedp.WaitReady(chromedp.CSS("#lesson-number")))
+			waitFor[bool](t, ctx, "the course after the reload", fmt.Sprintf(
+				`document.querySelector("#course-progress").textContent === "2 of %d done" && document.querySelector("#lesson").dataset.lesson === "local-mutex" &&
+				 document.querySelector('input[name="prediction"]:checked')?.value === "more" && !document.querySelector("#lesson-outcome").hidden`, len(course.Lessons)))
+		}
+		do(t, ctx, "next lesson", chromedp.Click(chromedp.ID("lesson-next")))
+	}
+	waitFor[bool](t, ctx, "the fourth lesson", fmt.Sprintf(`document.querySelector("#lesson").dataset.lesson === %q`, course.Lessons[3].ID))
+	if done := run[int](t, ctx, `document.querySelectorAll("#course-list li.done").length`); done != 3 {
+		t.Errorf("%d lessons marked done, want 3", done)
+	}
+	// A lesson the lab cannot show gives the command and, once predicted,
+	// what it does.
+	l := course.Lessons[4]
+	do(t, ctx, "open "+l.ID, chromedp.Click(chromedp.CSS(`#course-list [data-lesson="`+l.ID+`"]`)))
+	waitFor[bool](t, ctx, l.ID, fmt.Sprintf(`document.querySelector("#lesson").dataset.lesson === %q && document.querySelector("#lesson-run").hidden`, l.ID))
+	do(t, ctx, "predict and reveal "+l.ID,
+		chromedp.Click(chromedp.CSS(`input[name="prediction"][value="`+l.Answer+`"]`)),
+		chromedp.Click(chromedp.ID("lesson-reveal")))
+	if held := waitFor[string](t, ctx, "the answer", `!document.querySelector("#lesson-outcome").hidden && document.querySelector("#lesson-verdict-held").textContent`); held != "Your prediction held." {
+		t.Errorf("%s: predicted its answer, the page says %q", l.ID, held)
+	}
+	if cmd := run[string](t, ctx, `document.querySelector("#lesson-command").textContent`); !regexp.MustCompile(`^go (run|test) `).MatchString(cmd) || cmd != l.Command {
+		t.Errorf("%s: the command shown is %q, want %q", l.ID, cmd, l.Command)
+	}
+	screenshot(t, ctx, "course")
+}

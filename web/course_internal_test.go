@@ -1,0 +1,47 @@
+package web
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// LoadCourse refuses a course that the page, the document or the course
+// test could not use, naming the lesson and what is wrong.
+func TestCourseCheckRefuses(t *testing.T) {
+	c, err := LoadCourse()
+	if err != nil {
+		t.Fatalf("the course as shipped: %v", err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		mutate     func(*Lesson)
+	}{
+		{"an unknown answer", "answer", func(l *Lesson) { l.Answer = "some" }},
+		{"a command of another shape", "neither", func(l *Lesson) { l.Command = "go run ./loadtest -lock none" }},
+		{"a verdict nobody prints", "verdict", func(l *Lesson) { l.Verdicts = []string{"FINE"} }},
+		{"no verdicts", "needs its verdicts", func(l *Lesson) { l.Verdicts = nil }},
+		{"neither run nor skipped", "either test_args", func(l *Lesson) { l.TestArgs, l.TestSkip = nil, "" }},
+		{"a preset without a lock", "preset", func(l *Lesson) {
+			l.Preset = &Preset{Mode: "rmw", Fault: "none", Shards: 1, Stock: 1, Buyers: 1, Concurrency: 1}
+		}},
+		{"an unknown seed", "seed", func(l *Lesson) { l.Seed = "9" }},
+		{"no why", "why is empty", func(l *Lesson) { l.Why = " " }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := c
+			bad.Lessons = append([]Lesson(nil), c.Lessons...)
+			tc.mutate(&bad.Lessons[0])
+			err := bad.check()
+			if !errors.Is(err, ErrCourse) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), c.Lessons[0].ID) {
+				t.Errorf("check: %v, want ErrCourse naming lesson %s and %q", err, c.Lessons[0].ID, tc.want)
+			}
+		})
+	}
+	dup := c
+	dup.Lessons = append([]Lesson(nil), c.Lessons...)
+	dup.Lessons[1].ID = dup.Lessons[0].ID
+	if err := dup.check(); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("two lessons with one id: %v, want refused", err)
+	}
+}

@@ -1,0 +1,130 @@
+package web_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"seckill/internal/testkit"
+	"seckill/web"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/COURSE.md from web/static/course.json")
+
+const courseDoc = "../docs/COURSE.md"
+
+// renderCourseDoc writes the course as markdown: docs/COURSE.md is this
+// text, so that the document and the page's course mode are one source.
+func renderCourseDoc(c web.Course) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s\n\n", c.Title)
+	b.WriteString("<!-- Generated from web/static/course.json by go test ./web -run TestCourseDoc -update.\n" +
+		"Edit the JSON, not this file. -->\n\n")
+	fmt.Fprintf(&b, "%s\n\n", c.Intro)
+	b.WriteString("The page has the same lessons: its **Course** panel sets the lab's form for each lesson that the\n" +
+		"page's one instance can show, asks for your prediction, runs it and says whether the prediction held\n" +
+		"(`go run ./cmd/seckill`, then open the page). `go test ./loadtest -run TestCourse` checks every lesson\n" +
+		"against the scenarios, and runs small the ones no other test runs.\n\n")
+	for i, l := range c.Lessons {
+		fmt.Fprintf(&b, "%d. [%s](#%d-%s) (seed %s)\n", i+1, l.Title, i+1, l.ID, l.Seed)
+	}
+	for i, l := range c.Lessons {
+		fmt.Fprintf(&b, "\n## %d. %s\n\n", i+1, l.Title)
+		fmt.Fprintf(&b, "<a id=\"%d-%s\"></a>Seed %s. **The question.** %s\n\n", i+1, l.ID, l.Seed, l.Question)
+		fmt.Fprintf(&b, "**Predict:** more units sold than the stock, exactly the stock, or fewer? (Answer under *Why*.)\n\n")
+		fmt.Fprintf(&b, "**Run:**\n\n```sh\n%s\n```\n\n", l.Command)
+		if l.Needs != "" {
+			fmt.Fprintf(&b, "Needs %s; without it the command says so (SKIPPED).\n\n", l.Needs)
+		}
+		if p := l.Preset; p != nil {
+			fault := p.Fault
+			if p.FaultRequests > 0 {
+				fault += fmt.Sprintf(" (first %d requests)", p.FaultRequests)
+			}
+			fmt.Fprintf(&b, "**On the page:** lock %s, mode %s, %d shard(s), stock %d, %d buyers, concurrency %d, hold %d ms, fault %s.\n\n",
+				p.Lock, p.Mode, p.Shards, p.Stock, p.Buyers, p.Concurrency, p.HoldMS, fault)
+		} else {
+			b.WriteString("**On the page:** not here: the page's lab is one instance, and this failure needs the command's processes and servers.\n\n")
+		}
+		if len(l.Verdicts) > 0 {
+			fmt.Fprintf(&b, "**Verdicts**, one per row: %s.\n\n", verdictList(l.Verdicts))
+		}
+		fmt.Fprintf(&b, "**What you will see.** %s\n\n", l.Look)
+		fmt.Fprintf(&b, "**Why.** The answer is *%s*. %s %s\n\n", answerText(l.Answer), l.Failure, l.Why)
+		fmt.Fprintf(&b, "**The fix.** %s\n\n", l.Fix)
+		fmt.Fprintf(&b, "**The test that proves it:** `%s`\n", l.Test)
+		if len(l.More) > 0 {
+			b.WriteString("\n**Also run:**\n\n```sh\n")
+			for _, m := range l.More {
+				b.WriteString(m + "\n")
+			}
+			b.WriteString("```\n")
+		}
+		if l.TestSkip != "" {
+			fmt.Fprintf(&b, "\nThe course test does not run this lesson: %s.\n", l.TestSkip)
+		}
+	}
+	return b.Bytes()
+}
+
+func verdictList(vs []string) string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, strings.ReplaceAll(v, "|", " or "))
+	}
+	return strings.Join(out, "; ")
+}
+
+func answerText(a string) string {
+	switch a {
+	case "more":
+		return "more than the stock"
+	case "fewer":
+		return "fewer than the stock"
+	}
+	return "exactly the stock"
+}
+
+// TestCourseDoc: docs/COURSE.md is what the course renders to, and every
+// test a lesson names exists in the package it names.
+func TestCourseDoc(t *testing.T) {
+	c, err := web.LoadCourse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range c.Lessons {
+		for _, cmd := range []string{l.Command, l.Test} {
+			pattern, pkg, ok := web.ParseGoTest(cmd)
+			if !ok {
+				continue
+			}
+			tests := testkit.TestFuncs(t, "../"+pkg)
+			for _, alt := range strings.Split(pattern, "|") {
+				name, _, _ := strings.Cut(strings.Trim(alt, "^$"), "/")
+				if !tests[name] {
+					t.Errorf("lesson %s: %q names %s, which is not a test of ./%s", l.ID, cmd, name, pkg)
+				}
+			}
+		}
+	}
+
+	got := renderCourseDoc(c)
+	if *update {
+		if err := os.WriteFile(courseDoc, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(courseDoc)
+	if err != nil {
+		t.Fatalf("%v (run go test ./web -run TestCourseDoc -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("docs/COURSE.md is stale; run go test ./web -run TestCourseDoc -update (-file +course.json):\n%s", diff)
+	}
+}
