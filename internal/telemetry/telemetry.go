@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -190,4 +191,29 @@ func Fail(span trace.Span, err error) {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
+}
+
+// ChildrenOnly is the global provider for an instrumentation that would
+// otherwise start a trace of its own for every background command (the
+// consumers' reads, the reconciler's passes): its spans are started only
+// under a span already there, a purchase's or a batch's.
+func ChildrenOnly() trace.TracerProvider { return childrenOnly{} }
+
+type childrenOnly struct{ embedded.TracerProvider }
+
+func (childrenOnly) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return childTracer{name: name, opts: opts}
+}
+
+type childTracer struct {
+	embedded.Tracer
+	name string
+	opts []trace.TracerOption
+}
+
+func (c childTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, nop
+	}
+	return otel.GetTracerProvider().Tracer(c.name, c.opts...).Start(ctx, name, opts...)
 }
