@@ -118,9 +118,13 @@ func testTraceFollows(t *testing.T, mode, rabbit string) {
 	// script, under the shard), or the publish after the take.
 	var queued sdktrace.ReadOnlySpan
 	if mode == api.ModeMQ {
-		queued = inTrace("outbox.publish", func(s sdktrace.ReadOnlySpan) bool { return has(s.Attributes(), "seckill.order_id", o.ID) && under(s, buy) })
+		queued = inTrace("outbox.publish", func(s sdktrace.ReadOnlySpan) bool {
+			return has(s.Attributes(), "seckill.order_id", o.ID) && under(s, buy)
+		})
 	} else {
-		queued = inTrace("outbox.enqueue", func(s sdktrace.ReadOnlySpan) bool { return has(s.Attributes(), "seckill.order_id", o.ID) && under(s, shard) })
+		queued = inTrace("outbox.enqueue", func(s sdktrace.ReadOnlySpan) bool {
+			return has(s.Attributes(), "seckill.order_id", o.ID) && under(s, shard)
+		})
 	}
 
 	link := batch.Links()[slices.IndexFunc(batch.Links(), func(l sdktrace.Link) bool { return has(l.Attributes, "seckill.order_id", o.ID) })]
