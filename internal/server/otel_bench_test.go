@@ -3,8 +3,6 @@ package server_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -45,20 +43,9 @@ func benchAsyncPurchases(b *testing.B) {
 	cfg := testenv.Config(b)
 	cfg.LogLevel = "error"
 	srv := testenv.Start(b, cfg, app.Extras{})
-	serve := func(path, body, token string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-		req.Host = "127.0.0.1"
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		rec := httptest.NewRecorder()
-		srv.Handler.ServeHTTP(rec, req)
-		return rec
-	}
 	id := testenv.ProductID(b)
 	p := fmt.Sprintf(`{"id":%d,"stock":%d,"shards":5,"mode":"async","lab":true}`, id, b.N+1)
-	if rec := serve("/api/products", p, srv.Config.AdminToken); rec.Code != http.StatusOK {
+	if rec := post(srv.Handler, "/api/products", p, srv.Config.AdminToken); rec.Code != http.StatusOK {
 		b.Fatalf("creating product %d: %d %s", id, rec.Code, rec.Body)
 	}
 	b.Cleanup(func() { testenv.DropProductKeys(b, srv.RedisAddr(), id) })
@@ -69,7 +56,7 @@ func benchAsyncPurchases(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if rec := serve("/api/orders", bodies[i], ""); rec.Code != http.StatusAccepted {
+		if rec := post(srv.Handler, "/api/orders", bodies[i], ""); rec.Code != http.StatusAccepted {
 			b.Fatalf("purchase %d: %d %s", i, rec.Code, rec.Body)
 		}
 	}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"seckill/internal/api"
-	"seckill/internal/app"
-	"seckill/internal/outbox"
 	"seckill/internal/telemetry"
 	"seckill/internal/testkit/testenv"
 )
@@ -45,15 +42,7 @@ func testTraceFollows(t *testing.T, mode, rabbit string) {
 	cfg := testenv.Config(t)
 	if rabbit != "" {
 		cfg.RabbitMQURL = rabbit
-		t.Cleanup(func() {
-			b, err := outbox.Dial(rabbit, app.MQQueue(cfg))
-			if err == nil {
-				err = errors.Join(b.Delete(), b.Close())
-			}
-			if err != nil {
-				t.Errorf("deleting the test's queue: %v", err)
-			}
-		})
+		testenv.DeleteQueueAfter(t, cfg)
 	}
 	e := start(t, cfg)
 	id := e.reset(product{"stock": 3, "shards": 2, "mode": mode})
