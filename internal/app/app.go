@@ -120,6 +120,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if a.limit != nil {
 		deps.Admission = a.limit
 	}
+	deps.Consumers = map[string]server.ConsumerStats{}
+	if a.Consumer != nil {
+		deps.Consumers["streams"] = a.Consumer
+	}
+	if a.MQConsumer != nil {
+		deps.Consumers["rabbitmq"] = a.MQConsumer
+	}
 	a.Handler = server.New(deps)
 	return a, nil
 }

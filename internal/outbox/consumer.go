@@ -135,6 +135,9 @@ type Consumer struct {
 	retries atomic.Int64
 	// unacked counts the orders written whose acknowledgement failed.
 	unacked atomic.Int64
+	// batches and orders count the batches written and their orders;
+	// writing is the time their writes took, retries included, in ns.
+	batches, orders, writing atomic.Int64
 }
 
 // NewConsumer returns a consumer of src into sink; Start runs it. name is
@@ -153,6 +156,17 @@ func (c *Consumer) Retries() int64 { return c.retries.Load() }
 // acknowledge: they stay queued, and are skipped as written when they are
 // delivered again.
 func (c *Consumer) Unacknowledged() int64 { return c.unacked.Load() }
+
+// Batches is how many batches the consumer wrote (each in one go, or
+// order by order when the database refused one).
+func (c *Consumer) Batches() int64 { return c.batches.Load() }
+
+// Orders is how many orders the batches written held.
+func (c *Consumer) Orders() int64 { return c.orders.Load() }
+
+// Writing is the time the batches' writes took, from the first try to
+// the write that went through.
+func (c *Consumer) Writing() time.Duration { return time.Duration(c.writing.Load()) }
 
 // Name is the consumer's name in its queue.
 func (c *Consumer) Name() string { return c.name }
@@ -216,9 +230,13 @@ func (c *Consumer) handle(ctx context.Context, b Batch) bool {
 	// INSERT is its child, so one purchase's trace leads to its row.
 	ctx, span := c.batchSpan(ctx, b.Orders)
 	defer span.End()
+	start := time.Now()
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		w, err := c.sink.Write(ctx, b.Orders)
 		if err == nil {
+			c.writing.Add(int64(time.Since(start)))
+			c.orders.Add(int64(len(b.Orders)))
+			c.batches.Add(1)
 			c.settle(ctx, b, w)
 			return true
 		}

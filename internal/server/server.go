@@ -103,6 +103,9 @@ type Deps struct {
 	// Admission is the purchases' concurrency limit (*admission.Gradient),
 	// for /metrics. Default: none, the series are absent.
 	Admission AdmissionStats
+	// Consumers are the queues' consumers by queue ("streams",
+	// "rabbitmq"), for /metrics. Default: none, the series are absent.
+	Consumers map[string]ConsumerStats
 	// Trace makes every request but /metrics' and /healthz's a span
 	// (otelgin, on the global tracer provider: internal/telemetry), the
 	// parent of the purchase's. Default: off, no middleware.
@@ -149,6 +152,9 @@ func New(deps Deps) *Server {
 	}
 	if deps.Admission != nil {
 		deps.Registry.MustRegister(admissionMetrics(deps.Admission)...)
+	}
+	if len(deps.Consumers) > 0 {
+		deps.Registry.MustRegister(newConsumerCounts(deps.Consumers))
 	}
 	s.hosts = hostSet(deps.AllowedHosts)
 	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
