@@ -17,8 +17,8 @@ import (
 // tracing off (no OTEL_* set: what every deployment without a collector
 // runs) and on (every trace sampled, batched to an exporter that drops
 // them: the SDK's and the instrumentations' cost without the network's).
-// One buyer per purchase, one at a time, on testenv's backends; the
-// consumer writes the rows meanwhile, traced too when on.
+// One buyer per purchase, one at a time, on testenv's backends, with no
+// consumer and no reconciler running: what is measured is the purchase.
 func BenchmarkPurchaseTracing(b *testing.B) {
 	for _, tc := range []struct {
 		name string
@@ -42,6 +42,9 @@ func BenchmarkPurchaseTracing(b *testing.B) {
 func benchAsyncPurchases(b *testing.B) {
 	cfg := testenv.Config(b)
 	cfg.LogLevel = "error"
+	// The purchase's path alone: no consumer writing meanwhile (the orders
+	// stay queued), no reconciler passes.
+	cfg.Consume, cfg.ReconcileEvery = false, 0
 	srv := testenv.Start(b, cfg, app.Extras{})
 	id := testenv.ProductID(b)
 	p := fmt.Sprintf(`{"id":%d,"stock":%d,"shards":5,"mode":"async","lab":true}`, id, b.N+1)
