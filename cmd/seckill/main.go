@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"seckill/internal/app"
+	"seckill/internal/telemetry"
 )
 
 func main() {
@@ -49,8 +50,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	log.Info("starting", "config", cfg.String())
+	stopTracing, err := telemetry.Setup(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The spans still batched are flushed, within a bound of their own.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flushing the last spans", "error", err)
+		}
+	}()
+	if telemetry.On() {
+		log.Info("tracing on: OTLP export configured by the OTEL_* environment")
+	}
 	if len(cfg.AllowedHosts) == 0 && !loopback(cfg.Addr) {
 		log.Warn("listening beyond loopback without ALLOWED_HOSTS: requests that reach " + cfg.Addr +
 			" on a non-loopback address are served under any Host name; set ALLOWED_HOSTS to the names clients use")

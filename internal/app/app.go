@@ -13,8 +13,10 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
+	"gorm.io/plugin/opentelemetry/tracing"
 
 	"seckill/internal/admission"
 	"seckill/internal/api"
@@ -29,6 +31,7 @@ import (
 	"seckill/internal/server"
 	"seckill/internal/session"
 	"seckill/internal/stock"
+	"seckill/internal/telemetry"
 )
 
 // App is the assembled service: its backends, the order service and the
@@ -87,6 +90,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err = a.openBackends(ctx, connected); err != nil {
 		return nil, err
 	}
+	if err = a.instrument(); err != nil {
+		return nil, err
+	}
 	if err = a.startOrders(ctx, connected); err != nil {
 		return nil, err
 	}
@@ -106,12 +112,20 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		TrustedProxies: cfg.TrustedProxies,
 		Sessions:       desk,
+		Trace:          telemetry.On(),
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
 		deps.Gate = a.gate
 	}
 	if a.limit != nil {
 		deps.Admission = a.limit
+	}
+	deps.Consumers = map[string]server.ConsumerStats{}
+	if a.Consumer != nil {
+		deps.Consumers["streams"] = a.Consumer
+	}
+	if a.MQConsumer != nil {
+		deps.Consumers["rabbitmq"] = a.MQConsumer
 	}
 	a.Handler = server.New(deps)
 	return a, nil
@@ -151,6 +165,25 @@ func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error
 		a.gate, err = gate.New(gate.Options{URLs: cfg.GateURLs, Secret: cfg.GateSecret, Log: a.log})
 	}
 	return err
+}
+
+// instrument traces the Redis commands and the SQL statements when tracing
+// is on (telemetry.Setup found an exporter); off, it installs nothing.
+func (a *App) instrument() error {
+	if !telemetry.On() {
+		return nil
+	}
+	// Within a purchase's or a batch's trace only: the background loops'
+	// commands would each be a trace of their own.
+	if err := redisotel.InstrumentTracing(a.rdb, redisotel.WithTracerProvider(telemetry.ChildrenOnly())); err != nil {
+		return fmt.Errorf("tracing Redis: %w", err)
+	}
+	// Statements without their values: a span shows the shape, not the buyers.
+	if err := a.db.Use(tracing.NewPlugin(tracing.WithTracerProvider(telemetry.ChildrenOnly()),
+		tracing.WithoutMetrics(), tracing.WithoutQueryVariables())); err != nil {
+		return fmt.Errorf("tracing SQL: %w", err)
+	}
+	return nil
 }
 
 // startOrders starts the order service, its consumers and the demo product.

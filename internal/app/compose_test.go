@@ -15,6 +15,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/go-sql-driver/mysql"
+	"sigs.k8s.io/yaml"
 )
 
 // There is no Docker engine where the tests run, so the compose file is
@@ -264,6 +265,109 @@ func TestComposeLab(t *testing.T) {
 		}
 		if _, ok := lt.DependsOn[u.Hostname()]; !ok {
 			t.Errorf("loadtest targets %s but does not depend on it", u.Host)
+		}
+	}
+}
+
+// The observability profile: the collector hands the servers' spans to
+// Jaeger, Prometheus scrapes every server at the port it listens on, and
+// Grafana's data sources name the services of the profile. Every file they
+// mount is in deploy/observability.
+func TestComposeObservability(t *testing.T) {
+	p := loadCompose(t)
+	obs := map[string]types.ServiceConfig{}
+	for name, s := range p.Services {
+		if slices.Contains(s.Profiles, "observability") {
+			obs[name] = s
+		}
+	}
+	for _, name := range []string{"otel-collector", "jaeger", "prometheus", "grafana"} {
+		if _, ok := obs[name]; !ok {
+			t.Errorf("service %q is not in profile observability", name)
+		}
+	}
+	for name, s := range obs {
+		for _, v := range s.Volumes {
+			if _, err := os.Stat(v.Source); err != nil {
+				t.Errorf("%s mounts %s: %v", name, v.Source, err)
+			}
+		}
+	}
+	readYAML := func(rel string, out any) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(repoRoot, rel))
+		if err == nil {
+			err = yaml.Unmarshal(data, out)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+	}
+	// The servers' endpoint names the collector's OTLP/HTTP port.
+	var col struct {
+		Receivers struct {
+			OTLP struct {
+				Protocols struct {
+					HTTP struct{ Endpoint string }
+				}
+			}
+		}
+		Exporters map[string]struct{ Endpoint string }
+		Service   struct {
+			Pipelines map[string]struct{ Receivers, Exporters []string }
+		}
+	}
+	readYAML("deploy/observability/otel-collector.yaml", &col)
+	if _, port, _ := net.SplitHostPort(col.Receivers.OTLP.Protocols.HTTP.Endpoint); port != "4318" {
+		t.Errorf("the collector takes OTLP/HTTP at %q; the compose file's comment and README send to :4318", col.Receivers.OTLP.Protocols.HTTP.Endpoint)
+	}
+	traces, ok := col.Service.Pipelines["traces"]
+	if !ok || !slices.Contains(traces.Receivers, "otlp") || len(traces.Exporters) == 0 {
+		t.Fatalf("the collector has no traces pipeline from otlp: %+v", col.Service.Pipelines)
+	}
+	for _, e := range traces.Exporters {
+		host, _, err := net.SplitHostPort(col.Exporters[e].Endpoint)
+		if _, ok := obs[host]; err != nil || !ok {
+			t.Errorf("the collector exports to %q, not a service of the profile", col.Exporters[e].Endpoint)
+		}
+	}
+	// Prometheus scrapes every server, at the port it listens on.
+	var prom struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct{ Targets []string } `json:"static_configs"`
+		} `json:"scrape_configs"`
+	}
+	readYAML("deploy/observability/prometheus.yml", &prom)
+	scraped := map[string]bool{}
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				host, port, err := net.SplitHostPort(target)
+				srv, ok := servers(p)[host]
+				if err != nil || !ok {
+					t.Errorf("Prometheus scrapes %q, which is not a server service", target)
+					continue
+				}
+				if _, listens, _ := net.SplitHostPort(*srv.Environment["HTTP_ADDR"]); listens != port {
+					t.Errorf("Prometheus scrapes %s, which listens on %s", target, listens)
+				}
+				scraped[host] = true
+			}
+		}
+	}
+	for name := range servers(p) {
+		if !scraped[name] {
+			t.Errorf("Prometheus does not scrape server %s", name)
+		}
+	}
+	var ds struct {
+		Datasources []struct{ Type, URL string }
+	}
+	readYAML("deploy/observability/grafana/provisioning/datasources/datasources.yaml", &ds)
+	for _, d := range ds.Datasources {
+		u, err := url.Parse(d.URL)
+		if _, ok := obs[u.Hostname()]; err != nil || !ok {
+			t.Errorf("Grafana's %s data source is %q, not a service of the profile", d.Type, d.URL)
 		}
 	}
 }

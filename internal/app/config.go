@@ -16,6 +16,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/outbox"
 	"seckill/internal/session"
+	"seckill/internal/telemetry"
 )
 
 // Config is every knob of the service. Each is a flag with an environment
@@ -130,13 +131,14 @@ func (c *Config) settings() []setting {
 	}
 }
 
-// EnvNames lists the environment variables the service reads.
+// EnvNames lists the environment variables the service reads: its
+// settings', and the OpenTelemetry ones (internal/telemetry).
 func EnvNames() []string {
 	var names []string
 	for _, s := range new(Config).settings() {
 		names = append(names, s.env)
 	}
-	return names
+	return append(names, telemetry.EnvNames...)
 }
 
 // ParseConfig reads args (without the program name) and the environment

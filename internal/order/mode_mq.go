@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/outbox"
 	"seckill/internal/stock"
+	"seckill/internal/telemetry"
 )
 
 var mqMode = Mode{
@@ -59,7 +62,15 @@ func (s *Service) publish(ctx context.Context, p catalogue.Product, req stock.Re
 		Key: e.Key, At: e.At, Due: due(p, e.At), Mode: stock.MQ}
 	pctx, cancel := context.WithTimeout(ctx, s.Budget().Record())
 	defer cancel()
+	// The message carries this span's context (its traceparent header), for
+	// the consumer's batch to link to.
+	pctx, span := telemetry.Start(pctx, "outbox.publish")
 	err := s.opt.Broker.PublishOrder(pctx, q)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("seckill.order_id", e.Order.String()), attribute.String("messaging.system", "rabbitmq"))
+		telemetry.Fail(span, err)
+	}
+	span.End()
 	switch {
 	case err == nil:
 		rc.Queued = true

@@ -9,10 +9,14 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
+	"seckill/internal/telemetry"
 )
 
 // ErrUnsettled: a purchase's outcome is unknown (a write was sent and no
@@ -189,6 +193,8 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Budget().Purchase())
 	defer cancel()
+	ctx, span := telemetry.Start(ctx, "order.buy")
+	defer func() { endBuy(span, in, rc, err) }()
 	var gen uint64 // the server changes the product was repaired after
 	if p.Store == string(stock.InRedis) {
 		if gen, err = s.opt.Repairs.AwaitRepair(ctx, p.ID); err != nil {
@@ -205,12 +211,29 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	t := stock.Ticket{User: in.UserID, Key: key}
 	// Drawn before the take in every mode, so that a take whose reply is
 	// lost still names the order that will settle, and its retry the same.
-	if t.Order, err = s.ids.Next(ctx); err != nil {
+	dctx, draw := telemetry.Start(ctx, "idgen.draw")
+	t.Order, err = s.ids.Next(dctx)
+	telemetry.Fail(draw, err)
+	draw.End()
+	if err != nil {
 		return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
 	}
 	rc.Order = t.Order
 	o, err := s.sellFresh(ctx, p, pl, in, t, gen, &rc)
 	return o, rc, err
+}
+
+// endBuy ends the purchase's span with what it came to.
+func endBuy(span trace.Span, in Purchase, rc Receipt, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("seckill.product_id", in.ProductID), attribute.Int64("seckill.user_id", in.UserID),
+			attribute.String("seckill.mode", rc.Mode), attribute.String("seckill.lock", rc.Lock),
+			attribute.String("seckill.order_id", rc.Order.String()), attribute.Bool("seckill.queued", rc.Queued))
+		if err != nil {
+			span.SetAttributes(attribute.String("seckill.refusal", err.Error()))
+		}
+	}
+	span.End()
 }
 
 // sellFresh sells from the product's current layout: once more from the
@@ -271,7 +294,16 @@ func (s *Service) sell(ctx context.Context, p catalogue.Product, pl plan, lab La
 // product sold out, the layout gone.
 func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 	then func(context.Context, sale, stock.Taken, *Receipt) (Order, error)) (Order, error) {
-	taken, err := s.take(ctx, sl.req)
+	tctx, span := telemetry.Start(ctx, "stock.take")
+	taken, err := s.take(tctx, sl.req)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("seckill.order_id", sl.req.Ticket.Order.String()), attribute.String("seckill.mode", string(sl.req.Mode)),
+			attribute.Int("seckill.shard", taken.Shard), attribute.Int64("seckill.lock_wait_us", taken.LockWait.Microseconds()))
+		if err != nil {
+			span.SetAttributes(attribute.String("seckill.refusal", err.Error()))
+		}
+	}
+	span.End()
 	rc.LockWait += taken.LockWait
 	rc.LeaseLost = rc.LeaseLost || taken.LeaseLost
 	var before *stock.TakenBefore
@@ -292,7 +324,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 		return Order{}, err
 	}
 	if taken.ReleaseErr != nil {
-		s.log.Warn("the lock was not released after the unit was taken; it will expire",
+		s.log.WarnContext(ctx, "the lock was not released after the unit was taken; it will expire",
 			"product", sl.p.ID, "shard", taken.Shard, "error", taken.ReleaseErr)
 	}
 	return then(ctx, sl, taken, rc)

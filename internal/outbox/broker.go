@@ -23,6 +23,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"seckill/internal/telemetry"
 )
 
 // Outcomes a caller branches on.
@@ -118,8 +120,12 @@ func (b *Broker) Publish(ctx context.Context, id string, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
+	var headers amqp.Table // the publisher's trace context, when traced
+	if tp := telemetry.TraceParent(ctx); tp != "" {
+		headers = amqp.Table{"traceparent": tp}
+	}
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", b.queue, false, false, amqp.Publishing{
-		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: id, Body: body,
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: id, Body: body, Headers: headers,
 	})
 	if err != nil {
 		// A frame may have left before the error: only a publish refused

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -179,17 +178,7 @@ func service(t *testing.T, url string, edit func(*app.Config)) (*app.Server, int
 	if edit != nil {
 		edit(&cfg)
 	}
-	// Deleted once the service is down (cleanups run last first), so that
-	// its consumer never finds the queue gone.
-	t.Cleanup(func() {
-		b, err := outbox.Dial(url, app.MQQueue(cfg))
-		if err == nil {
-			err = errors.Join(b.Delete(), b.Close())
-		}
-		if err != nil {
-			t.Errorf("deleting the test's queue: %v", err)
-		}
-	})
+	testenv.DeleteQueueAfter(t, cfg)
 	srv := testenv.Start(t, cfg, app.Extras{})
 	product := testenv.ProductID(t)
 	t.Cleanup(func() { testenv.DropProductKeys(t, srv.RedisAddr(), product) })

@@ -7,7 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"seckill/internal/stock"
+	"seckill/internal/telemetry"
 )
 
 // Batch is what a Source delivered at once: the orders to write, and the
@@ -131,6 +135,9 @@ type Consumer struct {
 	retries atomic.Int64
 	// unacked counts the orders written whose acknowledgement failed.
 	unacked atomic.Int64
+	// batches and orders count the batches written and their orders;
+	// writing is the time their writes took, retries included, in ns.
+	batches, orders, writing atomic.Int64
 }
 
 // NewConsumer returns a consumer of src into sink; Start runs it. name is
@@ -149,6 +156,17 @@ func (c *Consumer) Retries() int64 { return c.retries.Load() }
 // acknowledge: they stay queued, and are skipped as written when they are
 // delivered again.
 func (c *Consumer) Unacknowledged() int64 { return c.unacked.Load() }
+
+// Batches is how many batches the consumer wrote (each in one go, or
+// order by order when the database refused one).
+func (c *Consumer) Batches() int64 { return c.batches.Load() }
+
+// Orders is how many orders the batches written held.
+func (c *Consumer) Orders() int64 { return c.orders.Load() }
+
+// Writing is the time the batches' writes took, from the first try to
+// the write that went through.
+func (c *Consumer) Writing() time.Duration { return time.Duration(c.writing.Load()) }
 
 // Name is the consumer's name in its queue.
 func (c *Consumer) Name() string { return c.name }
@@ -208,34 +226,60 @@ func (c *Consumer) handle(ctx context.Context, b Batch) bool {
 		c.settle(ctx, b, Outcome{})
 		return true
 	}
+	// The batch is a trace of its own, linked to each purchase's: the
+	// INSERT is its child, so one purchase's trace leads to its row.
+	ctx, span := c.batchSpan(ctx, b.Orders)
+	defer span.End()
+	start := time.Now()
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		w, err := c.sink.Write(ctx, b.Orders)
 		if err == nil {
+			c.writing.Add(int64(time.Since(start)))
+			c.orders.Add(int64(len(b.Orders)))
+			c.batches.Add(1)
 			c.settle(ctx, b, w)
 			return true
 		}
 		if c.stopped() {
-			c.opt.Log.Warn("stopping with a batch unwritten; the queue hands it to another consumer", "orders", len(b.Orders), "error", err)
+			c.opt.Log.WarnContext(ctx, "stopping with a batch unwritten; the queue hands it to another consumer", "orders", len(b.Orders), "error", err)
 			return false
 		}
 		c.retries.Add(1)
-		c.opt.Log.Warn("the database did not take a batch; retrying", "orders", len(b.Orders), "in", backoff, "error", err)
+		c.opt.Log.WarnContext(ctx, "the database did not take a batch; retrying", "orders", len(b.Orders), "in", backoff, "error", err)
 		c.sleep(backoff)
 	}
 }
 
+// batchSpan starts the span of a batch's write, linked to the purchases'
+// spans that queued its orders (the traceparent each carried).
+func (c *Consumer) batchSpan(ctx context.Context, qs []stock.QueuedOrder) (context.Context, trace.Span) {
+	if !telemetry.On() {
+		return telemetry.Start(ctx, "outbox.batch") // the no-op: no links built
+	}
+	parents := make([]string, len(qs))
+	for i, q := range qs {
+		parents[i] = q.Trace
+	}
+	ctx, span := telemetry.StartLinked(ctx, "outbox.batch", parents, func(i int) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("seckill.order_id", qs[i].Order.String())}
+	})
+	span.SetAttributes(attribute.String("seckill.consumer", c.name), attribute.Int("seckill.batch_size", len(qs)),
+		attribute.String("seckill.mode", string(qs[0].Mode)))
+	return ctx, span
+}
+
 func (c *Consumer) settle(ctx context.Context, b Batch, w Outcome) {
 	for _, q := range w.Voided {
-		c.opt.Log.Warn("an order came after the reconciler voided it; dropped (its unit went back then)", "order", q.Order)
+		c.opt.Log.WarnContext(ctx, "an order came after the reconciler voided it; dropped (its unit went back then)", "order", q.Order)
 	}
 	for _, r := range w.Refused {
-		c.opt.Log.Error("a queued order was refused; its unit goes back on sale", "order", r.Order.Order, "reason", r.Reason)
+		c.opt.Log.ErrorContext(ctx, "a queued order was refused; its unit goes back on sale", "order", r.Order.Order, "reason", r.Reason)
 		c.src.Refuse(ctx, r)
 	}
 	if err := c.src.Ack(ctx, b, w); err != nil {
 		c.unacked.Add(int64(len(w.Written) + len(w.Voided)))
 		// Unacknowledged, they are delivered again and skipped as
 		// written: nothing is lost.
-		c.opt.Log.Warn("written orders not acknowledged; they will be delivered again", "error", err)
+		c.opt.Log.WarnContext(ctx, "written orders not acknowledged; they will be delivered again", "error", err)
 	}
 }

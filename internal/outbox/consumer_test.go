@@ -141,6 +141,9 @@ func TestConsumerWritesRefusesAndAcknowledges(t *testing.T) {
 	if c.Retries() != 2 {
 		t.Errorf("retries = %d, want 2 (the two writes the database did not answer)", c.Retries())
 	}
+	if c.Batches() != 2 || c.Orders() != 4 || c.Writing() <= 0 {
+		t.Errorf("counted %d batches of %d orders written in %v; want 2 of 4, in some time", c.Batches(), c.Orders(), c.Writing())
+	}
 	if !closed {
 		t.Error("the source was not closed")
 	}

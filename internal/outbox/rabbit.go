@@ -99,6 +99,7 @@ func (r *rabbit) Next(_ context.Context, stop <-chan struct{}) (Batch, error) {
 			r.log.Error("dropping a malformed order message", "queue", r.b.Queue(), "error", err)
 			continue
 		}
+		q.Trace, _ = d.Headers["traceparent"].(string)
 		b.Orders = append(b.Orders, q)
 	}
 	return b, nil

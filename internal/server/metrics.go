@@ -193,3 +193,40 @@ func admissionMetrics(s AdmissionStats) []prometheus.Collector {
 			Help: "Purchases let in by the concurrency limit and not finished."}, func() float64 { return float64(s.InFlight()) }),
 	}
 }
+
+// ConsumerStats are the counts of a queue's consumer (*outbox.Consumer).
+type ConsumerStats interface {
+	Batches() int64
+	Orders() int64
+	Writing() time.Duration
+}
+
+// consumerCounts report the consumers' own counts at each scrape, labelled
+// by queue (a closed set: the ones app runs).
+type consumerCounts struct {
+	consumers                 map[string]ConsumerStats
+	batches, orders, duration *prometheus.Desc
+}
+
+func newConsumerCounts(cs map[string]ConsumerStats) *consumerCounts {
+	return &consumerCounts{consumers: cs,
+		batches: prometheus.NewDesc("seckill_consumer_batches_total", "Batches of queued orders the consumer wrote.", []string{"queue"}, nil),
+		orders:  prometheus.NewDesc("seckill_consumer_orders_total", "Queued orders in the batches the consumer wrote.", []string{"queue"}, nil),
+		duration: prometheus.NewDesc("seckill_consumer_write_seconds_total",
+			"Time the consumer's batch writes took, from the first try to the one that went through.", []string{"queue"}, nil),
+	}
+}
+
+func (c *consumerCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.batches
+	ch <- c.orders
+	ch <- c.duration
+}
+
+func (c *consumerCounts) Collect(ch chan<- prometheus.Metric) {
+	for queue, s := range c.consumers {
+		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(s.Batches()), queue)
+		ch <- prometheus.MustNewConstMetric(c.orders, prometheus.CounterValue, float64(s.Orders()), queue)
+		ch <- prometheus.MustNewConstMetric(c.duration, prometheus.CounterValue, s.Writing().Seconds(), queue)
+	}
+}

@@ -17,11 +17,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
 	"seckill/internal/admission"
 	"seckill/internal/api"
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
+	"seckill/internal/telemetry"
 )
 
 // Runs serves the lab's load runs; the web page starts them.
@@ -101,6 +103,13 @@ type Deps struct {
 	// Admission is the purchases' concurrency limit (*admission.Gradient),
 	// for /metrics. Default: none, the series are absent.
 	Admission AdmissionStats
+	// Consumers are the queues' consumers by queue ("streams",
+	// "rabbitmq"), for /metrics. Default: none, the series are absent.
+	Consumers map[string]ConsumerStats
+	// Trace makes every request but /metrics' and /healthz's a span
+	// (otelgin, on the global tracer provider: internal/telemetry), the
+	// parent of the purchase's. Default: off, no middleware.
+	Trace bool
 }
 
 // DefaultBodyTimeout is Deps.BodyTimeout's default: with ReadHeaderTimeout
@@ -144,6 +153,9 @@ func New(deps Deps) *Server {
 	if deps.Admission != nil {
 		deps.Registry.MustRegister(admissionMetrics(deps.Admission)...)
 	}
+	if len(deps.Consumers) > 0 {
+		deps.Registry.MustRegister(newConsumerCounts(deps.Consumers))
+	}
 	s.hosts = hostSet(deps.AllowedHosts)
 	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
 		s.listenHost = h
@@ -164,6 +176,11 @@ func New(deps Deps) *Server {
 	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
+	if deps.Trace {
+		r.Use(otelgin.Middleware(telemetry.Name, otelgin.WithGinFilter(func(c *gin.Context) bool {
+			return c.FullPath() != "/metrics" && c.FullPath() != "/healthz"
+		})))
+	}
 	r.Use(s.recover, s.metrics.observe, s.checkHost, s.checkOrigin, s.allowMethods, limitBody)
 	s.routes(r)
 	s.engine = r

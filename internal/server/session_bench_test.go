@@ -22,19 +22,6 @@ func BenchmarkPurchaseSignedIn(b *testing.B) {
 	cfg.SessionSecret = testenv.SessionSecret
 	cfg.LogLevel = "error"
 	srv := testenv.Start(b, cfg, app.Extras{})
-	// serve sends a request straight to the handler, as if to the
-	// loopback address it listens on.
-	serve := func(body, token string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/api/orders", strings.NewReader(body))
-		req.Host = "127.0.0.1"
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		rec := httptest.NewRecorder()
-		srv.Handler.ServeHTTP(rec, req)
-		return rec
-	}
 	// token-lab is a token on a lab product: the token's cost alone.
 	for _, tc := range []struct {
 		name       string
@@ -43,13 +30,7 @@ func BenchmarkPurchaseSignedIn(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			id := testenv.ProductID(b)
 			p := fmt.Sprintf(`{"id":%d,"stock":%d,"shards":5,"mode":"lua","lab":%v}`, id, b.N+1, tc.lab)
-			req := httptest.NewRequest(http.MethodPost, "/api/products", strings.NewReader(p))
-			req.Host = "127.0.0.1"
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer "+srv.Config.AdminToken)
-			rec := httptest.NewRecorder()
-			srv.Handler.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK {
+			if rec := post(srv.Handler, "/api/products", p, srv.Config.AdminToken); rec.Code != http.StatusOK {
 				b.Fatalf("creating product %d: %d %s", id, rec.Code, rec.Body)
 			}
 			b.Cleanup(func() { testenv.DropProductKeys(b, srv.RedisAddr(), id) })
@@ -64,10 +45,24 @@ func BenchmarkPurchaseSignedIn(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := range b.N {
-				if rec := serve(bodies[i], tokens[i]); rec.Code != http.StatusCreated {
+				if rec := post(srv.Handler, "/api/orders", bodies[i], tokens[i]); rec.Code != http.StatusCreated {
 					b.Fatalf("purchase %d: %d %s", i, rec.Code, rec.Body)
 				}
 			}
 		})
 	}
+}
+
+// post sends a JSON POST straight to the handler, as if to the loopback
+// address it listens on, with token as the bearer when not "".
+func post(h http.Handler, path, body, token string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Host = "127.0.0.1"
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
 }

@@ -15,7 +15,8 @@
 -- product id; ARGV[8] sale; ARGV[9] the consumers' group; ARGV[10] when
 -- the payment window ends (ms), 0 for none; ARGV[11] the key the queued
 -- message carries: ARGV[2], or the lab's poison (one its row's column
--- refuses).
+-- refuses); ARGV[12] the purchase's trace context (a W3C traceparent),
+-- carried as the entry's field "trace" to the consumer, "" for none.
 -- Returns {1}, or the lua mode's {0}, {-1, record}, {-2}.
 local prior
 if KEYS[4] then
@@ -43,8 +44,13 @@ end
 if redis.call("EXISTS", KEYS[3]) == 0 then
 	redis.call("XGROUP", "CREATE", KEYS[3], ARGV[9], "0", "MKSTREAM")
 end
-redis.call("XADD", KEYS[3], "*", "id", id, "product", ARGV[7], "sale", ARGV[8], "user", ARGV[1],
-	"shard", ARGV[3], "key", ARGV[11], "at", ARGV[4], "due", ARGV[10])
+local entry = {"id", id, "product", ARGV[7], "sale", ARGV[8], "user", ARGV[1],
+	"shard", ARGV[3], "key", ARGV[11], "at", ARGV[4], "due", ARGV[10]}
+if ARGV[12] ~= "" then
+	entry[#entry + 1] = "trace"
+	entry[#entry + 1] = ARGV[12]
+end
+redis.call("XADD", KEYS[3], "*", unpack(entry))
 if KEYS[5] then
 	redis.call("HSET", KEYS[5], id, ARGV[7] .. " " .. ARGV[3] .. " " .. ARGV[1] .. " " .. ARGV[8])
 	if redis.call("PTTL", KEYS[5]) < 0 then

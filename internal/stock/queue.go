@@ -45,6 +45,10 @@ type QueuedOrder struct {
 	// Mode is the mode that took it: Async, or MQ for an order that came
 	// through the broker (then Stream and MsgID are empty).
 	Mode Mode
+	// Trace is the W3C traceparent of the purchase's span that queued it
+	// (the stream entry's field "trace", the message's header
+	// "traceparent"); "" when the purchase was not traced.
+	Trace string
 }
 
 // parseStream reads product, shard and epoch back from a stream key,
@@ -80,7 +84,7 @@ func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
 	sale, err1 := strconv.ParseInt(field("sale"), 10, 64)
 	user, err2 := strconv.ParseInt(field("user"), 10, 64)
 	ms, err3 := strconv.ParseInt(field("at"), 10, 64)
-	q.Sale, q.User, q.Key, q.At = sale, user, field("key"), time.UnixMilli(ms)
+	q.Sale, q.User, q.Key, q.At, q.Trace = sale, user, field("key"), time.UnixMilli(ms), field("trace")
 	if due, _ := strconv.ParseInt(field("due"), 10, 64); due > 0 {
 		d := time.UnixMilli(due)
 		q.Due = &d

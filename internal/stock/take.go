@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
 
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
+	"seckill/internal/telemetry"
 )
 
 var (
@@ -189,8 +191,24 @@ func (s *Store) takeAny(ctx context.Context, r Request, st *state, flag uint64) 
 	return Taken{}, ErrSoldOut
 }
 
-// takeFrom tries the shard t names; false means the shard was empty.
+// takeFrom tries the shard t names; false means the shard was empty. Each
+// shard tried is a span of the purchase's trace (the shard choice).
 func (s *Store) takeFrom(ctx context.Context, r Request, t *Taken) (bool, error) {
+	ctx, span := telemetry.Start(ctx, "stock.shard")
+	ok, err := s.takeFromShard(ctx, r, t)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("seckill.shard", t.Shard), attribute.String("seckill.mode", string(r.Mode)),
+			attribute.Bool("seckill.taken", ok))
+		var before *TakenBefore
+		if !errors.As(err, &before) { // the buyer's earlier take: an answer, not a failure
+			telemetry.Fail(span, err)
+		}
+	}
+	span.End()
+	return ok, err
+}
+
+func (s *Store) takeFromShard(ctx context.Context, r Request, t *Taken) (bool, error) {
 	p := r.Product
 	switch r.Mode {
 	case Lua, MQ:
@@ -253,8 +271,16 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	if p.PayTimeout > 0 {
 		due = t.At.Add(p.PayTimeout).UnixMilli()
 	}
-	res, err := asyncScript.Run(ctx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, r.Hooks.queueKey(r.Ticket.Key)).Slice()
+	// The enqueue is the script's: its span is the one the queued entry
+	// names, for the consumer's batch to link to.
+	ectx, span := telemetry.Start(ctx, "outbox.enqueue")
+	res, err := asyncScript.Run(ectx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
+		raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, r.Hooks.queueKey(r.Ticket.Key), telemetry.TraceParent(ectx)).Slice()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("seckill.order_id", raw), attribute.String("messaging.destination.name", p.StreamKey(t.Shard)))
+		telemetry.Fail(span, err)
+	}
+	span.End()
 	if err != nil {
 		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
 	}
@@ -374,8 +400,16 @@ func (s *Store) readModifyWrite(ctx context.Context, r Request, t *Taken) (taken
 func (s *Store) acquire(ctx context.Context, r Request, t *Taken) (lock.Lease, error) {
 	p := r.Product
 	start := time.Now()
-	lease, err := r.Locker.Acquire(ctx, p.LockKey(t.Shard), r.Lock)
-	t.LockWait += time.Since(start)
+	actx, span := telemetry.Start(ctx, "lock.acquire")
+	lease, err := r.Locker.Acquire(actx, p.LockKey(t.Shard), r.Lock)
+	waited := time.Since(start)
+	t.LockWait += waited
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("seckill.lock_key", p.LockKey(t.Shard)), attribute.Int64("seckill.lock_wait_us", waited.Microseconds()),
+			attribute.Bool("seckill.obtained", err == nil))
+		telemetry.Fail(span, err)
+	}
+	span.End()
 	if errors.Is(err, lock.ErrNotObtained) {
 		return nil, fmt.Errorf("%w: shard %d of product %d", ErrLockTimeout, t.Shard, p.ID)
 	}

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -29,6 +30,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/lock"
 	"seckill/internal/order"
+	"seckill/internal/outbox"
 	"seckill/internal/reconcile"
 	"seckill/internal/stock"
 )
@@ -160,6 +162,23 @@ func Start(t testing.TB, cfg app.Config, extras app.Extras) *app.Server {
 		}
 	})
 	return srv
+}
+
+// DeleteQueueAfter deletes the mq mode's queue of cfg (its deployment's)
+// when the test ends. Registered before Start, it runs once the service is
+// down (cleanups run last first), so that its consumer never finds the
+// queue gone.
+func DeleteQueueAfter(t testing.TB, cfg app.Config) {
+	t.Helper()
+	t.Cleanup(func() {
+		b, err := outbox.Dial(cfg.RabbitMQURL, app.MQQueue(cfg))
+		if err == nil {
+			err = errors.Join(b.Delete(), b.Close())
+		}
+		if err != nil {
+			t.Errorf("deleting the test's queue: %v", err)
+		}
+	})
 }
 
 // DropProductKeys deletes the Redis keys of the products from the Redis at
