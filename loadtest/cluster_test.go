@@ -120,4 +120,32 @@ func TestClusterScenario(t *testing.T) {
 	if n := strings.Count(summary, " shards — "); n != 9 {
 		t.Errorf("%d masters with their shards counted, want 3+6:\n%s", n, summary)
 	}
+	// The HTML report's curves against the masters, a series per step, and
+	// each pass's shares, summing to one.
+	var masters *harness.Curve
+	for _, c := range rep.Curves() {
+		if c.ID == "masters" {
+			masters = &c
+		}
+	}
+	if masters == nil || len(masters.Series) != 3 {
+		t.Fatalf("curves against the masters: %+v, want one per step", masters)
+	}
+	for _, s := range masters.Series {
+		if len(s.Points) != 3 || s.Points[0].X != 1 || s.Points[1].X != 3 || s.Points[2].X != 6 {
+			t.Errorf("%s against the masters: %+v, want 1, 3 and 6", s.Label, s.Points)
+		}
+	}
+	if len(rep.Shares) != 3 {
+		t.Fatalf("shares of %d passes, want 3", len(rep.Shares))
+	}
+	for i, sh := range rep.Shares {
+		var sum float64
+		for _, v := range sh.Commands {
+			sum += v
+		}
+		if want := []int{1, 3, 6}[i]; sh.Masters != want || len(sh.Commands) != want || len(sh.CPU) != want || sum < 0.999 || sum > 1.001 {
+			t.Errorf("pass %d's shares %+v: want %d masters, commands summing to 1", i, sh, want)
+		}
+	}
 }

@@ -74,6 +74,7 @@ func (o options) compareCluster(ctx context.Context, getenv func(string) string,
 		passes = append(passes, &p)
 	}
 	rep.Summary = append(rep.Summary, clusterSummary(passes)...)
+	rep.Shares = masterShares(passes)
 	var unheld error
 	if !held {
 		unheld = fmt.Errorf("scenario %s: %w", sc.Name, errExpectation)
@@ -147,6 +148,7 @@ func (o options) redisPass(ctx context.Context, sc harness.Scenario, cfg app.Con
 	})
 	for i := range rows {
 		rows[i].Note = strings.TrimSuffix("redis: "+name+"; "+rows[i].Note, "; ")
+		rows[i].Masters = len(masters) // the report's curves against the masters
 		pass.purchases += int64(rows[i].OK)
 	}
 	pass.rows = rows
@@ -203,11 +205,13 @@ func shardsHeld(ctx context.Context, cc *redis.ClusterClient, rows []harness.Row
 // cluster over one node, then each pass's scale figures.
 func clusterSummary(passes []*redisPass) []string {
 	var lines []string
+	// A step's label, the masters left out: the same step in every pass.
+	step := func(r harness.Row) string { r.Masters = 0; return r.Label() }
 	rps := func(rows []harness.Row) map[string][]float64 {
 		m := make(map[string][]float64)
 		for _, r := range rows {
 			if r.Verdict != harness.Skipped && r.RPS > 0 {
-				m[r.Label()] = append(m[r.Label()], r.RPS)
+				m[step(r)] = append(m[step(r)], r.RPS)
 			}
 		}
 		return m
@@ -216,8 +220,8 @@ func clusterSummary(passes []*redisPass) []string {
 	a := rps(one.rows)
 	var labels []string
 	for _, r := range one.rows {
-		if !slices.Contains(labels, r.Label()) {
-			labels = append(labels, r.Label())
+		if !slices.Contains(labels, step(r)) {
+			labels = append(labels, step(r))
 		}
 	}
 	for _, p := range passes[1:] {

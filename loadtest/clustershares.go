@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lab/harness"
 )
 
 // The arithmetic of the cluster scenario's scale figures (issue 22, item 3):
@@ -192,4 +194,20 @@ func sharesLines(p, one *redisPass) []string {
 			oneCmd, oneCPU, againstOne(oneCmd, cmdPer, s.commands), againstOne(oneCPU, cpuPer, s.cpu))
 	}
 	return append(lines, line)
+}
+
+// masterShares are the passes' shares for the HTML report, masters in
+// address order.
+func masterShares(passes []*redisPass) []harness.MasterShares {
+	var out []harness.MasterShares
+	for _, p := range passes {
+		sh := shares(p.loads)
+		m := harness.MasterShares{Masters: len(p.loads)}
+		for _, addr := range slices.Sorted(maps.Keys(p.loads)) {
+			m.Commands = append(m.Commands, sh.commands[addr])
+			m.CPU = append(m.CPU, sh.cpu[addr])
+		}
+		out = append(out, m)
+	}
+	return out
 }
