@@ -105,10 +105,14 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 			poison = o
 		}
 	}
-	f.Consumer(outbox.Options{})
+	c := f.Consumer(outbox.Options{})
 	a := f.WaitAudit(1, "the queue drained", func(a reconcile.Audit) bool { return a.Queued == 0 })
 	if a.Orders != 2 || a.Remaining != 3 || a.Taken != 2 || a.DeadLettered != 1 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit %+v: want 2 orders, the refused one's unit back (3 left), 1 dead letter, OK", a)
+	}
+	// The consumer counts it (seckill_consumer_refused_total).
+	if n := c.Refused(); n != 1 || c.Orders() != 3 {
+		t.Errorf("the consumer counts %d refused of %d orders, want 1 of 3", n, c.Orders())
 	}
 	o, err := f.svc.Order(t.Context(), poison.ID)
 	if err != nil || o.Status != order.Failed || o.Reason == "" {

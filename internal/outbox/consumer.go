@@ -138,6 +138,8 @@ type Consumer struct {
 	// batches and orders count the batches written and their orders;
 	// writing is the time their writes took, retries included, in ns.
 	batches, orders, writing atomic.Int64
+	// refused counts the orders the database refused for the row.
+	refused atomic.Int64
 }
 
 // NewConsumer returns a consumer of src into sink; Start runs it. name is
@@ -163,6 +165,11 @@ func (c *Consumer) Batches() int64 { return c.batches.Load() }
 
 // Orders is how many orders the batches written held.
 func (c *Consumer) Orders() int64 { return c.orders.Load() }
+
+// Refused is how many queued orders the database refused for the row:
+// each went to the dead letters (or back to its queue's owner, mq), its
+// unit back on sale.
+func (c *Consumer) Refused() int64 { return c.refused.Load() }
 
 // Writing is the time the batches' writes took, from the first try to
 // the write that went through.
@@ -275,6 +282,7 @@ func (c *Consumer) settle(ctx context.Context, b Batch, w Outcome) {
 	for _, r := range w.Refused {
 		c.opt.Log.ErrorContext(ctx, "a queued order was refused; its unit goes back on sale", "order", r.Order.Order, "reason", r.Reason)
 		c.src.Refuse(ctx, r)
+		c.refused.Add(1)
 	}
 	if err := c.src.Ack(ctx, b, w); err != nil {
 		c.unacked.Add(int64(len(w.Written) + len(w.Voided)))

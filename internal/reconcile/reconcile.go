@@ -297,6 +297,7 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 		}
 		if back {
 			pr.r.Returned++
+			rec.returned.Add(1)
 			rec.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		}
 	}

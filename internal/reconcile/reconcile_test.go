@@ -124,6 +124,9 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	if r, err = rec.Reconcile(t.Context(), 1); err != nil || r.Returned != 1 || r.Takes != 2 || r.Orphans != 0 {
 		t.Fatalf("a pass after the grace period: %+v, %v; want the stranded unit returned", r, err)
 	}
+	if n := rec.Returned(); n != 1 { // seckill_reconciler_returned_total
+		t.Errorf("the reconciler counts %d units returned, want 1", n)
+	}
 	a := f.Audit(1)
 	if a.Orders != 1 || a.Remaining != 4 || a.Unsettled != 0 || a.Verdict != api.VerdictOK || a.Reconciled == nil || a.Reconciled.Returned != 1 {
 		t.Errorf("audit after the pass %+v: want exact, with the pass", a)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -101,11 +102,17 @@ type Reconciler struct {
 	touched sync.Map // int64 → time.Time: products sold here
 	passes  sync.Map // int64 → *passState: the last scheduled pass's, for the next
 	gate    repairGate
+	// returned counts the stranded units this reconciler gave back.
+	returned atomic.Int64
 
 	stop  chan struct{} // closed by Close: the schedules end
 	loops sync.WaitGroup
 	once  sync.Once
 }
+
+// Returned is how many stranded units this reconciler has given back to
+// their shards since it started: takes whose order was never written.
+func (rec *Reconciler) Returned() int64 { return rec.returned.Load() }
 
 // New returns a reconciler; Start hands it the order service and starts
 // its schedules. It is built before the service, which asks it for repairs

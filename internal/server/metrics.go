@@ -199,13 +199,14 @@ type ConsumerStats interface {
 	Batches() int64
 	Orders() int64
 	Writing() time.Duration
+	Refused() int64
 }
 
 // consumerCounts report the consumers' own counts at each scrape, labelled
 // by queue (a closed set: the ones app runs).
 type consumerCounts struct {
-	consumers                 map[string]ConsumerStats
-	batches, orders, duration *prometheus.Desc
+	consumers                          map[string]ConsumerStats
+	batches, orders, duration, refused *prometheus.Desc
 }
 
 func newConsumerCounts(cs map[string]ConsumerStats) *consumerCounts {
@@ -214,6 +215,8 @@ func newConsumerCounts(cs map[string]ConsumerStats) *consumerCounts {
 		orders:  prometheus.NewDesc("seckill_consumer_orders_total", "Queued orders in the batches the consumer wrote.", []string{"queue"}, nil),
 		duration: prometheus.NewDesc("seckill_consumer_write_seconds_total",
 			"Time the consumer's batch writes took, from the first try to the one that went through.", []string{"queue"}, nil),
+		refused: prometheus.NewDesc("seckill_consumer_refused_total",
+			"Queued orders the database refused for the row: dead-lettered, their units back on sale.", []string{"queue"}, nil),
 	}
 }
 
@@ -221,6 +224,7 @@ func (c *consumerCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.batches
 	ch <- c.orders
 	ch <- c.duration
+	ch <- c.refused
 }
 
 func (c *consumerCounts) Collect(ch chan<- prometheus.Metric) {
@@ -228,5 +232,6 @@ func (c *consumerCounts) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(s.Batches()), queue)
 		ch <- prometheus.MustNewConstMetric(c.orders, prometheus.CounterValue, float64(s.Orders()), queue)
 		ch <- prometheus.MustNewConstMetric(c.duration, prometheus.CounterValue, s.Writing().Seconds(), queue)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Refused()), queue)
 	}
 }

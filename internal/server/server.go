@@ -156,6 +156,12 @@ func New(deps Deps) *Server {
 	if len(deps.Consumers) > 0 {
 		deps.Registry.MustRegister(newConsumerCounts(deps.Consumers))
 	}
+	if deps.Reconciler != nil {
+		rec := deps.Reconciler
+		deps.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_reconciler_returned_total",
+			Help: "Stranded units this process's reconciler gave back to their shards: takes whose order was never written."},
+			func() float64 { return float64(rec.Returned()) }))
+	}
 	s.hosts = hostSet(deps.AllowedHosts)
 	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
 		s.listenHost = h
