@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"seckill/internal/api"
 	"seckill/internal/app"
@@ -182,12 +183,16 @@ func (s *sale) rebuyStranded(t *testing.T, outs []outcome) {
 		wg.Go(func() {
 			// 503 unavailable says "nothing was sold, try again": the
 			// burst of new connections to the promoted master may time out
-			// a dial. The buyer tries again, with its key, a few times.
-			for try := 0; try < 10; try++ {
+			// a dial. 503 rebuilding says the same while the service lays a
+			// shard out again: a promoted replica that had not received
+			// the shard's last writes is rebuilt from the orders. The buyer
+			// tries again, with its key, for a few seconds.
+			for try := 0; try < 50; try++ {
 				again[i] = buyAccepted(context.Background(), s.client, s.urls[0], s.product, o.user, "again-"+strconv.FormatInt(o.user, 10))
-				if again[i].code != api.CodeUnavailable {
+				if again[i].code != api.CodeUnavailable && again[i].code != api.CodeRebuilding {
 					return
 				}
+				time.Sleep(100 * time.Millisecond)
 			}
 		})
 	}
