@@ -163,9 +163,20 @@ func scenarioNames() string {
 	for _, d := range lockDrills {
 		names = append(names, d.Name)
 	}
-	names = append(names, "opening", "overload", "curves")
+	for _, b := range benches {
+		names = append(names, b.name)
+	}
 	return strings.Join(names, ", ")
 }
+
+// bench is a scenario that drives instances of its own its own way, not
+// a harness scenario's steps.
+type bench struct {
+	name string
+	run  func(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) error
+}
+
+var benches = []bench{{"opening", openingBench}, {"overload", overloadBench}, {"curves", curvesBench}}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr, app.StartChild); ok {
@@ -202,14 +213,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if d := lookupDrill(o.scenario); d != nil {
 		return runDrill(ctx, d, o, getenv, stdout, stderr)
 	}
-	if o.scenario == "opening" {
-		return openingBench(ctx, o, getenv, stdout, stderr)
-	}
-	if o.scenario == "overload" {
-		return overloadBench(ctx, o, getenv, stdout, stderr)
-	}
-	if o.scenario == "curves" {
-		return curvesBench(ctx, o, getenv, stdout, stderr)
+	if i := slices.IndexFunc(benches, func(b bench) bool { return b.name == o.scenario }); i >= 0 {
+		return benches[i].run(ctx, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()

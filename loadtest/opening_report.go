@@ -17,16 +17,28 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float
 
 // quantiles are the p50 and p99 of the clicks' latencies.
 func quantiles(cs []click) string {
-	if len(cs) == 0 {
-		return "-"
-	}
 	l := make([]time.Duration, len(cs))
 	for i, c := range cs {
 		l[i] = c.latency()
 	}
-	slices.Sort(l)
-	at := func(q float64) time.Duration { return l[min(len(l)-1, int(q*float64(len(l))))] }
-	return "p50 " + ms(at(0.50)) + ", p99 " + ms(at(0.99))
+	return durations(l)
+}
+
+// durations prints the p50 and p99 of ds, which it sorts.
+func durations(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	return "p50 " + ms(quantile(ds, 0.50)) + ", p99 " + ms(quantile(ds, 0.99))
+}
+
+// quantile is the q-quantile of ds, which it sorts; 0 when empty.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
 }
 
 // split sorts the opening's clicks by what they were told: every click

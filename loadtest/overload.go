@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -264,11 +263,8 @@ func overloadBench(ctx context.Context, o options, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	base := o.spec.ProductID
-	if base == 0 {
-		base = 1_000_000 + rand.Int64N(1_000_000_000)
-	}
-	s := &shelf{t: t, base: base, buyers: n, mode: mode, shards: o.spec.Shards, told: make(map[int64]int)}
+	o.pickProducts(stderr)
+	s := &shelf{t: t, base: o.spec.ProductID, buyers: n, mode: mode, shards: o.spec.Shards, told: make(map[int64]int)}
 	return s.measure(ctx, open, limit, []*child.Instance{limited, unlimited}, buyers, stdout, stderr)
 }
 

@@ -12,25 +12,6 @@ import (
 	"seckill/internal/api"
 )
 
-// durations prints the p50 and p99 of ds.
-func durations(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "-"
-	}
-	slices.Sort(ds)
-	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
-	return "p50 " + ms(at(0.50)) + ", p99 " + ms(at(0.99))
-}
-
-// p99 is the 99th percentile of ds; 0 when empty.
-func p99(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[min(len(ds)-1, int(0.99*float64(len(ds))))]
-}
-
 // expected reports an answer item 7 allows: an order, a refusal the service
 // meant (409, 429), or shedding.
 func (a ask) expected() bool {
@@ -144,7 +125,7 @@ func judgeOverload(out io.Writer, capacity float64, floods []*flood, audits []ap
 	for i, f := range floods {
 		st := stats[i]
 		fmt.Fprintf(out, "targets, %s: admitted p99 %s (≤ %s: %s); unexpected answers %d (none: %s); goodput %.2f (≥ %.2f: %s); verdict %s\n",
-			f.name, ms(p99(st.admitted)), overloadP99, met(p99(st.admitted) <= overloadP99),
+			f.name, ms(quantile(st.admitted, 0.99)), overloadP99, met(quantile(st.admitted, 0.99) <= overloadP99),
 			st.unexpected, met(st.unexpected == 0), f.goodput(st, capacity), overloadGoodput, met(f.goodput(st, capacity) >= overloadGoodput), verdict)
 	}
 	if verdict != api.VerdictOK {
