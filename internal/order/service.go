@@ -535,12 +535,6 @@ func (q *Queue) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
 		Status: Pending, CreatedAt: id.Time()}, true, nil
 }
 
-// queuedAmong reports which of ids are in the async mode's pending index
-// (queued, or failed and not yet settled), as queued does.
-func (q *Queue) queuedAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
-	return q.stock.Queue().PendingAmong(ctx, ids)
-}
-
 // Backlog is the async mode's queue, over every product.
 func (q *Queue) Backlog(ctx context.Context) (stock.Backlog, error) {
 	return q.stock.Queue().Backlog(ctx)

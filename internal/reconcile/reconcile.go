@@ -262,11 +262,7 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 	rec, p := pr.rec, pr.p
 	// Asked in pipelines: a backlog of queued takes older than the grace
 	// is thousands of them.
-	ids := make([]idgen.ID, len(candidates))
-	for i, e := range candidates {
-		ids[i] = e.Order
-	}
-	queued, err := rec.stock.Queue().PendingAmong(ctx, ids)
+	queued, err := rec.stock.Queue().PendingAmong(ctx, p.Stock().Layout, candidates)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func TestAsyncTakeQueuesTheOrder(t *testing.T) {
 	if got, _ := rdb.HGet(ctx, stock.PendingKey(taken.Order.Time()), taken.Order.String()).Result(); got == "" {
 		t.Error("the order is not indexed as pending")
 	}
-	if ok, _ := rdb.SIsMember(ctx, stock.StreamsKey, p.StreamKey(taken.Shard)).Result(); !ok {
+	if ok, _ := rdb.HExists(ctx, stock.StreamsKey, p.StreamKey(taken.Shard)).Result(); !ok {
 		t.Error("the stream is not registered for the consumers")
 	}
 	q, err := s.Ledgers().Queued(ctx, p.Layout)
@@ -61,7 +61,7 @@ func TestAsyncTakeQueuesTheOrder(t *testing.T) {
 		t.Errorf("queued %v, %v", q, err)
 	}
 	t.Cleanup(func() {
-		rdb.SRem(ctx, stock.StreamsKey, p.StreamKey(taken.Shard))
+		rdb.HDel(ctx, stock.StreamsKey, p.StreamKey(taken.Shard))
 		rdb.HDel(ctx, stock.PendingKey(taken.Order.Time()), taken.Order.String())
 	})
 }

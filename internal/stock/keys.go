@@ -67,12 +67,27 @@ func (l Layout) ReplicaMarkKey(shard int) string {
 // outbox its take writes to, in the shard's slot.
 func (l Layout) StreamKey(shard int) string { return "seckill:orders:" + l.tag(shard) + l.epoch() }
 
+// ShardPendingKey is, on a Redis Cluster, the hash of the shard's queued
+// orders by order id, "product shard user sale": the pending index of the
+// orders in its stream, in the shard's slot, so that the take writes it in
+// the same script (on one Redis the day's PendingKey holds them all).
+func (l Layout) ShardPendingKey(shard int) string {
+	return "seckill:pending:" + l.tag(shard) + l.epoch()
+}
+
+// generationKey counts the times member (a stream, a deadline set) was
+// closed: dropped from its registry (see registry.go). It lives in the
+// member's slot, and outlives the member.
+func generationKey(member string) string { return member + ":gen" }
+
 // Names the async mode's consumers share.
 const (
-	// StreamsKey is the set of streams that may hold orders: every async
-	// take adds its stream, and a consumer removes one it found drained.
-	// A store with a deployment name keeps its own (see NewStore).
-	StreamsKey = "seckill:streams"
+	// StreamsKey is the registry of the streams that may hold orders, a
+	// hash of stream → the generation it was enrolled at (registry.go): a
+	// stream is enrolled before its first order, and a consumer drops one
+	// it found drained. A store with a deployment name keeps its own (see
+	// ForDeployment).
+	StreamsKey = "seckill:order-streams"
 	// Group is the consumer group every stream is read by.
 	Group = "orders"
 	// DeadLetterKey is the stream of orders the database refused, with the

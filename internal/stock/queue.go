@@ -24,9 +24,9 @@ var (
 	deadLetterLua    string
 	deadLetterScript = redis.NewScript(deadLetterLua)
 
-	//go:embed forget_drained.lua
-	forgetDrainedLua    string
-	forgetDrainedScript = redis.NewScript(forgetDrainedLua)
+	//go:embed close_stream.lua
+	closeStreamLua    string
+	closeStreamScript = redis.NewScript(closeStreamLua)
 )
 
 // QueuedOrder is one order read from a stream.
@@ -97,7 +97,7 @@ func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
 
 // Streams lists the streams that may hold queued orders.
 func (qu *Queue) Streams(ctx context.Context) ([]string, error) {
-	keys, err := qu.rdb.SMembers(ctx, qu.streams).Result()
+	keys, err := qu.members(ctx, qu.streams)
 	if err != nil {
 		return nil, fmt.Errorf("listing the order streams: %w", err)
 	}
@@ -205,16 +205,13 @@ func collect(stream string, msgs []redis.XMessage, good, bad []QueuedOrder) ([]Q
 	return good, bad
 }
 
+// forgetMissing closes the streams a read found without their group:
+// dropped while enrolled (a purge, or a writer that enrolled one and died
+// before opening it).
 func (qu *Queue) forgetMissing(ctx context.Context, streams []string) error {
 	for _, st := range streams {
-		n, err := qu.rdb.Exists(ctx, st).Result()
-		if err != nil {
-			return fmt.Errorf("checking stream %s: %w", st, err)
-		}
-		if n == 0 {
-			if err := qu.rdb.SRem(ctx, qu.streams, st).Err(); err != nil {
-				return fmt.Errorf("forgetting stream %s: %w", st, err)
-			}
+		if _, err := qu.close(ctx, st, 0); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -246,18 +243,57 @@ type Pending struct {
 	Failed              string
 }
 
-// Pending looks an order up in the pending index.
-func (qu *Queue) Pending(ctx context.Context, id idgen.ID) (Pending, bool, error) {
-	v, err := qu.rdb.HGet(ctx, PendingKey(id.Time()), id.String()).Result()
-	if errors.Is(err, redis.Nil) {
-		return Pending{}, false, nil
+// pendingKey is the pending index an order of shard of l is queued in:
+// the day's on one Redis, the shard's on a cluster.
+func (qu *Queue) pendingKey(l Layout, shard int, id idgen.ID) string {
+	if qu.store.split() {
+		return l.ShardPendingKey(shard)
 	}
-	if err != nil {
+	return PendingKey(id.Time())
+}
+
+// Pending looks an order up in the pending index. On a Redis Cluster the
+// queued are indexed by shard, and the order id does not name its shard:
+// the lookup asks the pending index of every registered stream, and the
+// day's, where the failed are, in one pipeline (a round trip per node).
+func (qu *Queue) Pending(ctx context.Context, id idgen.ID) (Pending, bool, error) {
+	keys := []string{PendingKey(id.Time())}
+	if qu.store.split() {
+		streams, err := qu.Streams(ctx)
+		if err != nil {
+			return Pending{}, false, err
+		}
+		for _, st := range streams {
+			if l, shard, err := parseStream(st); err == nil {
+				keys = append(keys, l.ShardPendingKey(shard))
+			}
+		}
+	}
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = pipe.HGet(ctx, k, id.String())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return Pending{}, false, fmt.Errorf("looking order %s up among the queued: %w", id, err)
 	}
+	for _, c := range cmds {
+		if v, err := c.Result(); err == nil {
+			p, err := parsePending(id, v)
+			return p, err == nil, err
+		}
+	}
+	return Pending{}, false, nil
+}
+
+// parsePending reads a pending index's entry: "product shard user sale"
+// (async.lua), or "failed @product:user reason" (DeadLetter).
+func parsePending(id idgen.ID, v string) (Pending, error) {
 	if reason, failed := strings.CutPrefix(v, "failed "); failed {
-		// "failed @product:user reason"; an entry from before they were
-		// kept is the reason alone, of no product nor buyer.
+		// An entry from before the product and buyer were kept is the
+		// reason alone, of no product nor buyer.
 		var p Pending
 		if n, _ := fmt.Sscanf(reason, "@%d:%d ", &p.Product, &p.User); n == 2 {
 			_, reason, _ = strings.Cut(reason, " ")
@@ -265,29 +301,29 @@ func (qu *Queue) Pending(ctx context.Context, id idgen.ID) (Pending, bool, error
 			p.Product, p.User = 0, 0
 		}
 		p.Failed = reason
-		return p, true, nil
+		return p, nil
 	}
-	// async.lua writes "product shard user sale".
 	var p Pending
 	if _, err := fmt.Sscan(v, &p.Product, &p.Shard, &p.User, &p.Sale); err != nil {
-		return Pending{}, false, fmt.Errorf("queued order %s: %q: %w", id, v, err)
+		return Pending{}, fmt.Errorf("queued order %s: %q: %w", id, v, err)
 	}
-	return p, true, nil
+	return p, nil
 }
 
 // pendingChunk bounds the lookups of one pipeline.
 const pendingChunk = 1000
 
-// PendingAmong reports which of ids are in the pending index, in pipelines.
-func (qu *Queue) PendingAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID]bool, error) {
+// PendingAmong reports which of the takes of l's shards are in the pending
+// index, in pipelines.
+func (qu *Queue) PendingAmong(ctx context.Context, l Layout, takes []Entry) (map[idgen.ID]bool, error) {
 	out := make(map[idgen.ID]bool)
-	for len(ids) > 0 {
-		chunk := ids[:min(pendingChunk, len(ids))]
-		ids = ids[len(chunk):]
+	for len(takes) > 0 {
+		chunk := takes[:min(pendingChunk, len(takes))]
+		takes = takes[len(chunk):]
 		cmds := make([]*redis.BoolCmd, len(chunk))
 		_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = pipe.HExists(ctx, PendingKey(id.Time()), id.String())
+			for i, e := range chunk {
+				cmds[i] = pipe.HExists(ctx, qu.pendingKey(l, e.Shard, e.Order), e.Order.String())
 			}
 			return nil
 		})
@@ -296,7 +332,7 @@ func (qu *Queue) PendingAmong(ctx context.Context, ids []idgen.ID) (map[idgen.ID
 		}
 		for i, c := range cmds {
 			if c.Val() {
-				out[chunk[i]] = true
+				out[chunk[i].Order] = true
 			}
 		}
 	}
@@ -310,7 +346,7 @@ func (qu *Queue) Ack(ctx context.Context, qs []QueuedOrder) error {
 			pipe.XAck(ctx, q.Stream, Group, q.MsgID)
 			pipe.XDel(ctx, q.Stream, q.MsgID)
 			if q.Order != 0 {
-				pipe.HDel(ctx, PendingKey(q.Order.Time()), q.Order.String())
+				pipe.HDel(ctx, qu.pendingKey(q.Layout, q.Shard, q.Order), q.Order.String())
 			}
 		}
 		return nil
@@ -359,6 +395,9 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 		if err := qu.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), failed).Err(); err != nil {
 			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)
 		}
+		// Failed now, no longer queued; a failure leaves the entry to go
+		// with its stream's close (Pending reads the failed first).
+		_ = qu.rdb.HDel(ctx, l.ShardPendingKey(q.Shard), q.Order.String()).Err()
 		if err := qu.rdb.HIncrBy(ctx, DeadCountKey, deadField(l.ID, q.Sale), 1).Err(); err != nil {
 			return fmt.Errorf("counting dead order %s: %w", q.Order, err)
 		}
@@ -367,27 +406,69 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 	return nil
 }
 
-// ForgetDrained drops the registered streams that hold no order; the next
-// async take on one registers it again. It returns how many it dropped. On
-// a Redis Cluster it drops none, for the reason ForgetIdleDueSets gives:
-// the registry keeps one stream per product shard sold in the async mode.
+// ForgetDrained closes the registered streams that hold no order, and, on
+// a Redis Cluster, took none for DrainIdle; the next async take on one
+// opens it again. It returns how many it closed.
 func (qu *Queue) ForgetDrained(ctx context.Context) (int, error) {
-	if qu.store.split() {
-		return 0, nil
-	}
 	streams, err := qu.Streams(ctx)
 	if err != nil {
 		return 0, err
 	}
+	idle := time.Duration(0)
+	if qu.store.split() {
+		idle = qu.drainIdle
+	}
 	n := 0
 	for _, st := range streams {
-		dropped, err := forgetDrainedScript.Run(ctx, qu.rdb, []string{st, qu.streams}).Int()
+		closed, err := qu.close(ctx, st, idle)
 		if err != nil {
-			return n, fmt.Errorf("dropping drained stream %s: %w", st, err)
+			return n, err
 		}
-		n += dropped
+		if closed {
+			n++
+		}
 	}
 	return n, nil
+}
+
+// DefaultDrainIdle is how long, on a Redis Cluster, a drained stream must
+// have taken no order before ForgetDrained closes it: a take that finds
+// its stream closed costs two more round trips (registry.go), which a
+// stream drained between two orders of a running sale should not. On one
+// Redis there is no such cost, and an empty stream closes at once.
+const DefaultDrainIdle = 30 * time.Second
+
+// DrainIdle sets how long a drained stream stays open on a Redis Cluster
+// (DefaultDrainIdle); 0 closes it as soon as it is empty.
+func (qu *Queue) DrainIdle(d time.Duration) *Queue {
+	qu.drainIdle = max(d, 0)
+	return qu
+}
+
+// close closes stream if it holds no order (close_stream.lua), and, on a
+// cluster, then drops it from the registry at the generation the close
+// gave. It reports whether the stream left the registry.
+func (qu *Queue) close(ctx context.Context, stream string, idle time.Duration) (bool, error) {
+	if !qu.store.split() {
+		n, err := closeStreamScript.Run(ctx, qu.rdb, []string{stream, qu.streams}, idle.Milliseconds()).Int()
+		if err != nil {
+			return false, fmt.Errorf("closing drained stream %s: %w", stream, err)
+		}
+		return n == 1, nil
+	}
+	l, shard, err := parseStream(stream)
+	if err != nil {
+		// Not an order stream: nothing of it to close, only the entry.
+		return true, qu.rdb.HDel(ctx, qu.streams, stream).Err()
+	}
+	gen, err := closeStreamScript.Run(ctx, qu.rdb, []string{stream, l.ShardPendingKey(shard), generationKey(stream)}, idle.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("closing drained stream %s: %w", stream, err)
+	}
+	if gen == 0 {
+		return false, nil
+	}
+	return qu.unenrol(ctx, qu.streams, stream, gen)
 }
 
 // Backlog is the queue's state over every registered stream.

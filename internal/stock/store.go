@@ -72,6 +72,9 @@ type backend struct {
 	db      *gorm.DB
 	streams string // the registry of order streams (StreamsKey)
 	dueSets string // the registry of deadline sets (DueSetsKey)
+	// drainIdle is how long a drained stream stays open on a cluster
+	// (Queue.DrainIdle).
+	drainIdle time.Duration
 
 	store     *Store
 	queue     *Queue
@@ -135,7 +138,7 @@ func (st *state) clear() bool {
 // NewStore returns a store on rdb and db. rdb may be a *redis.ClusterClient:
 // the store then sends no command whose keys span slots (see claim.go).
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey}
+	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, drainIdle: DefaultDrainIdle}
 	b.store = &Store{backend: b, claimWindow: DefaultClaimWindow}
 	b.queue, b.deadlines, b.ledgers, b.flags = &Queue{b}, &Deadlines{b}, &Ledgers{b}, &Flags{b}
 	return b.store

@@ -52,6 +52,7 @@ const (
 	replyTakenBefore = -1
 	replyNotLaidOut  = -2
 	replyStale       = -3
+	replyClosed      = -4 // async.lua on a cluster: the stream is closed, enrol it
 	replyNotHolder   = -5 // rmw_write.lua: the lock no longer names the holder
 )
 
@@ -249,23 +250,21 @@ func (s *Store) takeFromShard(ctx context.Context, r Request, t *Taken) (bool, e
 }
 
 // takeAsync runs async.lua on the shard t names, queuing the order under
-// the ticket's order id, drawn before the take (see async.lua).
+// the ticket's order id, drawn before the take (see async.lua). It is one
+// script on one Redis and on a cluster alike; on a cluster a stream that
+// was closed is enrolled first, and the script run again (registry.go).
 func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error) {
 	p := r.Product
 	if r.Ticket.Order == 0 {
 		return false, errors.New("stock: an async take needs the order id drawn for it")
 	}
 	raw := r.Ticket.Order.String()
-	pending := PendingKey(r.Ticket.Order.Time())
-	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), p.StreamKey(t.Shard)}
+	stream := p.StreamKey(t.Shard)
+	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), stream}
 	if s.split() {
-		// On a cluster: the stream registered before the take, so that a
-		// take never sits in a stream no consumer reads.
-		if err := s.rdb.SAdd(ctx, s.streams, p.StreamKey(t.Shard)).Err(); err != nil {
-			return false, fmt.Errorf("registering %s: %w", p.StreamKey(t.Shard), err)
-		}
+		keys = append(keys, p.ShardPendingKey(t.Shard), generationKey(stream))
 	} else {
-		keys = append(keys, p.BuyerKey(r.Ticket.User), pending, s.streams)
+		keys = append(keys, PendingKey(r.Ticket.Order.Time()), p.BuyerKey(r.Ticket.User), s.streams)
 	}
 	var due int64
 	if p.PayTimeout > 0 {
@@ -274,26 +273,35 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	// The enqueue is the script's: its span is the one the queued entry
 	// names, for the consumer's batch to link to.
 	ectx, span := telemetry.Start(ctx, "outbox.enqueue")
-	res, err := asyncScript.Run(ectx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
-		raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, r.Hooks.queueKey(r.Ticket.Key), telemetry.TraceParent(ectx)).Slice()
+	defer span.End()
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("seckill.order_id", raw), attribute.String("messaging.destination.name", p.StreamKey(t.Shard)))
+		span.SetAttributes(attribute.String("seckill.order_id", raw), attribute.String("messaging.destination.name", stream))
+	}
+	gen := ""
+	for range maxReopens {
+		res, err := asyncScript.Run(ectx, s.rdb, keys, r.Ticket.User, r.Ticket.Key, t.Shard, t.At.UnixMilli(),
+			raw, pendingTTL.Milliseconds(), p.ID, p.Sale, Group, due, r.Hooks.queueKey(r.Ticket.Key), telemetry.TraceParent(ectx), gen).Slice()
 		telemetry.Fail(span, err)
+		if err != nil {
+			return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
+		}
+		if code, _ := res[0].(int64); code != replyClosed {
+			return s.reply(p, t.Shard, r.Ticket.User, res)
+		}
+		// The stream is closed: enrol it at its generation, and open it
+		// with the take, unless a consumer closed it again meanwhile.
+		gen, _ = res[1].(string)
+		if err := s.enrol(ctx, s.streams, stream, gen); err != nil {
+			return false, err
+		}
 	}
-	span.End()
-	if err != nil {
-		return false, unanswered(fmt.Errorf("taking from shard %d of product %d: %w", t.Shard, p.ID, err))
-	}
-	if code, _ := res[0].(int64); code != replyTaken {
-		return s.reply(p, t.Shard, r.Ticket.User, res)
-	}
-	if s.split() {
-		// A failure leaves GET /api/orders/:id answering 404 until the
-		// consumer writes the order; the order itself is queued.
-		_ = s.rdb.HSet(ctx, pending, raw, fmt.Sprintf("%d %d %d %d", p.ID, t.Shard, r.Ticket.User, p.Sale)).Err()
-	}
-	return true, nil
+	return false, fmt.Errorf("taking from shard %d of product %d: its stream %s was closed %d times during the take", t.Shard, p.ID, stream, maxReopens)
 }
+
+// maxReopens bounds the enrolments of one take: a stream is closed only
+// after it took no order for a while (see Queue.ForgetDrained), so a
+// second close during a take means the consumers' idle time is set to 0.
+const maxReopens = 5
 
 // pendingTTL is how long a day's pending index lives after its first
 // order: its day and at least one more, so that a process whose clock lags

@@ -1,0 +1,72 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The registries: the streams the consumers read (StreamsKey), each a hash
+// of member → generation. A member holding work must be enrolled, or the
+// work sits where no reader looks; a member drained of work should leave,
+// or the readers look at it for ever.
+//
+// On one Redis the member and the registry are on one server, and a script
+// enrols or drops the member in the step that opens or closes it. On a
+// Redis Cluster they are in different slots, and no script spans both.
+// There each member has a generation, a counter in its own slot
+// (generationKey) that every close increments, and the protocol is:
+//
+//   - a writer finding the member closed reads its generation g, enrols it
+//     at g (enrol.lua keeps the highest generation it is told), and opens
+//     it only if its generation is still g, in the script that writes to
+//     it (async.lua); else it starts again;
+//   - a closer closes the member when it holds no work (close_stream.lua),
+//     which makes its generation g+1, then drops it from the registry only
+//     if it is enrolled at a generation below g+1 (unenrol.lua).
+//
+// So an open member is enrolled: it was opened at generation g after an
+// enrolment at g, the registry's generation never goes down, and the only
+// drop that could remove it is one of a close at g or before, which needs
+// a generation below g. A closer or writer that dies between its steps
+// leaves an enrolled member with no work (dropped at the next close), never
+// work outside the registry.
+
+var (
+	//go:embed enrol.lua
+	enrolLua    string
+	enrolScript = redis.NewScript(enrolLua)
+
+	//go:embed unenrol.lua
+	unenrolLua    string
+	unenrolScript = redis.NewScript(unenrolLua)
+)
+
+// enrol enrols member in registry at generation gen (see above).
+func (b *backend) enrol(ctx context.Context, registry, member, gen string) error {
+	if err := enrolScript.Run(ctx, b.rdb, []string{registry}, member, gen).Err(); err != nil {
+		return fmt.Errorf("enrolling %s in %s: %w", member, registry, err)
+	}
+	return nil
+}
+
+// unenrol drops member from registry after a close that made its
+// generation gen (see above); it reports whether it dropped it.
+func (b *backend) unenrol(ctx context.Context, registry, member string, gen int64) (bool, error) {
+	n, err := unenrolScript.Run(ctx, b.rdb, []string{registry}, member, gen).Int()
+	if err != nil {
+		return false, fmt.Errorf("dropping %s from %s: %w", member, registry, err)
+	}
+	return n == 1, nil
+}
+
+// members lists a registry's members.
+func (b *backend) members(ctx context.Context, registry string) ([]string, error) {
+	keys, err := b.rdb.HKeys(ctx, registry).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", registry, err)
+	}
+	return keys, nil
+}

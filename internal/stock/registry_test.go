@@ -1,0 +1,347 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/idgen"
+	"seckill/internal/stock"
+	"seckill/internal/testkit"
+)
+
+// keyRecorder is a client hook that keeps the name and keys of every
+// command sent, pipelined or not.
+type keyRecorder struct {
+	mu   sync.Mutex
+	cmds []recorded
+}
+
+type recorded struct {
+	name string
+	keys []string
+}
+
+func (r *keyRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *keyRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		r.add(cmd)
+		return err
+	}
+}
+
+func (r *keyRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			r.add(c)
+		}
+		return err
+	}
+}
+
+// add records cmd, unless Redis did not know its script: the client sends
+// it again in full, and the second is the command that ran.
+func (r *keyRecorder) add(cmd redis.Cmder) {
+	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		return
+	}
+	args := cmd.Args()
+	rec := recorded{name: strings.ToLower(cmd.Name())}
+	switch rec.name {
+	case "evalsha", "eval", "evalsha_ro", "eval_ro":
+		n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		for _, k := range args[3 : 3+n] {
+			rec.keys = append(rec.keys, fmt.Sprint(k))
+		}
+	default:
+		if len(args) > 1 {
+			rec.keys = []string{fmt.Sprint(args[1])}
+		}
+	}
+	r.mu.Lock()
+	r.cmds = append(r.cmds, rec)
+	r.mu.Unlock()
+}
+
+func (r *keyRecorder) take() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.cmds
+	r.cmds = nil
+	return out
+}
+
+// On a Redis Cluster an async purchase is three scripts: the buyer's claim,
+// one script in the shard's slot that takes, records, queues and indexes
+// the order, and the claim's settling. Nothing it sends touches a key
+// every purchase shares (the registry of streams, a day's pending index):
+// such a key is one hot master. Only the first take of a closed stream
+// enrols it, once.
+func TestAsyncTakeOnAClusterIsOneScript(t *testing.T) {
+	c := testkit.NewRedisCluster(t)
+	rec := &keyRecorder{}
+	rdb := c.NewClient(t, nil)
+	rdb.AddHook(rec)
+	s := stock.NewStore(rdb, nil)
+	p := clusterProduct(t, rdb, 5)
+	ctx := t.Context()
+	if err := s.LayOut(ctx, p, []int{20, 20, 20, 20, 20}, 100); err != nil {
+		t.Fatal(err)
+	}
+	take := func(user int64) {
+		t.Helper()
+		_, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+			Ticket: stock.Ticket{User: user, Order: idgen.ID(rand.Int64N(1 << 50)), Key: "k" + strconv.FormatInt(user, 10)}})
+		if err != nil {
+			t.Fatalf("buyer %d: %v", user, err)
+		}
+	}
+	rec.take()
+	for user := range int64(5) {
+		take(user + 1)
+	}
+	enrolled := 0
+	for _, c := range rec.take() {
+		if len(c.keys) == 1 && c.keys[0] == stock.StreamsKey {
+			enrolled++
+		}
+	}
+	if enrolled != 5 {
+		t.Errorf("the first take of each of 5 shards enrolled %d streams, want 5", enrolled)
+	}
+
+	const n = 20
+	for user := range int64(n) {
+		take(100 + user)
+	}
+	cmds := rec.take()
+	if len(cmds) != 3*n {
+		t.Errorf("%d purchases sent %d commands, want %d (claim, take, settle): %v", n, len(cmds), 3*n, cmds)
+	}
+	for _, c := range cmds {
+		if !strings.HasPrefix(c.name, "eval") {
+			t.Errorf("a purchase sent %s %v, not a script", c.name, c.keys)
+		}
+		for _, k := range c.keys {
+			if slot(k) != slot(c.keys[0]) {
+				t.Errorf("%s spans slots: %v", c.name, c.keys)
+			}
+			if k == stock.StreamsKey || strings.HasPrefix(k, "seckill:pending:2") {
+				t.Errorf("a purchase touched %s, a key every purchase shares", k)
+			}
+		}
+	}
+}
+
+// A drained stream leaves the consumers' registry, with its pending index,
+// on one Redis at once and on a cluster once it took nothing for the drain
+// idle time; the next take opens and enrols it again, and its order is
+// read.
+func TestDrainedStreamsLeaveTheRegistry(t *testing.T) {
+	one := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
+	t.Cleanup(func() { one.Close() })
+	clients := []struct {
+		name    string
+		rdb     redis.UniversalClient
+		cluster bool
+	}{{"one Redis", one, false}, {"cluster", testkit.NewRedisCluster(t).Client, true}}
+	for _, cl := range clients {
+		t.Run(cl.name, func(t *testing.T) {
+			ctx := t.Context()
+			rdb := cl.rdb
+			name := fmt.Sprint("drain-", rand.Int64())
+			t.Cleanup(func() { rdb.Del(context.Background(), stock.StreamsKey+":"+name) })
+			s := stock.NewStore(rdb, nil).ForDeployment(name)
+			q := s.Queue()
+			p := clusterProduct(t, rdb, 2)
+			if err := s.LayOut(ctx, p, []int{5, 5}, 10); err != nil {
+				t.Fatal(err)
+			}
+			take := func(user int64) idgen.ID {
+				t.Helper()
+				id := idgen.ID(1<<53 + rand.Int64N(1<<50))
+				if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+					Ticket: stock.Ticket{User: user, Order: id, Key: "k"}}); err != nil {
+					t.Fatalf("buyer %d: %v", user, err)
+				}
+				return id
+			}
+			drain := func() []idgen.ID {
+				t.Helper()
+				streams, err := q.Streams(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				good, bad, err := q.Read(ctx, "c", streams, 100, 50*time.Millisecond)
+				if err != nil || len(bad) > 0 {
+					t.Fatalf("reading: %v, %d malformed", err, len(bad))
+				}
+				if err := q.Ack(ctx, good); err != nil {
+					t.Fatal(err)
+				}
+				var ids []idgen.ID
+				for _, o := range good {
+					ids = append(ids, o.Order)
+				}
+				return ids
+			}
+			for user := range int64(4) {
+				take(user + 1)
+			}
+			if streams, _ := q.Streams(ctx); len(streams) != 2 {
+				t.Fatalf("registered %v, want the product's 2 streams", streams)
+			}
+			if got := drain(); len(got) != 4 {
+				t.Fatalf("read %d orders, want 4", len(got))
+			}
+			if cl.cluster {
+				if n, err := q.ForgetDrained(ctx); err != nil || n != 0 {
+					t.Errorf("dropped %d streams that took an order just now (%v), want none before the idle time", n, err)
+				}
+				q.DrainIdle(0)
+			}
+			if n, err := q.ForgetDrained(ctx); err != nil || n != 2 {
+				t.Fatalf("dropped %d drained streams, %v; want 2", n, err)
+			}
+			if streams, _ := q.Streams(ctx); len(streams) != 0 {
+				t.Errorf("the registry still holds %v", streams)
+			}
+			for shard := range 2 {
+				if n, _ := rdb.Exists(ctx, p.StreamKey(shard), p.ShardPendingKey(shard)).Result(); n != 0 {
+					t.Errorf("shard %d's stream or pending index outlived the close", shard)
+				}
+			}
+			id := take(9)
+			if got := drain(); len(got) != 1 || got[0] != id {
+				t.Errorf("after the close, read %v; want the new order %s", got, id)
+			}
+		})
+	}
+}
+
+// The registry's protocol holds under a race: buyers take in waves while a
+// consumer reads and acknowledges and a closer drops every drained stream
+// as fast as it can (no idle time). At the end every order taken was read,
+// by the consumer or by a last read of the registered streams: none sat in
+// a stream the registry had lost.
+func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
+	c := testkit.NewRedisCluster(t)
+	ctx := t.Context()
+	name := fmt.Sprint("race-", rand.Int64())
+	t.Cleanup(func() { c.Client.Del(context.Background(), stock.StreamsKey+":"+name) })
+	s := stock.NewStore(c.Client, nil).ForDeployment(name)
+	q := s.Queue().DrainIdle(0)
+	p := clusterProduct(t, c.Client, 3)
+	const waves, buyers = 15, 20
+	if err := s.LayOut(ctx, p, []int{100, 100, 100}, 300); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	read := map[idgen.ID]bool{}
+	consume := func(block time.Duration) (int, error) {
+		streams, err := q.Streams(ctx)
+		if err != nil {
+			return 0, err
+		}
+		good, _, err := q.Read(ctx, "c", streams, 100, block)
+		if err != nil {
+			return 0, err
+		}
+		mu.Lock()
+		for _, o := range good {
+			read[o.Order] = true
+		}
+		mu.Unlock()
+		return len(good), q.Ack(ctx, good)
+	}
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	// loop runs step in the background until stop closes.
+	loop := func(step func()) {
+		bg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					step()
+				}
+			}
+		})
+	}
+	var closes, failures int
+	loop(func() {
+		if _, err := consume(5 * time.Millisecond); err != nil {
+			failures++
+			t.Logf("consumer: %v", err)
+		}
+	})
+	loop(func() {
+		n, err := q.ForgetDrained(ctx)
+		if err != nil {
+			t.Errorf("closer: %v", err)
+		}
+		closes += n
+		time.Sleep(time.Millisecond)
+	})
+	var taken []idgen.ID
+	for w := range waves {
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		for b := range buyers {
+			wg.Go(func() {
+				<-gate
+				id := idgen.ID(1<<53 + rand.Int64N(1<<50))
+				user := int64(w*buyers + b + 1)
+				_, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async, Ticket: stock.Ticket{User: user, Order: id, Key: "k"}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					taken = append(taken, id)
+				case errors.Is(err, stock.ErrSoldOut):
+				default:
+					t.Errorf("buyer %d: %v", user, err)
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	bg.Wait()
+	for {
+		n, err := consume(50 * time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	missing := 0
+	for _, id := range taken {
+		if !read[id] {
+			missing++
+		}
+	}
+	t.Logf("%d taken, %d read, %d stream closes, %d consumer errors", len(taken), len(read), closes, failures)
+	if len(taken) != waves*buyers || missing > 0 {
+		t.Errorf("%d of %d orders taken were never read from a registered stream (%d taken of %d)", missing, len(taken), len(taken), waves*buyers)
+	}
+	if closes == 0 {
+		t.Error("the closer closed no stream: the race was not run")
+	}
+}
