@@ -16,11 +16,14 @@ import (
 // checks and writes the buyer's key in the same atomic step as the stock.
 // On a cluster the buyer's key and the shards are in different slots (the
 // shards on different nodes), and no script may span them, so a purchase
-// first claims the buyer's key (claim.lua: SET with an expiry, unless it
-// holds something), then takes from the shards, whose scripts check their
-// ledger instead, then settles the claim into the take's record, for good
-// (settle.lua), or forgets it when nothing was taken (forget.lua). See
-// docs/INVARIANT.md, "On a Redis Cluster", for the windows this leaves.
+// first claims the buyer's key (claim.lua: SET, unless it holds
+// something), then takes from the shards, whose scripts check their ledger
+// instead. A claim names its purchase's order: when the take lands, the
+// claim stands as the buyer's record, with no third round trip to settle
+// it; a purchase that finds it looks for the take in the ledgers, and
+// settles it then (settle.lua). When nothing was taken the purchase
+// forgets its claim (forget.lua). See docs/INVARIANT.md, "On a Redis
+// Cluster", for the windows this leaves.
 
 var (
 	//go:embed claim.lua
@@ -44,12 +47,11 @@ var ErrInFlight = fmt.Errorf("%w: another purchase of this buyer is in progress"
 // DefaultClaimWindow is Store.ClaimWindow's default.
 const DefaultClaimWindow = time.Minute
 
-// ClaimWindow sets how long a purchase may hold its buyer's claim: the
-// longest a purchase runs (its time budget). A claim older than that is a
-// purchase that is over, whose outcome never reached the claim (its
-// process died, or an answer was lost): the next purchase of the buyer
-// settles it from the ledgers or forgets it. The key itself expires after
-// twice the window. Default: DefaultClaimWindow.
+// ClaimWindow sets how long a purchase may hold its buyer's claim without
+// a take: the longest a purchase runs (its time budget). A claim older than
+// that whose take no ledger holds is a purchase that is over and took
+// nothing (its process died, or an answer was lost): the next purchase of
+// the buyer forgets it. Default: DefaultClaimWindow.
 func (s *Store) ClaimWindow(d time.Duration) *Store {
 	if d > 0 {
 		s.claimWindow = d
@@ -59,10 +61,11 @@ func (s *Store) ClaimWindow(d time.Duration) *Store {
 
 const claimMark = "claim "
 
-// claimOf is t's claim: "claim <key> <millis>", the key telling a retry of
-// the same purchase, the time telling a claim that outlived its purchase.
+// claimOf is t's claim: "claim <key> <millis> <order>", the key telling a
+// retry of the same purchase, the time telling a claim that outlived its
+// purchase, the order telling a give-back which claim is its take's.
 func claimOf(t Ticket, at time.Time) string {
-	return claimMark + t.Key + " " + strconv.FormatInt(at.UnixMilli(), 10)
+	return claimMark + t.Key + " " + strconv.FormatInt(at.UnixMilli(), 10) + " " + t.Order.String()
 }
 
 // parseClaim reads a claim back: its purchase's idempotency key and when it
@@ -70,7 +73,7 @@ func claimOf(t Ticket, at time.Time) string {
 // seconds, and the processes' clocks must agree to well within that).
 func parseClaim(c string) (key string, at time.Time) {
 	f := strings.Fields(c)
-	if len(f) != 3 {
+	if len(f) != 3 && len(f) != 4 { // 3: a claim from before claims named their order
 		return "", time.Time{}
 	}
 	ms, _ := strconv.ParseInt(f[2], 10, 64)
@@ -100,12 +103,12 @@ func (s *Store) buyerKeys(l Layout, user int64) []string {
 func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) {
 	key := p.BuyerKey(t.User)
 	mine := claimOf(t, time.Now())
-	// Another purchase's claim is most often milliseconds from settling:
+	// Another purchase's claim is most often milliseconds from its take:
 	// waiting for it lets this purchase answer as it would on one Redis,
 	// with that purchase's order, rather than only "in progress".
 	deadline := time.Now().Add(inFlightWait)
 	for {
-		prior, err := claimScript.Run(ctx, s.rdb, []string{key}, mine, 2*s.claimWindow.Milliseconds()).Text()
+		prior, err := claimScript.Run(ctx, s.rdb, []string{key}, mine).Text()
 		if errors.Is(err, redis.Nil) {
 			return mine, nil
 		}
@@ -113,23 +116,27 @@ func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) 
 			return "", fmt.Errorf("claiming buyer %d of product %d: %w", t.User, p.ID, err)
 		}
 		if strings.HasPrefix(prior, claimMark) {
+			// A claim is the record of a take that landed, or a purchase
+			// under way, or one that is over and took nothing: the ledgers
+			// tell which.
+			e, found, err := s.ledgers.FindTake(ctx, p.Layout, t.User)
+			if err != nil {
+				return "", err
+			}
+			if found {
+				// Settled now, so that the buyer's next purchase reads
+				// one ledger, not all of them.
+				_ = s.settleClaim(ctx, p, t.User, prior, e.record())
+				return "", &TakenBefore{Prior: e}
+			}
 			owner, at := parseClaim(prior)
 			switch {
-			case owner == t.Key || time.Since(at) > s.claimWindow:
-				// This purchase's own, from an attempt whose outcome was
-				// unknown, or one that is over: it may have taken, on any
-				// shard. Settle it from the ledgers, or forget it.
-				e, found, err := s.ledgers.FindTake(ctx, p.Layout, t.User)
-				if err != nil {
-					return "", err
-				}
-				if found {
-					_ = s.settleClaim(ctx, p, t.User, prior, e.record())
-					return "", &TakenBefore{Prior: e}
-				}
-				if owner == t.Key {
-					return prior, nil
-				}
+			case owner == t.Key:
+				// This purchase's own, from an attempt that took nothing
+				// or whose outcome was unknown and did not land.
+				return prior, nil
+			case time.Since(at) > s.claimWindow:
+				// A purchase that is over, and took nothing.
 				if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, "").Err(); err != nil {
 					return "", fmt.Errorf("forgetting a stale claim on buyer %d of product %d: %w", t.User, p.ID, err)
 				}
@@ -193,8 +200,8 @@ func (lg *Ledgers) FindTake(ctx context.Context, l Layout, user int64) (Entry, b
 }
 
 // settleClaim makes the claim the take's record. A failure leaves the
-// claim to go stale: the take stands, recorded in its shard's ledger, and
-// the buyer's next purchase finds it there (claim's FindTake).
+// claim: the take stands, recorded in its shard's ledger, and the buyer's
+// next purchase finds it there (claim's FindTake).
 func (s *Store) settleClaim(ctx context.Context, p Product, user int64, claim, record string) error {
 	n, err := settleScript.Run(ctx, s.rdb, []string{p.BuyerKey(user)}, claim, record).Int()
 	if err != nil {
@@ -206,8 +213,8 @@ func (s *Store) settleClaim(ctx context.Context, p Product, user int64, claim, r
 	return nil
 }
 
-// forget deletes the buyer's key if it holds claim or the record of the
-// take of order.
+// forget deletes the buyer's key if it holds claim, or the record or claim
+// of the take of order.
 func (s *Store) forget(ctx context.Context, p Product, user int64, claim, order string) error {
 	if err := forgetScript.Run(ctx, s.rdb, []string{p.BuyerKey(user)}, claim, order).Err(); err != nil {
 		return fmt.Errorf("forgetting the claim of buyer %d on product %d: %w", user, p.ID, err)

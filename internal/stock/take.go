@@ -155,8 +155,8 @@ func (s *Store) take(ctx context.Context, r Request) (Taken, error) {
 	var before *TakenBefore
 	switch {
 	case err == nil:
-		// A failure leaves the claim to go stale; the take stands.
-		_ = s.settleClaim(ctx, p, r.Ticket.User, claim, t.record())
+		// The claim names the order: it stands as the buyer's record (see
+		// claim.go), and the next purchase of the buyer settles it.
 	case errors.As(err, &before):
 		_ = s.settleClaim(ctx, p, r.Ticket.User, claim, before.Prior.record())
 	case errors.Is(err, ErrOutcomeUnknown) && !lastDialFailed(err):
