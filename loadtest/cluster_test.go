@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"os/exec"
@@ -147,5 +148,38 @@ func TestClusterScenario(t *testing.T) {
 		if want := []int{1, 3, 6}[i]; sh.Masters != want || len(sh.Commands) != want || len(sh.CPU) != want || sum < 0.999 || sum > 1.001 {
 			t.Errorf("pass %d's shares %+v: want %d masters, commands summing to 1", i, sh, want)
 		}
+	}
+}
+
+// -mode keeps the cluster scenario's steps of that mode: a pass's shares
+// and per-purchase cost are then the mode's own.
+func TestClusterScenarioOneMode(t *testing.T) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("the scenario starts redis-server processes in cluster mode, and %s is not on PATH", bin)
+		}
+	}
+	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken}
+	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
+		env["MYSQL_DSN"] = testenv.Database(t, dsn)
+	}
+	rep, _, err := runCommand(t, func(k string) string { return env[k] }, "-scenario", "cluster", "-mode", "async",
+		"-stock", "60", "-buyers", "60", "-concurrency", "10", "-product", strconv.FormatInt(testenv.ProductID(t), 10))
+	if err != nil {
+		t.Fatalf("-scenario cluster -mode async: %v", err)
+	}
+	if len(rep.Rows) != 3 {
+		t.Fatalf("%d rows, want the async step on each of 3 passes", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if r.Mode != "async" || r.Verdict != harness.Safe || r.OK != 60 {
+			t.Errorf("%s (%s): %s, %d sold; want async, SAFE, 60", r.Label(), r.Note, r.Verdict, r.OK)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"loadtest", "-scenario", "cluster", "-mode", "db"}, func(k string) string { return env[k] },
+		strings.NewReader(""), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "runs none of the modes db") {
+		t.Errorf("-scenario cluster -mode db: %v; want it to say the scenario runs no db step", err)
 	}
 }

@@ -54,6 +54,16 @@ func (o options) compareCluster(ctx context.Context, getenv func(string) string,
 		return err
 	}
 	cfg.RedisAddr, cfg.RedisCluster = "", nil
+	if o.set["mode"] && o.modes != "all" {
+		// -mode keeps the steps of those modes: each pass's shares and
+		// per-purchase cost are then the mode's own.
+		sc.Steps = slices.DeleteFunc(slices.Clone(sc.Steps), func(s harness.Step) bool {
+			return !slices.Contains(splitList(o.modes), s.Spec.Mode)
+		})
+		if len(sc.Steps) == 0 {
+			return fmt.Errorf("scenario %s runs none of the modes %s", sc.Name, o.modes)
+		}
+	}
 	o.pickProducts(stderr)
 	bar := newProgressBar(stderr)
 	rep := harness.Report{Title: "seckill load test: scenario " + sc.Name, Started: time.Now().UTC()}
