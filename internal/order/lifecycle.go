@@ -293,10 +293,13 @@ func (lc *Lifecycle) schedule(ctx context.Context, os ...Order) {
 }
 
 // expireOnSchedule polls the deadline sets every DueEvery until Close, and
-// cancels the unpaid orders whose window has ended.
+// cancels the unpaid orders whose window has ended. Every dueSweepEvery it
+// also closes the empty sets, so that the registry the passes read keeps
+// only the sets of shards with deadlines.
 func (lc *Lifecycle) expireOnSchedule() {
 	t := time.NewTicker(lc.opt.DueEvery)
 	defer t.Stop()
+	var swept time.Time
 	for {
 		select {
 		case <-lc.stop:
@@ -307,9 +310,20 @@ func (lc *Lifecycle) expireOnSchedule() {
 		if err := lc.ExpireDue(ctx); err != nil && !errors.Is(err, ErrClosing) {
 			lc.log.Warn("a pass over the payment deadlines failed", "error", err)
 		}
+		if time.Since(swept) >= dueSweepEvery {
+			swept = time.Now()
+			if _, err := lc.stock.Deadlines().ForgetIdleDueSets(ctx); err != nil {
+				lc.log.Warn("the empty deadline sets were not all closed", "error", err)
+			}
+		}
 		cancel()
 	}
 }
+
+// dueSweepEvery is how often a process closes the empty deadline sets: a
+// sweep is a script per registered set, which the passes every DueEvery
+// need not pay; a set closed a second late costs a pass one claim.
+const dueSweepEvery = time.Second
 
 // ExpireDue claims the deadlines that are due, in every set, and cancels
 // their orders if they are still unpaid.

@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,17 +24,44 @@ var (
 	claimDueLua    string
 	claimDueScript = redis.NewScript(claimDueLua)
 
-	//go:embed forget_idle_due.lua
-	forgetIdleDueLua    string
-	forgetIdleDueScript = redis.NewScript(forgetIdleDueLua)
+	//go:embed schedule.lua
+	scheduleLua    string
+	scheduleScript = redis.NewScript(scheduleLua)
+
+	//go:embed close_due.lua
+	closeDueLua    string
+	closeDueScript = redis.NewScript(closeDueLua)
 )
 
 // DueKey is the sorted set of the payment deadlines of a shard's orders.
 func (l Layout) DueKey(shard int) string { return "seckill:due:" + l.tag(shard) }
 
-// DueSetsKey is the registry of deadline sets the pollers read; a store
-// with a deployment name keeps its own, as for the streams.
-const DueSetsKey = "seckill:due-sets"
+// dueOpenKey marks, on a Redis Cluster, a deadline set open and holds when
+// it last took a deadline: an empty sorted set is no key in Redis, so the
+// set cannot say it was opened and is merely empty. It is in the set's slot.
+func dueOpenKey(set string) string { return set + ":open" }
+
+// DueSetsKey is the registry of deadline sets the pollers read, a hash of
+// set → the generation it was enrolled at (registry.go); a store with a
+// deployment name keeps its own, as for the streams. Its name is not the
+// SET's that came before it, so that one left on a shared Redis never
+// answers WRONGTYPE.
+const DueSetsKey = "seckill:deadline-sets"
+
+// DefaultDueIdle is how long, on a Redis Cluster, an empty deadline set
+// must have taken no deadline before ForgetIdleDueSets closes it: a
+// schedule that finds its set closed costs two more round trips
+// (registry.go), and a synchronous purchase schedules its order's deadline
+// before it answers. On one Redis there is no such cost, and an empty set
+// closes at once.
+const DefaultDueIdle = 30 * time.Second
+
+// Idle sets how long an empty deadline set stays open on a Redis Cluster
+// (DefaultDueIdle); 0 closes it as soon as it is empty.
+func (dl *Deadlines) Idle(d time.Duration) *Deadlines {
+	dl.dueIdle = max(d, 0)
+	return dl
+}
 
 // Deadline is one order's end of payment window.
 type Deadline struct {
@@ -43,31 +71,105 @@ type Deadline struct {
 	Due     time.Time
 }
 
-// Schedule adds deadlines to their shards' sets, in one round trip.
+// dueBatch is the deadlines of one set a schedule sends in one script.
+type dueBatch struct {
+	set   string
+	pairs []any  // score (ms), order id, ...
+	gen   string // the generation the set was enrolled at; "" expects it open
+}
+
+// Schedule adds deadlines to their shards' sets: one script per set,
+// pipelined, one round trip per node. On a cluster a set found closed is
+// enrolled at its generation and scheduled again (registry.go): two more
+// round trips, once per set opened.
 func (dl *Deadlines) Schedule(ctx context.Context, ds []Deadline) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	_, err := dl.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, d := range ds {
-			key := Layout{ID: d.Product}.DueKey(d.Shard)
-			// The millisecond at or after the deadline: a claim at the
-			// score must not come before the row's due time.
-			ms := (d.Due.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
-			pipe.ZAdd(ctx, key, redis.Z{Score: float64(ms), Member: d.Order.String()})
-			pipe.SAdd(ctx, dl.dueSets, key)
+	pending := batchDeadlines(ds)
+	var errs []error
+	// Bounded as a take's reopens (maxReopens): a set closes only after
+	// it took no deadline for a while, so closes in a row mean an idle
+	// time of 0 and a closer as fast as the schedule.
+	for round := 0; len(pending) > 0; round++ {
+		if round == maxReopens {
+			errs = append(errs, fmt.Errorf("%d deadline sets were closed %d times during the schedule", len(pending), maxReopens))
+			break
 		}
-		return nil
-	})
-	if err != nil {
+		var again []*dueBatch
+		for i, cmd := range runPipelined(ctx, dl.rdb, scheduleScript, dl.scheduleCalls(pending)) {
+			b := pending[i]
+			reopen, err := dl.scheduled(ctx, b, cmd)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if reopen {
+				again = append(again, b)
+			}
+		}
+		pending = again
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("scheduling %d payment deadlines: %w", len(ds), err)
 	}
 	return nil
 }
 
-// DueSets lists the deadline sets that may hold deadlines.
+// batchDeadlines groups deadlines by set, in the order the sets come.
+func batchDeadlines(ds []Deadline) []*dueBatch {
+	var batches []*dueBatch
+	by := map[string]*dueBatch{}
+	for _, d := range ds {
+		set := Layout{ID: d.Product}.DueKey(d.Shard)
+		b := by[set]
+		if b == nil {
+			b = &dueBatch{set: set}
+			by[set] = b
+			batches = append(batches, b)
+		}
+		// The millisecond at or after the deadline: a claim at the score
+		// must not come before the row's due time.
+		ms := (d.Due.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+		b.pairs = append(b.pairs, ms, d.Order.String())
+	}
+	return batches
+}
+
+// scheduleCalls are schedule.lua's runs for batches.
+func (dl *Deadlines) scheduleCalls(batches []*dueBatch) []scriptCall {
+	calls := make([]scriptCall, len(batches))
+	for i, b := range batches {
+		keys := []string{b.set, dl.dueSets}
+		if dl.store.split() {
+			keys = []string{b.set, dueOpenKey(b.set), generationKey(b.set)}
+		}
+		calls[i] = scriptCall{keys: keys, args: append([]any{b.gen}, b.pairs...)}
+	}
+	return calls
+}
+
+// scheduled reads schedule.lua's reply for b. A set found closed is
+// enrolled at the generation the reply names, and reported to be
+// scheduled again with it.
+func (dl *Deadlines) scheduled(ctx context.Context, b *dueBatch, cmd *redis.Cmd) (reopen bool, err error) {
+	res, err := cmd.Slice()
+	if err != nil {
+		return false, fmt.Errorf("scheduling %d deadlines on %s: %w", len(b.pairs)/2, b.set, err)
+	}
+	if code, _ := res[0].(int64); code != replyClosed || len(res) < 2 {
+		return false, nil
+	}
+	b.gen, _ = res[1].(string)
+	if err := dl.enrol(ctx, dl.dueSets, b.set, b.gen); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// DueSets lists the deadline sets that may hold deadlines: every open set
+// is among them (registry.go).
 func (dl *Deadlines) DueSets(ctx context.Context) ([]string, error) {
-	keys, err := dl.rdb.SMembers(ctx, dl.dueSets).Result()
+	keys, err := dl.members(ctx, dl.dueSets)
 	if err != nil {
 		return nil, fmt.Errorf("listing the deadline sets: %w", err)
 	}
@@ -106,25 +208,62 @@ func (dl *Deadlines) Unschedule(ctx context.Context, key string, ids ...idgen.ID
 	return nil
 }
 
-// ForgetIdleDueSets drops the empty deadline sets from the registry. On a
-// Redis Cluster it drops none: a set and the registry are in different
-// slots, so the check and the drop cannot be one step, and a deadline
-// scheduled between them would sit in a set nobody reads. The registry
-// then keeps a member per product shard sold with a payment window.
-func (dl *Deadlines) ForgetIdleDueSets(ctx context.Context) error {
+// ForgetIdleDueSets closes the registered deadline sets that hold no
+// deadline, and, on a Redis Cluster, took none for Idle: one script per
+// set, pipelined, then on a cluster each closed set dropped from the
+// registry at the generation its close gave (registry.go). The next
+// schedule on a closed set opens it again. It returns how many sets left
+// the registry; a set it could not close is in the error, and the others
+// are closed still.
+func (dl *Deadlines) ForgetIdleDueSets(ctx context.Context) (int, error) {
+	sets, err := dl.DueSets(ctx)
+	if err != nil || len(sets) == 0 {
+		return 0, err
+	}
+	idle := time.Duration(0)
 	if dl.store.split() {
-		return nil
+		idle = dl.dueIdle
 	}
-	keys, err := dl.DueSets(ctx)
-	if err != nil {
-		return err
+	calls := make([]scriptCall, len(sets))
+	for i, set := range sets {
+		calls[i] = scriptCall{keys: dl.closeKeys(set), args: []any{idle.Milliseconds()}}
 	}
-	for _, k := range keys {
-		if err := forgetIdleDueScript.Run(ctx, dl.rdb, []string{k, dl.dueSets}).Err(); err != nil {
-			return fmt.Errorf("dropping deadline set %s: %w", k, err)
+	n := 0
+	var errs []error
+	for i, cmd := range runPipelined(ctx, dl.rdb, closeDueScript, calls) {
+		left, err := dl.closed(ctx, sets[i], cmd)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if left {
+			n++
 		}
 	}
-	return nil
+	return n, errors.Join(errs...)
+}
+
+// closeKeys are close_due.lua's keys for set.
+func (dl *Deadlines) closeKeys(set string) []string {
+	if dl.store.split() {
+		return []string{set, dueOpenKey(set), generationKey(set)}
+	}
+	return []string{set, dl.dueSets}
+}
+
+// closed reads close_due.lua's reply for set and, on a cluster, drops a
+// closed set from the registry. It reports whether set left the registry.
+func (dl *Deadlines) closed(ctx context.Context, set string, cmd *redis.Cmd) (bool, error) {
+	gen, err := cmd.Int64()
+	if err != nil {
+		return false, fmt.Errorf("closing deadline set %s: %w", set, err)
+	}
+	if gen == 0 {
+		return false, nil
+	}
+	if !dl.store.split() {
+		return true, nil
+	}
+	return dl.unenrol(ctx, dl.dueSets, set, gen)
 }
 
 // DueKeyOf returns the deadline set of an order's shard.

@@ -8,10 +8,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The registries: the streams the consumers read (StreamsKey), each a hash
-// of member → generation. A member holding work must be enrolled, or the
-// work sits where no reader looks; a member drained of work should leave,
-// or the readers look at it for ever.
+// The registries: the streams the consumers read (StreamsKey) and the
+// deadline sets the pollers read (DueSetsKey), each a hash of member →
+// generation. A member holding work must be enrolled, or the work sits
+// where no reader looks; a member drained of work should leave, or the
+// readers look at it for ever.
 //
 // On one Redis the member and the registry are on one server, and a script
 // enrols or drops the member in the step that opens or closes it. On a
@@ -22,17 +23,20 @@ import (
 //   - a writer finding the member closed reads its generation g, enrols it
 //     at g (enrol.lua keeps the highest generation it is told), and opens
 //     it only if its generation is still g, in the script that writes to
-//     it (async.lua); else it starts again;
-//   - a closer closes the member when it holds no work (close_stream.lua),
-//     which makes its generation g+1, then drops it from the registry only
-//     if it is enrolled at a generation below g+1 (unenrol.lua).
+//     it (async.lua, schedule.lua); else it starts again;
+//   - a closer closes the member when it holds no work (close_stream.lua,
+//     close_due.lua), which makes its generation g+1, then drops it from
+//     the registry only if it is enrolled at a generation below g+1
+//     (unenrol.lua).
 //
 // So an open member is enrolled: it was opened at generation g after an
 // enrolment at g, the registry's generation never goes down, and the only
 // drop that could remove it is one of a close at g or before, which needs
 // a generation below g. A closer or writer that dies between its steps
 // leaves an enrolled member with no work (dropped at the next close), never
-// work outside the registry.
+// work outside the registry. A stream is open while it exists; a deadline
+// set, which Redis deletes when its last deadline goes, while its marker
+// (dueOpenKey) does.
 
 var (
 	//go:embed enrol.lua
@@ -69,4 +73,49 @@ func (b *backend) members(ctx context.Context, registry string) ([]string, error
 		return nil, fmt.Errorf("listing %s: %w", registry, err)
 	}
 	return keys, nil
+}
+
+// scriptCall is one run of a script among others sent in a pipeline.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runPipelined runs script once per call, pipelined: one round trip per
+// node. A pipeline does not fall back from EVALSHA to EVAL on NOSCRIPT as
+// Script.Run does, so the calls refused for it (on a server that never ran
+// the script: a restart, a new master) are sent again in full, in a second
+// pipeline. Each call's reply is at the call's index; a failure is the
+// reply's error.
+func runPipelined(ctx context.Context, rdb redis.Cmdable, script *redis.Script, calls []scriptCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	send := func(which []int, eval bool) {
+		// The pipeline's error is the first of its commands': each is read
+		// from its own.
+		_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, i := range which {
+				if eval {
+					cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+				} else {
+					cmds[i] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+				}
+			}
+			return nil
+		})
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	send(all, false)
+	var unknown []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			unknown = append(unknown, i)
+		}
+	}
+	if len(unknown) > 0 {
+		send(unknown, true)
+	}
+	return cmds
 }

@@ -75,6 +75,9 @@ type backend struct {
 	// drainIdle is how long a drained stream stays open on a cluster
 	// (Queue.DrainIdle).
 	drainIdle time.Duration
+	// dueIdle is how long an empty deadline set stays open on a cluster
+	// (Deadlines.Idle).
+	dueIdle time.Duration
 
 	store     *Store
 	queue     *Queue
@@ -138,7 +141,7 @@ func (st *state) clear() bool {
 // NewStore returns a store on rdb and db. rdb may be a *redis.ClusterClient:
 // the store then sends no command whose keys span slots (see claim.go).
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, drainIdle: DefaultDrainIdle}
+	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, drainIdle: DefaultDrainIdle, dueIdle: DefaultDueIdle}
 	b.store = &Store{backend: b, claimWindow: DefaultClaimWindow}
 	b.queue, b.deadlines, b.ledgers, b.flags = &Queue{b}, &Deadlines{b}, &Ledgers{b}, &Flags{b}
 	return b.store
