@@ -19,13 +19,7 @@ import (
 // One miniredis stands for the cluster's nodes: the steps' order is what
 // is tested, not the routing.
 func TestRegistryKeepsAStreamOpenedDuringAClose(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{
-		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
-			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: mr.Addr()}}}}, nil
-		},
-	})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := oneNodeCluster(t)
 	s := NewStore(rdb, nil)
 	q := s.Queue().DrainIdle(0)
 	p := Product{Layout: Layout{ID: 1, Shards: 1, Epoch: 1}, Where: InRedis}
@@ -90,4 +84,17 @@ func TestRegistryKeepsAStreamOpenedDuringAClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	enrolled("an enrolment at an older generation after a newer one")
+}
+
+// oneNodeCluster is a cluster client whose every slot is on one miniredis:
+// the store takes the cluster's paths, and the test orders their steps.
+func oneNodeCluster(t *testing.T) *redis.ClusterClient {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: mr.Addr()}}}}, nil
+		},
+	})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
 }
