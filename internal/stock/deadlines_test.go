@@ -60,14 +60,7 @@ func pollDue(ctx context.Context, dl *stock.Deadlines) ([]idgen.ID, error) {
 // holding a deadline never does. The next schedule opens and enrols it
 // again, and its deadline is claimed.
 func TestEmptyDeadlineSetsLeaveTheRegistry(t *testing.T) {
-	one := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
-	t.Cleanup(func() { one.Close() })
-	clients := []struct {
-		name    string
-		rdb     redis.UniversalClient
-		cluster bool
-	}{{"one Redis", one, false}, {"cluster", testkit.NewRedisCluster(t).Client, true}}
-	for _, cl := range clients {
+	for _, cl := range oneRedisAndCluster(t) {
 		t.Run(cl.name, func(t *testing.T) {
 			ctx := t.Context()
 			dl := deadlineStore(t, cl.rdb, "due").Deadlines()
@@ -224,28 +217,12 @@ func TestNoDeadlineLeftOutsideTheRegistry(t *testing.T) {
 		}
 		return len(ids), err
 	}
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	// loop runs step in the background until stop closes.
-	loop := func(step func()) {
-		bg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					step()
-				}
-			}
-		})
-	}
 	var closes, gaveUp int
-	loop(func() {
+	stop := loops(func() {
 		if _, err := poll(); err != nil {
 			t.Errorf("poller: %v", err)
 		}
-	})
-	loop(func() {
+	}, func() {
 		n, err := closer.ForgetIdleDueSets(ctx)
 		if err != nil {
 			t.Errorf("closer: %v", err)
@@ -280,23 +257,8 @@ func TestNoDeadlineLeftOutsideTheRegistry(t *testing.T) {
 		wg.Wait()
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(stop)
-	bg.Wait()
-	for {
-		n, err := poll()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-	missing := 0
-	for _, id := range scheduled {
-		if !claimed[id] {
-			missing++
-		}
-	}
+	stop()
+	missing := missed(t, scheduled, claimed, poll)
 	t.Logf("%d scheduled, %d claimed, %d set closes, %d of %d schedules gave up", len(scheduled), len(claimed), closes, gaveUp, waves*schedulers)
 	if gaveUp > waves*schedulers/10 {
 		t.Errorf("%d of %d schedules gave up: the closer starves them", gaveUp, waves*schedulers)

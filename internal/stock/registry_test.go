@@ -169,14 +169,7 @@ func TestAsyncTakeOnAClusterIsOneScript(t *testing.T) {
 // idle time; the next take opens and enrols it again, and its order is
 // read.
 func TestDrainedStreamsLeaveTheRegistry(t *testing.T) {
-	one := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
-	t.Cleanup(func() { one.Close() })
-	clients := []struct {
-		name    string
-		rdb     redis.UniversalClient
-		cluster bool
-	}{{"one Redis", one, false}, {"cluster", testkit.NewRedisCluster(t).Client, true}}
-	for _, cl := range clients {
+	for _, cl := range oneRedisAndCluster(t) {
 		t.Run(cl.name, func(t *testing.T) {
 			ctx := t.Context()
 			rdb := cl.rdb
@@ -285,29 +278,13 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 		mu.Unlock()
 		return len(good), q.Ack(ctx, good)
 	}
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	// loop runs step in the background until stop closes.
-	loop := func(step func()) {
-		bg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					step()
-				}
-			}
-		})
-	}
 	var closes, failures int
-	loop(func() {
+	stop := loops(func() {
 		if _, err := consume(5 * time.Millisecond); err != nil {
 			failures++
 			t.Logf("consumer: %v", err)
 		}
-	})
-	loop(func() {
+	}, func() {
 		n, err := q.ForgetDrained(ctx)
 		if err != nil {
 			t.Errorf("closer: %v", err)
@@ -340,10 +317,57 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 		wg.Wait()
 		time.Sleep(10 * time.Millisecond)
 	}
-	close(stop)
-	bg.Wait()
+	stop()
+	missing := missed(t, taken, read, func() (int, error) { return consume(50 * time.Millisecond) })
+	t.Logf("%d taken, %d read, %d stream closes, %d consumer errors", len(taken), len(read), closes, failures)
+	if len(taken) != waves*buyers || missing > 0 {
+		t.Errorf("%d of %d orders taken were never read from a registered stream (%d taken of %d)", missing, len(taken), len(taken), waves*buyers)
+	}
+	if closes == 0 {
+		t.Error("the closer closed no stream: the race was not run")
+	}
+}
+
+// redisUnderTest is a Redis a test runs on: one server, or a cluster.
+type redisUnderTest struct {
+	name    string
+	rdb     redis.UniversalClient
+	cluster bool
+}
+
+// oneRedisAndCluster are the shared Redis and a cluster of the test's own.
+func oneRedisAndCluster(t *testing.T) []redisUnderTest {
+	one := redis.NewClient(&redis.Options{Addr: testkit.RealRedis(t).Addr()})
+	t.Cleanup(func() { one.Close() })
+	return []redisUnderTest{{"one Redis", one, false}, {"cluster", testkit.NewRedisCluster(t).Client, true}}
+}
+
+// loops runs each step in the background, again and again, until the stop
+// it returns is called; stop waits for the steps to end.
+func loops(steps ...func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, step := range steps {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					step()
+				}
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+// missed runs last until it finds nothing more, and then counts the ids
+// that are not in seen.
+func missed(t *testing.T, ids []idgen.ID, seen map[idgen.ID]bool, last func() (int, error)) int {
+	t.Helper()
 	for {
-		n, err := consume(50 * time.Millisecond)
+		n, err := last()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,16 +376,10 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 		}
 	}
 	missing := 0
-	for _, id := range taken {
-		if !read[id] {
+	for _, id := range ids {
+		if !seen[id] {
 			missing++
 		}
 	}
-	t.Logf("%d taken, %d read, %d stream closes, %d consumer errors", len(taken), len(read), closes, failures)
-	if len(taken) != waves*buyers || missing > 0 {
-		t.Errorf("%d of %d orders taken were never read from a registered stream (%d taken of %d)", missing, len(taken), len(taken), waves*buyers)
-	}
-	if closes == 0 {
-		t.Error("the closer closed no stream: the race was not run")
-	}
+	return missing
 }
