@@ -14,6 +14,7 @@ import (
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
 	"seckill/internal/stock"
+	"seckill/internal/testkit/testenv"
 )
 
 func (f *fixture) buy(product, user int64) order.Order {
@@ -70,7 +71,8 @@ func TestPayAndCancel(t *testing.T) {
 }
 
 // The payment window's end cancels the unpaid orders and returns their
-// units; a paid one stays.
+// units; a paid one stays. The deadline sets, emptied, leave the registry
+// the passes read.
 func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	f := newFixture(t, order.Options{DueEvery: 20 * time.Millisecond})
 	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, Shards: 2, Mode: "lua", PayTimeout: catalogue.MinPayTimeout})
@@ -88,6 +90,11 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	if _, err := f.svc.Lifecycle().Pay(t.Context(), paid.ID+0, order.Buyer{ID: 1, Signed: true}); !errors.Is(err, order.ErrAlreadyPaid) {
 		t.Errorf("%v", err)
 	}
+	deadlines := stock.NewStore(f.rdb, f.db).Deadlines()
+	testenv.WaitFor(t, "the emptied deadline sets leaving the registry", func() bool {
+		sets, err := deadlines.DueSets(t.Context())
+		return err == nil && len(sets) == 0
+	})
 }
 
 // Pay, cancel and the timeout at once, on many orders released together:
