@@ -79,18 +79,20 @@ type dueBatch struct {
 }
 
 // Schedule adds deadlines to their shards' sets: one script per set,
-// pipelined, one round trip per node. On a cluster a set found closed is
-// enrolled at its generation and scheduled again (registry.go): two more
-// round trips, once per set opened.
+// pipelined, one round trip per node. On a cluster the sets found closed
+// are enrolled at their generations, a round trip each, and scheduled
+// again in one more pipeline (registry.go). A set that could not be
+// scheduled is in the error, and the others are scheduled still.
 func (dl *Deadlines) Schedule(ctx context.Context, ds []Deadline) error {
 	if len(ds) == 0 {
 		return nil
 	}
 	pending := batchDeadlines(ds)
 	var errs []error
-	// Bounded as a take's reopens (maxReopens): a set closes only after
-	// it took no deadline for a while, so closes in a row mean an idle
-	// time of 0 and a closer as fast as the schedule.
+	// Bounded as a take's reopens (maxReopens): a schedule is sent back
+	// only by a close between its reading of the generation and its open,
+	// a round trip or two, so one sent back every round meets a closer
+	// that runs without pause.
 	for round := 0; len(pending) > 0; round++ {
 		if round == maxReopens {
 			errs = append(errs, fmt.Errorf("%d deadline sets were closed %d times during the schedule", len(pending), maxReopens))
