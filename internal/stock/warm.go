@@ -9,10 +9,11 @@ import (
 
 // purchaseScripts are the scripts a purchase may run: the takes of every
 // mode kept in Redis, the cluster's claim around them, the replicated
-// product's mark, and the give-back of a take that failed after it.
+// product's mark, the give-back of a take that failed after it, and the
+// scheduling of its order's payment deadline.
 var purchaseScripts = []string{
 	takeLua, asyncLua, fencedReadLua, rmwWriteLua, giveBackLua,
-	claimLua, settleLua, forgetLua, replicatedLua,
+	claimLua, settleLua, forgetLua, replicatedLua, scheduleLua,
 }
 
 // LoadScripts loads the purchase's scripts on the store's Redis, on every
