@@ -245,16 +245,26 @@ func TestDrainedStreamsLeaveTheRegistry(t *testing.T) {
 
 // The registry's protocol holds under a race: buyers take in waves while a
 // consumer reads and acknowledges and a closer drops every drained stream
-// as fast as it can (no idle time). At the end every order taken was read,
-// by the consumer or by a last read of the registered streams: none sat in
-// a stream the registry had lost.
+// as fast as it can (no idle time); the buyers' enrolments and the
+// closer's drops are held a moment each (slowRegistry), so that they
+// cross. At the end every order taken was read, by the consumer or by a
+// last read of the registered streams: none sat in a stream the registry
+// had lost. A closer this fast may turn a take back maxReopens times (each
+// close of a stream not opened yet moves its generation on): the take
+// gives up, having taken nothing, and says so. Those are counted, and must
+// stay rare.
 func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 	c := testkit.NewRedisCluster(t)
 	ctx := t.Context()
 	name := fmt.Sprint("race-", rand.Int64())
 	t.Cleanup(func() { c.Client.Del(context.Background(), stock.StreamsKey+":"+name) })
-	s := stock.NewStore(c.Client, nil).ForDeployment(name)
-	q := s.Queue().DrainIdle(0)
+	slow := func() *stock.Store {
+		rdb := c.NewClient(t, nil)
+		rdb.AddHook(slowRegistry{prefix: stock.StreamsKey, most: 3 * time.Millisecond})
+		return stock.NewStore(rdb, nil).ForDeployment(name)
+	}
+	s, closer := slow(), slow().Queue().DrainIdle(0)
+	q := stock.NewStore(c.Client, nil).ForDeployment(name).Queue()
 	p := clusterProduct(t, c.Client, 3)
 	const waves, buyers = 15, 20
 	if err := s.LayOut(ctx, p, []int{100, 100, 100}, 300); err != nil {
@@ -285,7 +295,7 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 			t.Logf("consumer: %v", err)
 		}
 	}, func() {
-		n, err := q.ForgetDrained(ctx)
+		n, err := closer.ForgetDrained(ctx)
 		if err != nil {
 			t.Errorf("closer: %v", err)
 		}
@@ -293,6 +303,7 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	})
 	var taken []idgen.ID
+	gaveUp := 0
 	for w := range waves {
 		gate := make(chan struct{})
 		var wg sync.WaitGroup
@@ -308,6 +319,8 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 				case err == nil:
 					taken = append(taken, id)
 				case errors.Is(err, stock.ErrSoldOut):
+				case strings.Contains(err.Error(), "was closed"):
+					gaveUp++
 				default:
 					t.Errorf("buyer %d: %v", user, err)
 				}
@@ -319,9 +332,12 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 	}
 	stop()
 	missing := missed(t, taken, read, func() (int, error) { return consume(50 * time.Millisecond) })
-	t.Logf("%d taken, %d read, %d stream closes, %d consumer errors", len(taken), len(read), closes, failures)
-	if len(taken) != waves*buyers || missing > 0 {
-		t.Errorf("%d of %d orders taken were never read from a registered stream (%d taken of %d)", missing, len(taken), len(taken), waves*buyers)
+	t.Logf("%d taken, %d read, %d gave up, %d stream closes, %d consumer errors", len(taken), len(read), gaveUp, closes, failures)
+	if missing > 0 {
+		t.Errorf("%d of %d orders taken were never read from a registered stream", missing, len(taken))
+	}
+	if len(taken)+gaveUp != waves*buyers || gaveUp > waves*buyers/10 {
+		t.Errorf("%d taken and %d gave up of %d buyers; want every buyer served, at most a tenth turned back", len(taken), gaveUp, waves*buyers)
 	}
 	if closes == 0 {
 		t.Error("the closer closed no stream: the race was not run")

@@ -298,9 +298,13 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	return false, fmt.Errorf("taking from shard %d of product %d: its stream %s was closed %d times during the take", t.Shard, p.ID, stream, maxReopens)
 }
 
-// maxReopens bounds the enrolments of one take: a stream is closed only
-// after it took no order for a while (see Queue.ForgetDrained), so a
-// second close during a take means the consumers' idle time is set to 0.
+// maxReopens bounds the enrolments of one take. A drained stream is
+// closed only after it took no order for a while (Queue.ForgetDrained),
+// but a close of a stream enrolled and not opened yet moves its generation
+// on too, and turns the take back once more; with the consumers' pass a
+// few seconds apart a take meets that rarely, and maxReopens in a row
+// means a closer running without pause. The take then gives up, having
+// taken nothing.
 const maxReopens = 5
 
 // pendingTTL is how long a day's pending index lives after its first
