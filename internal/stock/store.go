@@ -88,6 +88,9 @@ type backend struct {
 	products sync.Map // int64 → *state: each product's counter and flag
 	// cleared is told each product whose flag went from set to clear.
 	cleared func(id int64)
+	// blockers are the connections of the queue's blocking reads on a
+	// cluster, kept between two reads.
+	blockers blockers
 }
 
 // Queue holds the async mode's queued orders: the shards' streams, read,
