@@ -63,13 +63,17 @@ func (s *streams) Next(ctx context.Context, stop <-chan struct{}) (Batch, error)
 		return Batch{}, nil
 	}
 	good, bad, err := s.q.Read(ctx, s.name, list, s.opt.Batch, s.opt.Block)
+	if len(good)+len(bad) == 0 && err == nil {
+		s.stale()
+	}
 	s.malformed(ctx, bad)
 	// Delivered to this consumer even when another stream's node failed:
 	// written now, or they would wait for the claim.
 	return Batch{Orders: good}, err
 }
 
-// streamList returns the registered streams, read again every second.
+// streamList returns the registered streams, read again every second, and
+// after a read that found nothing (stale).
 func (s *streams) streamList(ctx context.Context) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -107,10 +111,18 @@ func (s *streams) claim(ctx context.Context) Batch {
 	if _, err := s.q.ForgetDrained(ctx); err != nil {
 		s.log.Warn("the consumer cannot drop drained streams", "error", err)
 	}
+	s.stale()
+	return b
+}
+
+// stale has the next read list the streams again. After a read that found
+// nothing, so that a stream registered meanwhile (a product's first async
+// order on a shard) is read at the next turn, not up to a second later: at
+// most one listing per Options.Block while idle, none while orders flow.
+func (s *streams) stale() {
 	s.mu.Lock()
 	s.listed = time.Time{}
 	s.mu.Unlock()
-	return b
 }
 
 func (s *streams) Refuse(ctx context.Context, r Refusal) {
