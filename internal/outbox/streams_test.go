@@ -1,0 +1,99 @@
+package outbox
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/idgen"
+	"seckill/internal/stock"
+	"seckill/internal/testkit"
+)
+
+// On a Redis Cluster, a consumer with nothing to read sends its streams a
+// few commands a second, not one read per stream every 20 ms: its reads
+// block. The commands its nodes ran over two idle seconds are logged.
+func TestStreamsIdleOnCluster(t *testing.T) {
+	c := testkit.NewRedisCluster(t)
+	if c.Kind() == testkit.RedisEmbedded {
+		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
+	}
+	ctx := t.Context()
+	s := stock.NewStore(c.Client, nil)
+	const shards = 6
+	p := stock.Product{Layout: stock.Layout{ID: 2_000_000 + rand.Int64N(1<<40), Shards: shards, Epoch: 1},
+		Where: stock.InRedis, Fallback: true}
+	t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{p.ID}) })
+	if err := s.LayOut(ctx, p, []int{1, 1, 1, 1, 1, 1}, shards); err != nil {
+		t.Fatal(err)
+	}
+	// One unit per shard: a take on each, so one stream each.
+	for i := range shards {
+		if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+			Ticket: stock.Ticket{User: int64(i + 1), Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := NewConsumer("idle", NewStreams(s.Queue(), "idle", func(context.Context, int64) {}, Options{Log: quiet}),
+		&fakeSink{}, Options{Log: quiet})
+	cons.Start()
+	t.Cleanup(func() { cons.Close() })
+	for deadline := time.Now().Add(10 * time.Second); cons.Orders() < shards; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orders written of %d", cons.Orders(), shards)
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	calls := idleCalls(t, c.Client, 2*time.Second)
+	t.Logf("commands over 2 idle seconds, %d streams: %v", shards, calls)
+	// Per DefaultBlock (500ms): one pipelined read per stream, then one
+	// blocking read each: 2 per stream, 48 in 2 s; a poll every 20 ms
+	// sent 600.
+	if n := calls["xreadgroup"]; n > 4*shards*int64(2*time.Second/DefaultBlock) {
+		t.Errorf("%d XREADGROUP in 2 idle seconds over %d streams: the reads poll", n, shards)
+	}
+}
+
+// idleCalls resets the masters' command statistics, waits d, and returns
+// how many times each command ran on them meanwhile.
+func idleCalls(t *testing.T, cc *redis.ClusterClient, d time.Duration) map[string]int64 {
+	t.Helper()
+	ctx := t.Context()
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		return node.ConfigResetStat(ctx).Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d) // the window measured, not a condition awaited
+	var mu sync.Mutex
+	calls := map[string]int64{}
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for line := range strings.Lines(info) {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			calls[name] += n
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calls
+}
