@@ -27,7 +27,7 @@ func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, co
 		args[len(streams)+i] = ">"
 	}
 	res, err := qu.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: args, Count: count, Block: block}).Result()
-	if errors.Is(err, redis.Nil) {
+	if errors.Is(err, redis.Nil) || errStreamGone(err) {
 		return nil, nil, nil
 	}
 	if errNoGroup(err) {
@@ -105,6 +105,11 @@ type readings struct {
 	failed    []error
 }
 
+// errStreamGone matches the error a blocked XREADGROUP answers when its
+// stream is deleted meanwhile (Redis 7): closed as drained, and dropped
+// from the registry by its closer; nothing was delivered.
+func errStreamGone(err error) bool { return redis.HasErrorPrefix(err, "UNBLOCKED") }
+
 // add takes one XREADGROUP's reply. A redirection is no failure: the
 // cluster client follows it on the next Read's pipeline.
 func (r *readings) add(stream string, res []redis.XStream, err error) {
@@ -113,7 +118,7 @@ func (r *readings) add(stream string, res []redis.XStream, err error) {
 	switch {
 	case errNoGroup(err):
 		r.missing = append(r.missing, stream)
-	case err != nil && !errors.Is(err, redis.Nil) && !moved && !ask:
+	case err != nil && !errors.Is(err, redis.Nil) && !errStreamGone(err) && !moved && !ask:
 		r.failed = append(r.failed, fmt.Errorf("reading order stream %s: %w", stream, err))
 	}
 	for _, st := range res {

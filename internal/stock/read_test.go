@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -252,4 +253,38 @@ func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("returned to a: %d, to b: %d", len(returned["a"]), len(returned["b"]))
+}
+
+// A stream deleted while a Read blocks on it (closed as drained) ends that
+// stream's read without an error, and the Read goes on waiting on the
+// others.
+func TestClusterReadOutlivesADeletedStream(t *testing.T) {
+	cc, s, _, streams := blockingCluster(t)
+	ctx := t.Context()
+	type read struct {
+		good []stock.QueuedOrder
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() {
+		good, _, err := s.Queue().Read(ctx, "reader", streams, 10, 5*time.Second)
+		done <- read{good, err}
+	}()
+	awaitBlocked(t, cc, len(streams))
+	if err := cc.Del(ctx, streams[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitBlocked(t, cc, len(streams)-1)
+	// An order added as a take adds it, on a stream still read (a take
+	// might land on the deleted one's shard, and open it again).
+	id := idgen.ID(1 + rand.Int64N(1<<50))
+	err := cc.XAdd(ctx, &redis.XAddArgs{Stream: streams[1], Values: []any{
+		"id", id.String(), "user", "1", "sale", "0", "key", "k", "at", strconv.FormatInt(time.Now().UnixMilli(), 10)}}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil || len(got.good) != 1 || got.good[0].Order != id {
+		t.Errorf("read %v, %v; want order %s alone", got.good, got.err, id)
+	}
 }
