@@ -59,6 +59,33 @@ func TestStreamsIdleOnCluster(t *testing.T) {
 	if n := calls["xreadgroup"]; n > 4*shards*int64(2*time.Second/DefaultBlock) {
 		t.Errorf("%d XREADGROUP in 2 idle seconds over %d streams: the reads poll", n, shards)
 	}
+
+	// A product's first async order opens a stream the consumer does not
+	// read yet: it is listed again after its next empty read, within a
+	// Block, not up to a second more. Each take waits a random while
+	// first, so that it falls anywhere in the consumer's turn.
+	var lat []time.Duration
+	for i := range int64(3) {
+		q := stock.Product{Layout: stock.Layout{ID: p.ID + 1 + i, Shards: 1, Epoch: 1}, Where: stock.InRedis, Fallback: true}
+		t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{q.ID}) })
+		if err := s.LayOut(ctx, q, []int{1}, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(rand.N(time.Second)) // decorrelation, not a condition awaited
+		start := time.Now()
+		if _, err := s.Take(ctx, stock.Request{Product: q, Mode: stock.Async,
+			Ticket: stock.Ticket{User: 1, Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); cons.Orders() < shards+1+i; {
+			if time.Now().After(deadline) {
+				t.Fatal("the order of a new stream was never written")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	t.Logf("new streams' first orders written after their takes: %v (Block %v)", lat, DefaultBlock)
 }
 
 // idleCalls resets the masters' command statistics, waits d, and returns
