@@ -155,7 +155,19 @@ func (s *streams) Ack(ctx context.Context, _ Batch, w Outcome) error {
 	return s.q.Ack(ctx, append(w.Written, w.Voided...))
 }
 
-func (s *streams) Close() error { return nil }
+// Close ends the reads the consumer keeps in flight on a cluster. An order
+// one delivered meanwhile is held as an unwritten batch is: another
+// consumer claims it after ClaimIdle.
+func (s *streams) Close() error {
+	good, bad, err := s.q.StopReading(context.Background(), s.name)
+	if n := len(good) + len(bad); n > 0 {
+		s.log.Warn("orders delivered as the consumer stopped; another consumer claims them", "orders", n, "after", s.opt.ClaimIdle)
+	}
+	if err != nil {
+		return fmt.Errorf("ending the consumer's reads: %w", err)
+	}
+	return nil
+}
 
 // wait sleeps for d, or until stop closes.
 func wait(stop <-chan struct{}, d time.Duration) {

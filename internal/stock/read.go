@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,28 +48,27 @@ func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, co
 // holds a new order.
 const readPoll = 20 * time.Millisecond
 
-// maxBlocking bounds the blocking reads of one Read on a cluster: each
-// holds a connection of its node's pool while it waits (256 per node in
-// the app), and keeps it for the next Read (see blockers). 64 leaves the
-// purchases at least three quarters of a node's pool however the streams
-// fall; the streams past it are polled every readPoll, as all were before.
-const maxBlocking = 64
-
 // readEach is Read on a Redis Cluster, where one XREADGROUP may not name
-// streams in different slots. First one XREADGROUP per stream, without
-// BLOCK, in one pipeline (one round trip per node): while orders flow,
-// that is the whole read. When none is there, one blocking XREADGROUP per
-// stream, all at once (readBlocking): an order is delivered as soon as it
-// is added, with no poll in between.
+// streams in different slots: one XREADGROUP ... BLOCK per stream, each on
+// a connection of its own, all in flight at once (the consumer's reader),
+// so that an order is delivered as soon as it is added, with no poll. The
+// Read returns when one delivers; the others stay in flight, and what they
+// deliver later is the next Read's (see reader). With block under a
+// millisecond, one XREADGROUP per stream without BLOCK, in one pipeline.
 func (qu *Queue) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
-	var r readings
-	qu.readNow(ctx, &r, consumer, streams, count)
+	rd := qu.reader(consumer)
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	var got readings
+	rd.landed(qu, &got)
 	// BLOCK is in milliseconds, and BLOCK 0 waits for ever.
-	if r.any() || block < time.Millisecond {
-		return r.result(ctx, qu)
+	if !got.any() && block < time.Millisecond {
+		qu.readNow(ctx, &got, consumer, streams, count)
 	}
-	qu.readBlocking(ctx, &r, consumer, streams, count, block)
-	return r.result(ctx, qu)
+	if !got.any() && block >= time.Millisecond {
+		rd.wait(ctx, qu, &got, consumer, streams, count, block)
+	}
+	return got.result(ctx, qu)
 }
 
 // readNow reads every stream once, without BLOCK: one XREADGROUP per
@@ -111,7 +109,8 @@ type readings struct {
 func errStreamGone(err error) bool { return redis.HasErrorPrefix(err, "UNBLOCKED") }
 
 // add takes one XREADGROUP's reply. A redirection is no failure: the
-// cluster client follows it on the next Read's pipeline.
+// reader reads that stream again through the cluster client, which
+// follows it.
 func (r *readings) add(stream string, res []redis.XStream, err error) {
 	_, moved := redis.IsMovedError(err)
 	_, ask := redis.IsAskError(err)
@@ -148,150 +147,6 @@ func (r *readings) result(ctx context.Context, qu *Queue) (good, bad []QueuedOrd
 	return r.good, r.bad, nil
 }
 
-// readBlocking waits up to block for an order on any of streams: one
-// XREADGROUP ... BLOCK per stream, each on a connection of its own, all at
-// once. When one delivers (or fails), the others are ended with CLIENT
-// UNBLOCK, and awaited: a read is never abandoned mid-command, so an
-// order delivered to the consumer is always returned, never left pending
-// for a claim. A read unblocked before it delivered delivers nothing.
-func (qu *Queue) readBlocking(ctx context.Context, r *readings, consumer string, streams []string, count int64, block time.Duration) {
-	cc, _ := qu.rdb.(*redis.ClusterClient)
-	var waits []*blocker
-	var rest []string
-	for _, st := range streams {
-		if len(waits) == maxBlocking {
-			rest = append(rest, st)
-			continue
-		}
-		b, err := qu.blockers.take(ctx, cc, st)
-		if err != nil {
-			rest = append(rest, st) // its failure, if it lasts, is the poll's
-			continue
-		}
-		waits = append(waits, b)
-	}
-	replies := make(chan blockReply, len(waits))
-	// Not the caller's context: go-redis does not end a command on it
-	// anyway, and a read is ended by CLIENT UNBLOCK only, whose reply
-	// says whether it delivered.
-	rctx := context.WithoutCancel(ctx)
-	for i, b := range waits {
-		go func() {
-			res, err := b.conn.XReadGroup(rctx, readArgs(consumer, b.stream, count, block)).Result()
-			replies <- blockReply{i: i, res: res, err: err}
-		}()
-	}
-	stop := make(chan struct{})
-	polled := make(chan readings, 1)
-	if len(rest) > 0 {
-		go func() { polled <- qu.poll(ctx, stop, consumer, rest, count, time.Now().Add(block)) }()
-	}
-	w := waiting{qu: qu, r: r, waits: waits, open: len(waits), done: make([]bool, len(waits)), replies: replies}
-	w.wait(ctx, polled, len(rest) > 0)
-	close(stop)
-	w.unblockAll(rctx)
-	if len(rest) > 0 {
-		r.merge(<-polled)
-	}
-}
-
-// blockReply is one blocking read's reply.
-type blockReply struct {
-	i   int
-	res []redis.XStream
-	err error
-}
-
-// waiting is the blocking reads of one readBlocking in flight.
-type waiting struct {
-	qu      *Queue
-	r       *readings
-	waits   []*blocker
-	open    int    // how many have not replied
-	done    []bool // which have
-	replies chan blockReply
-}
-
-// wait returns when a read delivers or fails, when every read timed out,
-// or when ctx is done; polled answers for the streams polled, if any.
-func (w *waiting) wait(ctx context.Context, polled chan readings, polling bool) {
-	for w.open > 0 || polling {
-		select {
-		case rep := <-w.replies:
-			w.take(rep)
-			if w.r.any() {
-				return
-			}
-		case got := <-polled:
-			polling = false
-			w.r.merge(got)
-			if w.r.any() {
-				return
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// take records a read's reply and hands its connection back.
-func (w *waiting) take(rep blockReply) {
-	b := w.waits[rep.i]
-	w.done[rep.i] = true
-	w.open--
-	w.r.add(b.stream, rep.res, rep.err)
-	var rerr redis.Error
-	if rep.err != nil && !errors.As(rep.err, &rerr) {
-		// Not the server's answer: the connection itself failed.
-		w.qu.blockers.drop(b)
-		return
-	}
-	w.qu.blockers.put(b)
-}
-
-// unblockRetry is how long unblockAll waits for the reads it unblocked to
-// reply before it unblocks again those that did not: a read whose command
-// had not reached its node yet was not blocked, and will block when it does.
-const unblockRetry = 2 * time.Millisecond
-
-// unblockAll ends the reads still waiting, and collects their replies: a
-// read that delivered before its CLIENT UNBLOCK arrived returns its orders.
-func (w *waiting) unblockAll(ctx context.Context) {
-	for w.open > 0 {
-		w.unblock(ctx)
-		t := time.NewTimer(unblockRetry)
-	collect:
-		for w.open > 0 {
-			select {
-			case rep := <-w.replies:
-				w.take(rep)
-			case <-t.C:
-				break collect
-			}
-		}
-		t.Stop()
-	}
-}
-
-// unblock sends CLIENT UNBLOCK for each read still waiting: one pipeline
-// per node. A failure is left to the read's own timeout.
-func (w *waiting) unblock(ctx context.Context) {
-	byNode := make(map[*redis.Client][]int64)
-	for i, b := range w.waits {
-		if !w.done[i] {
-			byNode[b.node] = append(byNode[b.node], b.id)
-		}
-	}
-	for node, ids := range byNode {
-		_, _ = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, id := range ids {
-				pipe.ClientUnblock(ctx, id)
-			}
-			return nil
-		})
-	}
-}
-
 // poll reads streams without BLOCK every readPoll until one delivers, stop
 // closes, or deadline passes.
 func (qu *Queue) poll(ctx context.Context, stop <-chan struct{}, consumer string, streams []string, count int64, deadline time.Time) readings {
@@ -313,81 +168,6 @@ func (qu *Queue) poll(ctx context.Context, stop <-chan struct{}, consumer string
 	}
 	return r
 }
-
-// blocker is a connection of a node's pool kept for blocking reads, and
-// its client id there, by which CLIENT UNBLOCK ends its read.
-type blocker struct {
-	node   *redis.Client
-	conn   *redis.Conn
-	id     int64
-	stream string // the stream it reads now
-}
-
-// blockers keeps, per node, the connections of blocking reads between two
-// Reads, so that a Read asks no CLIENT ID: at most maxBlocking per node.
-// A node that does not know CLIENT ID (miniredis) has its streams polled.
-type blockers struct {
-	mu    sync.Mutex
-	free  map[*redis.Client][]*blocker
-	plain map[*redis.Client]bool // nodes without CLIENT ID
-}
-
-// take returns a connection to the node of stream's slot.
-func (bs *blockers) take(ctx context.Context, cc *redis.ClusterClient, stream string) (*blocker, error) {
-	if cc == nil {
-		return nil, errors.New("not a cluster")
-	}
-	node, err := cc.MasterForKey(ctx, stream)
-	if err != nil {
-		return nil, fmt.Errorf("finding the node of %s: %w", stream, err)
-	}
-	bs.mu.Lock()
-	if bs.plain[node] {
-		bs.mu.Unlock()
-		return nil, errors.New("the node does not know CLIENT ID")
-	}
-	if free := bs.free[node]; len(free) > 0 {
-		b := free[len(free)-1]
-		bs.free[node] = free[:len(free)-1]
-		bs.mu.Unlock()
-		b.stream = stream
-		return b, nil
-	}
-	bs.mu.Unlock()
-	conn := node.Conn()
-	id, err := conn.ClientID(ctx).Result()
-	if err != nil {
-		_ = conn.Close()
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
-			bs.mu.Lock()
-			if bs.plain == nil {
-				bs.plain = make(map[*redis.Client]bool)
-			}
-			bs.plain[node] = true
-			bs.mu.Unlock()
-		}
-		return nil, fmt.Errorf("asking a connection's id for %s: %w", stream, err)
-	}
-	return &blocker{node: node, conn: conn, id: id, stream: stream}, nil
-}
-
-// put keeps b for the next Read, or hands its connection back to the pool.
-func (bs *blockers) put(b *blocker) {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	if len(bs.free[b.node]) >= maxBlocking {
-		_ = b.conn.Close()
-		return
-	}
-	if bs.free == nil {
-		bs.free = make(map[*redis.Client][]*blocker)
-	}
-	bs.free[b.node] = append(bs.free[b.node], b)
-}
-
-// drop closes a connection that failed.
-func (bs *blockers) drop(b *blocker) { _ = b.conn.Close() }
 
 func collect(stream string, msgs []redis.XMessage, good, bad []QueuedOrder) ([]QueuedOrder, []QueuedOrder) {
 	for _, m := range msgs {

@@ -114,10 +114,10 @@ func pendingOf(t *testing.T, cc *redis.ClusterClient, streams []string) map[stri
 
 // A consumer whose reads block on the streams of several nodes receives
 // an order as soon as it is taken: each stream's read blocks (one
-// XREADGROUP ... BLOCK each), and the one that delivers ends the others.
+// XREADGROUP ... BLOCK each), and the one that delivers ends the Read.
 // The latencies are logged, not asserted; what is asserted is that every
-// read blocks while there is nothing, and that each order comes back from
-// the Read that delivered it.
+// stream's read blocks while there is nothing, that each order comes back
+// alone, and that StopReading ends the reads.
 func TestClusterReadBlocks(t *testing.T) {
 	cc, s, p, streams := blockingCluster(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -162,9 +162,16 @@ func TestClusterReadBlocks(t *testing.T) {
 			t.Fatalf("order %s taken and never read", tk.Order)
 		}
 	}
-	// A Read whose context ends unblocks its reads and returns.
+	// A Read whose context ends returns; its reads stay in flight until
+	// the consumer stops reading.
 	cancel()
 	wg.Wait()
+	if n, err := blockedReads(t.Context(), cc); err != nil || n != len(streams) {
+		t.Errorf("%d reads blocked after the last Read, want %d (%v)", n, len(streams), err)
+	}
+	if good, bad, err := s.Queue().StopReading(t.Context(), "reader"); len(good)+len(bad) > 0 || err != nil {
+		t.Errorf("stopping: %d orders, %d malformed, %v; want none", len(good), len(bad), err)
+	}
 	slices.Sort(lat)
 	t.Logf("from a take's call to its order read, over %d takes: p50 %v, p90 %v, max %v",
 		takes, lat[takes/2], lat[takes*9/10], lat[takes-1])
@@ -176,11 +183,12 @@ func TestClusterReadBlocks(t *testing.T) {
 	}
 }
 
-// Reads ended early, by an order on another stream or by their context,
-// lose nothing: with two consumers reading while buyers take on every
-// shard, and half their Reads cancelled mid-wait, every order taken is
-// returned once, and the orders delivered to each consumer are exactly
-// those its Reads returned: none left delivered and not returned.
+// Reads left in flight, by a Read that returned with another stream's
+// order or on its context, lose nothing: with two consumers reading while
+// buyers take on every shard, and half their Reads cancelled mid-wait,
+// every order taken is returned once, by a Read or by StopReading, and the
+// orders delivered to each consumer are exactly those returned to it:
+// none left delivered and not returned.
 func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
 	cc, s, p, streams := blockingCluster(t)
 	ctx, stop := context.WithCancel(t.Context())
@@ -241,6 +249,18 @@ func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
+	for name := range returned {
+		good, bad, err := s.Queue().StopReading(t.Context(), name)
+		if err != nil || len(bad) > 0 {
+			t.Errorf("stopping %s: %v, %d malformed", name, err, len(bad))
+		}
+		for _, q := range good {
+			returned[name][q.Order]++
+		}
+	}
+	if n, err := blockedReads(t.Context(), cc); err != nil || n != 0 {
+		t.Errorf("%d reads still blocked after the readers stopped (%v)", n, err)
+	}
 	for id := range taken {
 		if n := returned["a"][id] + returned["b"][id]; n != 1 {
 			t.Errorf("order %s returned %d times", id, n)
