@@ -49,22 +49,25 @@ func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, co
 const readPoll = 20 * time.Millisecond
 
 // readEach is Read on a Redis Cluster, where one XREADGROUP may not name
-// streams in different slots: one XREADGROUP ... BLOCK per stream, each on
-// a connection of its own, all in flight at once (the consumer's reader),
-// so that an order is delivered as soon as it is added, with no poll. The
-// Read returns when one delivers; the others stay in flight, and what they
-// deliver later is the next Read's (see reader). With block under a
-// millisecond, one XREADGROUP per stream without BLOCK, in one pipeline.
+// streams in different slots. The replies of the reads left in flight
+// first; else one XREADGROUP per stream that has none, without BLOCK, in
+// one pipeline (a round trip per node); else one XREADGROUP ... BLOCK per
+// stream, each on a connection of its own, all in flight at once (the
+// consumer's reader), so that an order is delivered as soon as it is
+// added, with no poll. The Read returns when one delivers; the others stay
+// in flight, and what they deliver later is the next Read's (see reader).
 func (qu *Queue) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
 	rd := qu.reader(consumer)
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	var got readings
 	rd.landed(qu, &got)
-	// BLOCK is in milliseconds, and BLOCK 0 waits for ever.
-	if !got.any() && block < time.Millisecond {
-		qu.readNow(ctx, &got, consumer, streams, count)
+	// The streams without a read in flight are read at once, in one
+	// pipeline: what they hold comes back in one batch.
+	if idle := rd.idle(streams); !got.any() && len(idle) > 0 {
+		qu.readNow(ctx, &got, consumer, idle, count)
 	}
+	// BLOCK is in milliseconds, and BLOCK 0 waits for ever.
 	if !got.any() && block >= time.Millisecond {
 		rd.wait(ctx, qu, &got, consumer, streams, count, block)
 	}

@@ -125,6 +125,17 @@ func (rd *reader) launch(ctx context.Context, qu *Queue, consumer string, stream
 	return rest
 }
 
+// idle returns those of streams that have no read in flight.
+func (rd *reader) idle(streams []string) []string {
+	var idle []string
+	for _, st := range streams {
+		if rd.flying[st] == nil {
+			idle = append(idle, st)
+		}
+	}
+	return idle
+}
+
 // landed takes the replies that came, without waiting.
 func (rd *reader) landed(qu *Queue, got *readings) {
 	for rep, ok := rd.next(); ok; rep, ok = rd.next() {
