@@ -61,7 +61,8 @@ func (qu *Queue) readEach(ctx context.Context, consumer string, streams []string
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	var got readings
-	rd.landed(qu, &got)
+	want := setOf(streams)
+	rd.launch(ctx, qu, consumer, rd.landed(ctx, qu, &got, consumer, want), count, block)
 	// The streams without a read in flight are read at once, in one
 	// pipeline: what they hold comes back in one batch.
 	if idle := rd.idle(streams); !got.any() && len(idle) > 0 {

@@ -32,9 +32,10 @@ type reader struct {
 
 // blockReply is one blocking read's reply.
 type blockReply struct {
-	b   *blocker
-	res []redis.XStream
-	err error
+	b     *blocker
+	count int64 // the most it could deliver
+	res   []redis.XStream
+	err   error
 }
 
 // reader returns consumer's reader, made on its first Read.
@@ -63,21 +64,14 @@ func (rd *reader) wait(ctx context.Context, qu *Queue, got *readings, consumer s
 	if polling {
 		go func() { polled <- qu.poll(ctx, stop, consumer, rest, count, time.Now().Add(block)) }()
 	}
+	want := setOf(streams)
 	t := time.NewTimer(block)
 	defer t.Stop()
 	for !got.any() {
 		select {
 		case rep := <-rd.done:
-			var again []string
-			for ok := true; ok; rep, ok = rd.next() {
-				switch rd.land(qu, got, rep) {
-				case timedOut: // nothing delivered: waits again
-					again = append(again, rep.b.stream)
-				case redirected: // its slot moved: read through the cluster client
-					qu.rdb.(*redis.ClusterClient).ReloadState(ctx)
-					qu.readNow(ctx, got, consumer, []string{rep.b.stream}, count)
-				}
-			}
+			again := rd.settle(ctx, qu, got, consumer, want, rep)
+			again = append(again, rd.landed(ctx, qu, got, consumer, want)...)
 			rd.launch(ctx, qu, consumer, again, count, block)
 			continue
 		case p := <-polled:
@@ -93,6 +87,14 @@ func (rd *reader) wait(ctx context.Context, qu *Queue, got *readings, consumer s
 	if polling {
 		got.merge(<-polled)
 	}
+}
+
+func setOf(streams []string) map[string]bool {
+	set := make(map[string]bool, len(streams))
+	for _, st := range streams {
+		set[st] = true
+	}
+	return set
 }
 
 // launch starts a blocking read on each of streams that has none in
@@ -119,7 +121,7 @@ func (rd *reader) launch(ctx context.Context, qu *Queue, consumer string, stream
 		rd.flying[st] = b
 		go func() {
 			res, err := b.conn.XReadGroup(rctx, readArgs(consumer, b.stream, count, block)).Result()
-			rd.done <- blockReply{b: b, res: res, err: err}
+			rd.done <- blockReply{b: b, count: count, res: res, err: err}
 		}()
 	}
 	return rest
@@ -136,11 +138,32 @@ func (rd *reader) idle(streams []string) []string {
 	return idle
 }
 
-// landed takes the replies that came, without waiting.
-func (rd *reader) landed(qu *Queue, got *readings) {
+// landed takes the replies that came, without waiting, and returns the
+// streams of want that may wait again (see settle).
+func (rd *reader) landed(ctx context.Context, qu *Queue, got *readings, consumer string, want map[string]bool) (again []string) {
 	for rep, ok := rd.next(); ok; rep, ok = rd.next() {
-		rd.land(qu, got, rep)
+		again = append(again, rd.settle(ctx, qu, got, consumer, want, rep)...)
 	}
+	return again
+}
+
+// settle takes a read's reply, and returns its stream if the stream is
+// one of want and its read may wait again: it timed out, or it emptied the
+// stream (delivered less than it could), and a read in flight will deliver
+// the next order the moment it comes, without the Read's pipeline. A
+// redirected read's stream is read through the cluster client at once.
+func (rd *reader) settle(ctx context.Context, qu *Queue, got *readings, consumer string, want map[string]bool, rep blockReply) []string {
+	st := rep.b.stream
+	switch rd.land(qu, got, rep) {
+	case timedOut, emptied:
+		if want[st] {
+			return []string{st}
+		}
+	case redirected:
+		qu.rdb.(*redis.ClusterClient).ReloadState(ctx)
+		qu.readNow(ctx, got, consumer, []string{st}, rep.count)
+	}
+	return nil
 }
 
 // next returns a reply that came, if one did, without waiting.
@@ -153,12 +176,13 @@ func (rd *reader) next() (blockReply, bool) {
 	}
 }
 
-// An ending is how a read that delivered nothing ended.
+// An ending is how a read ended.
 type ending int
 
 const (
-	answered   ending = iota // delivered, failed, or its stream went
-	timedOut                 // its BLOCK ran out: it may wait again
+	answered   ending = iota // delivered all it could, failed, or its stream went
+	emptied                  // delivered less than it could: its stream is empty
+	timedOut                 // its BLOCK ran out
 	redirected               // MOVED or ASK: its slot is on another node now
 )
 
@@ -175,11 +199,17 @@ func (rd *reader) land(qu *Queue, got *readings, rep blockReply) ending {
 	qu.blockers.put(rep.b)
 	_, moved := redis.IsMovedError(rep.err)
 	_, ask := redis.IsAskError(rep.err)
+	n := 0
+	for _, st := range rep.res {
+		n += len(st.Messages)
+	}
 	switch {
 	case errors.Is(rep.err, redis.Nil):
 		return timedOut
 	case moved || ask:
 		return redirected
+	case rep.err == nil && n > 0 && int64(n) < rep.count:
+		return emptied
 	}
 	return answered
 }
