@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,4 +123,76 @@ func idleCalls(t *testing.T, cc *redis.ClusterClient, d time.Duration) map[strin
 		t.Fatal(err)
 	}
 	return calls
+}
+
+// On a Redis Cluster an order costs its consumer about one XREADGROUP,
+// whether the orders trickle (one at a time, 100 a second: a poll every
+// 20 ms sent 6 per order over 6 streams) or come in a burst (8 buyers at
+// once); the batches' count is logged beside.
+func TestStreamsReadsPerOrderOnCluster(t *testing.T) {
+	c := testkit.NewRedisCluster(t)
+	if c.Kind() == testkit.RedisEmbedded {
+		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
+	}
+	ctx := t.Context()
+	s := stock.NewStore(c.Client, nil)
+	const shards = 6
+	p := stock.Product{Layout: stock.Layout{ID: 3_000_000 + rand.Int64N(1<<40), Shards: shards, Epoch: 1},
+		Where: stock.InRedis, Fallback: true}
+	t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{p.ID}) })
+	if err := s.LayOut(ctx, p, []int{500, 500, 500, 500, 500, 500}, 6*500); err != nil {
+		t.Fatal(err)
+	}
+	var user atomic.Int64
+	take := func() {
+		if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+			Ticket: stock.Ticket{User: user.Add(1), Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}}); err != nil {
+			t.Error(err)
+		}
+	}
+	for range shards {
+		take()
+	}
+	cons := NewConsumer("perorder", NewStreams(s.Queue(), "perorder", func(context.Context, int64) {}, Options{Log: quiet}),
+		&fakeSink{}, Options{Log: quiet})
+	cons.Start()
+	t.Cleanup(func() { cons.Close() })
+	for deadline := time.Now().Add(10 * time.Second); cons.Orders() < shards; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orders written of %d", cons.Orders(), shards)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	measure := func(name string, takes func()) {
+		o, b := cons.Orders(), cons.Batches()
+		done := make(chan map[string]int64)
+		go func() { done <- idleCalls(t, c.Client, 1500*time.Millisecond) }()
+		takes()
+		calls := <-done
+		o, b = cons.Orders()-o, cons.Batches()-b
+		per := float64(calls["xreadgroup"]) / float64(max(o, 1))
+		t.Logf("%s: %d orders in %d batches, %d XREADGROUP (%.2f an order)", name, o, b, calls["xreadgroup"], per)
+		if per > 2 {
+			t.Errorf("%s: %.2f XREADGROUP an order", name, per)
+		}
+	}
+	measure("100 a second", func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for range 100 {
+			<-tick.C
+			take()
+		}
+	})
+	measure("8 buyers at once", func() {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 100 {
+					take()
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

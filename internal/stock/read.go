@@ -13,7 +13,9 @@ import (
 // to block for one. Malformed entries come back in bad. On a cluster, a
 // stream whose node fails does not stop the others: what they delivered
 // comes back beside the error, and the caller must handle it, or it stays
-// delivered and unacknowledged until a claim.
+// delivered and unacknowledged until a claim. On a cluster, too, Read
+// leaves blocking reads in flight for the consumer's next Read (readEach);
+// a consumer that stops calls StopReading.
 func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
 	if len(streams) == 0 {
 		return nil, nil, nil
