@@ -307,4 +307,7 @@ func TestClusterReadOutlivesADeletedStream(t *testing.T) {
 	if got.err != nil || len(got.good) != 1 || got.good[0].Order != id {
 		t.Errorf("read %v, %v; want order %s alone", got.good, got.err, id)
 	}
+	if good, _, err := s.Queue().StopReading(ctx, "reader"); len(good) > 0 || err != nil {
+		t.Errorf("stopping: %d orders, %v; want none", len(good), err)
+	}
 }
