@@ -63,13 +63,17 @@ func (s *streams) Next(ctx context.Context, stop <-chan struct{}) (Batch, error)
 		return Batch{}, nil
 	}
 	good, bad, err := s.q.Read(ctx, s.name, list, s.opt.Batch, s.opt.Block)
+	if len(good)+len(bad) == 0 && err == nil {
+		s.stale()
+	}
 	s.malformed(ctx, bad)
 	// Delivered to this consumer even when another stream's node failed:
 	// written now, or they would wait for the claim.
 	return Batch{Orders: good}, err
 }
 
-// streamList returns the registered streams, read again every second.
+// streamList returns the registered streams, read again every second, and
+// after a read that found nothing (stale).
 func (s *streams) streamList(ctx context.Context) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -107,10 +111,18 @@ func (s *streams) claim(ctx context.Context) Batch {
 	if _, err := s.q.ForgetDrained(ctx); err != nil {
 		s.log.Warn("the consumer cannot drop drained streams", "error", err)
 	}
+	s.stale()
+	return b
+}
+
+// stale has the next read list the streams again. After a read that found
+// nothing, so that a stream registered meanwhile (a product's first async
+// order on a shard) is read at the next turn, not up to a second later: at
+// most one listing per Options.Block while idle, none while orders flow.
+func (s *streams) stale() {
 	s.mu.Lock()
 	s.listed = time.Time{}
 	s.mu.Unlock()
-	return b
 }
 
 func (s *streams) Refuse(ctx context.Context, r Refusal) {
@@ -143,7 +155,19 @@ func (s *streams) Ack(ctx context.Context, _ Batch, w Outcome) error {
 	return s.q.Ack(ctx, append(w.Written, w.Voided...))
 }
 
-func (s *streams) Close() error { return nil }
+// Close ends the reads the consumer keeps in flight on a cluster. An order
+// one delivered meanwhile is held as an unwritten batch is: another
+// consumer claims it after ClaimIdle.
+func (s *streams) Close() error {
+	good, bad, err := s.q.StopReading(context.Background(), s.name)
+	if n := len(good) + len(bad); n > 0 {
+		s.log.Warn("orders delivered as the consumer stopped; another consumer claims them", "orders", n, "after", s.opt.ClaimIdle)
+	}
+	if err != nil {
+		return fmt.Errorf("ending the consumer's reads: %w", err)
+	}
+	return nil
+}
 
 // wait sleeps for d, or until stop closes.
 func wait(stop <-chan struct{}, d time.Duration) {

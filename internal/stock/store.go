@@ -88,6 +88,12 @@ type backend struct {
 	products sync.Map // int64 → *state: each product's counter and flag
 	// cleared is told each product whose flag went from set to clear.
 	cleared func(id int64)
+	// blockers are the connections of the queue's blocking reads on a
+	// cluster, kept between two reads; readers are each consumer's reads
+	// in flight there.
+	blockers  blockers
+	readersMu sync.Mutex
+	readers   map[string]*reader
 }
 
 // Queue holds the async mode's queued orders: the shards' streams, read,
