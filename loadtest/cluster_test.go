@@ -84,15 +84,7 @@ func TestClusterShares(t *testing.T) {
 // The cluster scenario runs its steps on one Redis, on 3 masters and on 6,
 // every run SAFE, and prints each pass's shares and predicted speed-up.
 func TestClusterScenario(t *testing.T) {
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("the scenario starts redis-server processes in cluster mode, and %s is not on PATH", bin)
-		}
-	}
-	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken}
-	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
-		env["MYSQL_DSN"] = testenv.Database(t, dsn)
-	}
+	env := clusterScenarioEnv(t)
 	rep, _, err := runCommand(t, func(k string) string { return env[k] }, "-scenario", "cluster",
 		"-stock", "150", "-buyers", "150", "-concurrency", "10", "-product", strconv.FormatInt(testenv.ProductID(t), 10))
 	if err != nil {
@@ -154,15 +146,7 @@ func TestClusterScenario(t *testing.T) {
 // -mode keeps the cluster scenario's steps of that mode: a pass's shares
 // and per-purchase cost are then the mode's own.
 func TestClusterScenarioOneMode(t *testing.T) {
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("the scenario starts redis-server processes in cluster mode, and %s is not on PATH", bin)
-		}
-	}
-	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken}
-	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
-		env["MYSQL_DSN"] = testenv.Database(t, dsn)
-	}
+	env := clusterScenarioEnv(t)
 	rep, _, err := runCommand(t, func(k string) string { return env[k] }, "-scenario", "cluster", "-mode", "async",
 		"-stock", "60", "-buyers", "60", "-concurrency", "10", "-product", strconv.FormatInt(testenv.ProductID(t), 10))
 	if err != nil {
@@ -182,4 +166,22 @@ func TestClusterScenarioOneMode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "runs none of the modes db") {
 		t.Errorf("-scenario cluster -mode db: %v; want it to say the scenario runs no db step", err)
 	}
+}
+
+// clusterScenarioEnv is the environment of a run of the cluster scenario:
+// the operator token, and a database of the test's own on MYSQL_DSN's
+// server when it names one. The test is skipped without redis-server and
+// redis-cli, which the scenario starts in cluster mode.
+func clusterScenarioEnv(t *testing.T) map[string]string {
+	t.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("the scenario starts redis-server processes in cluster mode, and %s is not on PATH", bin)
+		}
+	}
+	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken}
+	if dsn := os.Getenv("MYSQL_DSN"); dsn != "" {
+		env["MYSQL_DSN"] = testenv.Database(t, dsn)
+	}
+	return env
 }

@@ -21,19 +21,9 @@ import (
 // few commands a second, not one read per stream every 20 ms: its reads
 // block. The commands its nodes ran over two idle seconds are logged.
 func TestStreamsIdleOnCluster(t *testing.T) {
-	c := testkit.NewRedisCluster(t)
-	if c.Kind() == testkit.RedisEmbedded {
-		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
-	}
+	c, s, p := blockingCluster(t, 1)
 	ctx := t.Context()
-	s := stock.NewStore(c.Client, nil)
-	const shards = 6
-	p := stock.Product{Layout: stock.Layout{ID: 2_000_000 + rand.Int64N(1<<40), Shards: shards, Epoch: 1},
-		Where: stock.InRedis, Fallback: true}
-	t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{p.ID}) })
-	if err := s.LayOut(ctx, p, []int{1, 1, 1, 1, 1, 1}, shards); err != nil {
-		t.Fatal(err)
-	}
+	const shards = clusterShards
 	// One unit per shard: a take on each, so one stream each.
 	for i := range shards {
 		if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
@@ -130,19 +120,9 @@ func idleCalls(t *testing.T, cc *redis.ClusterClient, d time.Duration) map[strin
 // 20 ms sent 6 per order over 6 streams) or come in a burst (8 buyers at
 // once); the batches' count is logged beside.
 func TestStreamsReadsPerOrderOnCluster(t *testing.T) {
-	c := testkit.NewRedisCluster(t)
-	if c.Kind() == testkit.RedisEmbedded {
-		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
-	}
+	c, s, p := blockingCluster(t, 500)
 	ctx := t.Context()
-	s := stock.NewStore(c.Client, nil)
-	const shards = 6
-	p := stock.Product{Layout: stock.Layout{ID: 3_000_000 + rand.Int64N(1<<40), Shards: shards, Epoch: 1},
-		Where: stock.InRedis, Fallback: true}
-	t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{p.ID}) })
-	if err := s.LayOut(ctx, p, []int{500, 500, 500, 500, 500, 500}, 6*500); err != nil {
-		t.Fatal(err)
-	}
+	const shards = clusterShards
 	var user atomic.Int64
 	take := func() {
 		if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
@@ -195,4 +175,32 @@ func TestStreamsReadsPerOrderOnCluster(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// clusterShards is the shards of blockingCluster's product: a stream each.
+const clusterShards = 6
+
+// blockingCluster is a cluster whose consumers block (not miniredis: it
+// knows no CLIENT ID, and a cluster of it is polled), a store on it, and a
+// product of its own of clusterShards shards of perShard units each,
+// purged at the end.
+func blockingCluster(t *testing.T, perShard int) (*testkit.RedisCluster, *stock.Store, stock.Product) {
+	t.Helper()
+	c := testkit.NewRedisCluster(t)
+	if c.Kind() == testkit.RedisEmbedded {
+		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
+	}
+	s := stock.NewStore(c.Client, nil)
+	const shards = clusterShards
+	p := stock.Product{Layout: stock.Layout{ID: 2_000_000 + rand.Int64N(1<<40), Shards: shards, Epoch: 1},
+		Where: stock.InRedis, Fallback: true}
+	t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{p.ID}) })
+	levels := make([]int, shards)
+	for i := range levels {
+		levels[i] = perShard
+	}
+	if err := s.LayOut(t.Context(), p, levels, shards*perShard); err != nil {
+		t.Fatal(err)
+	}
+	return c, s, p
 }
