@@ -80,6 +80,15 @@ func parseClaim(c string) (key string, at time.Time) {
 	return f[1], time.UnixMilli(ms)
 }
 
+// claimOrder is the order a claim names; "" for a claim from before claims
+// named their order.
+func claimOrder(c string) string {
+	if f := strings.Fields(c); len(f) == 4 {
+		return f[3]
+	}
+	return ""
+}
+
 // split reports whether the buyer's key cannot share a script with the
 // shards: on a Redis Cluster.
 func (s *Store) split() bool {
@@ -133,8 +142,18 @@ func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) 
 			switch {
 			case owner == t.Key:
 				// This purchase's own, from an attempt that took nothing
-				// or whose outcome was unknown and did not land.
-				return prior, nil
+				// or whose outcome was unknown and did not land. It is
+				// made this attempt's (compare and set): its time, so
+				// that another purchase does not find it stale while this
+				// take runs, and its order, which this take's give-back
+				// or dead letter forgets it by.
+				n, err := settleScript.Run(ctx, s.rdb, []string{key}, prior, mine).Int()
+				if err != nil {
+					return "", fmt.Errorf("renewing the claim of buyer %d on product %d: %w", t.User, p.ID, err)
+				}
+				if n == 1 {
+					return mine, nil
+				}
 			case time.Since(at) > s.claimWindow:
 				// A purchase that is over, and took nothing.
 				if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, "").Err(); err != nil {
@@ -253,7 +272,15 @@ func (s *Store) SettleBuyers(ctx context.Context, l Layout, ledger []Entry) erro
 			case err == nil && v == rec:
 				continue
 			case err == nil && strings.HasPrefix(v, claimMark):
+				// Only the claim of the purchase that made this take: the
+				// ledger was read before, and its take may have been given
+				// back since, the buyer's key then claimed by a retry with
+				// the same idempotency key and another order, whose take
+				// this record must not hide.
 				if owner, _ := parseClaim(v); owner != e.Key {
+					continue
+				}
+				if order := claimOrder(v); order != "" && order != e.Order.String() {
 					continue
 				}
 			case err == nil:
