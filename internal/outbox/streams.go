@@ -33,8 +33,9 @@ type streams struct {
 	mu     sync.Mutex
 	list   []string
 	listed time.Time
-	// lastClaim and claimedLast are the loop's alone.
+	// lastClaim, claimedLast and adopted are the loop's alone.
 	lastClaim   time.Time
+	adopted     bool
 	claimedLast bool
 }
 
@@ -47,6 +48,14 @@ func NewStreams(q *stock.Queue, name string, returned func(ctx context.Context, 
 }
 
 func (s *streams) Next(ctx context.Context, stop <-chan struct{}) (Batch, error) {
+	if !s.adopted {
+		// Streams an earlier version listed, with their orders.
+		if err := s.q.AdoptOldRegistry(ctx); err != nil {
+			s.log.Warn("the consumer cannot adopt the old registry of streams", "error", err)
+		} else {
+			s.adopted = true
+		}
+	}
 	// A claim takes a turn of its own, never two in a row: however long
 	// the claimed orders take to write, the new ones are read in between.
 	if !s.claimedLast && time.Since(s.lastClaim) >= s.opt.ClaimEvery {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -266,9 +267,13 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 	if err != nil {
 		return err
 	}
+	var queuedShards []int
 	for _, e := range candidates {
 		if queued[e.Order] {
 			pr.r.Pending++
+			if !slices.Contains(queuedShards, e.Shard) {
+				queuedShards = append(queuedShards, e.Shard)
+			}
 			continue
 		}
 		now := time.Now()
@@ -297,7 +302,10 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 			rec.log.Warn("returned a stranded unit", "product", p.ID, "shard", e.Shard, "order", e.Order, "user", e.User)
 		}
 	}
-	return nil
+	// Takes still queued past the grace: their streams must be read. One
+	// whose enrolment was lost (a failover, an earlier version's registry)
+	// is enrolled again; an enrolled one is left as it is.
+	return rec.stock.Queue().EnrolQueued(ctx, p.Stock().Layout, queuedShards)
 }
 
 // countOrphans counts the live orders no take names.

@@ -88,6 +88,9 @@ const (
 	// it found drained. A store with a deployment name keeps its own (see
 	// ForDeployment).
 	StreamsKey = "seckill:order-streams"
+	// OldStreamsKey is the registry before generations, a set, which a
+	// process of an earlier version may have left orders listed in.
+	OldStreamsKey = "seckill:streams"
 	// Group is the consumer group every stream is read by.
 	Group = "orders"
 	// DeadLetterKey is the stream of orders the database refused, with the

@@ -224,9 +224,15 @@ func (qu *Queue) PendingAmong(ctx context.Context, l Layout, takes []Entry) (map
 		chunk := takes[:min(pendingChunk, len(takes))]
 		takes = takes[len(chunk):]
 		cmds := make([]*redis.BoolCmd, len(chunk))
+		var days []*redis.BoolCmd // on a cluster, the day's index too
 		_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, e := range chunk {
 				cmds[i] = pipe.HExists(ctx, qu.pendingKey(l, e.Shard, e.Order), e.Order.String())
+				if qu.store.split() {
+					// An order queued by an earlier version, which indexed
+					// a cluster's orders by day too.
+					days = append(days, pipe.HExists(ctx, PendingKey(e.Order.Time()), e.Order.String()))
+				}
 			}
 			return nil
 		})
@@ -234,7 +240,7 @@ func (qu *Queue) PendingAmong(ctx context.Context, l Layout, takes []Entry) (map
 			return nil, fmt.Errorf("looking %d orders up among the queued: %w", len(chunk), err)
 		}
 		for i, c := range cmds {
-			if c.Val() {
+			if c.Val() || days != nil && days[i].Val() {
 				out[chunk[i].Order] = true
 			}
 		}

@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -118,4 +119,71 @@ func runPipelined(ctx context.Context, rdb redis.Cmdable, script *redis.Script, 
 		send(unknown, true)
 	}
 	return cmds
+}
+
+// AdoptOldRegistry moves the streams listed in the registry of an earlier
+// version (OldStreamsKey, a set) into the registry, each at its current
+// generation, then drops the old set: a stream it listed may hold orders
+// that no take will enrol again (a sold-out sale). A consumer calls it
+// once when it starts.
+func (qu *Queue) AdoptOldRegistry(ctx context.Context) error {
+	old, err := qu.rdb.SMembers(ctx, qu.oldStreams).Result()
+	if err != nil || len(old) == 0 {
+		return nil // none, or a key of another type: nothing of ours
+	}
+	if err := qu.enrolOpen(ctx, old); err != nil {
+		return err
+	}
+	if err := qu.rdb.Del(ctx, qu.oldStreams).Err(); err != nil {
+		return fmt.Errorf("dropping the old registry %s: %w", qu.oldStreams, err)
+	}
+	return nil
+}
+
+// EnrolQueued enrols the streams of l's shards that exist: the reconciler
+// calls it for the shards where it found takes still queued after the
+// grace. An enrolment lost with a node (a failover that lost the write) or
+// left in the old registry would otherwise leave their orders unread for
+// ever, since a take enrols a stream only when it finds it closed.
+func (qu *Queue) EnrolQueued(ctx context.Context, l Layout, shards []int) error {
+	if len(shards) == 0 {
+		return nil
+	}
+	streams := make([]string, 0, len(shards))
+	for _, k := range shards {
+		streams = append(streams, l.StreamKey(k))
+	}
+	return qu.enrolOpen(ctx, streams)
+}
+
+// enrolOpen enrols those of streams that exist at their generation: a
+// close racing with it moves the generation on and drops the stream again
+// (see the protocol above), or finds it enrolled at a generation below its
+// own; either way no order is left outside.
+func (qu *Queue) enrolOpen(ctx context.Context, streams []string) error {
+	exists := make([]*redis.IntCmd, len(streams))
+	gens := make([]*redis.StringCmd, len(streams))
+	_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, st := range streams {
+			exists[i] = pipe.Exists(ctx, st)
+			gens[i] = pipe.Get(ctx, generationKey(st))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("reading %d streams' generations: %w", len(streams), err)
+	}
+	for i, st := range streams {
+		if exists[i].Val() == 0 {
+			continue
+		}
+		gen := gens[i].Val()
+		if gen == "" {
+			gen = "0"
+		}
+		if err := qu.enrol(ctx, qu.streams, st, gen); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,4 +399,77 @@ func missed(t *testing.T, ids []idgen.ID, seen map[idgen.ID]bool, last func() (i
 		}
 	}
 	return missing
+}
+
+// A stream whose enrolment was lost holds orders no consumer reads, and a
+// take enrols a stream only when it finds it closed: the reconciler enrols
+// the streams of the takes it finds queued past the grace (EnrolQueued),
+// and a consumer adopts the streams an earlier version listed in its set
+// (AdoptOldRegistry). Both leave closed streams out. An order an earlier
+// version queued on a cluster, indexed by day, counts as queued.
+func TestLostEnrolmentsAreFound(t *testing.T) {
+	c := testkit.NewRedisCluster(t)
+	ctx := t.Context()
+	name := fmt.Sprint("lost-", rand.Int64())
+	registry, old := stock.StreamsKey+":"+name, stock.OldStreamsKey+":"+name
+	t.Cleanup(func() { c.Client.Del(context.Background(), registry, old) })
+	s := stock.NewStore(c.Client, nil).ForDeployment(name)
+	q := s.Queue()
+	p := clusterProduct(t, c.Client, 3)
+	if err := s.LayOut(ctx, p, []int{5, 5, 5}, 15); err != nil {
+		t.Fatal(err)
+	}
+	var taken []stock.Entry
+	for user := range int64(2) { // two shards; the third's stream is never opened
+		tk, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+			Ticket: stock.Ticket{User: user + 1, Order: idgen.ID(1<<53 + rand.Int64N(1<<50)), Key: "k"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken = append(taken, tk.Entry)
+	}
+	registered := func() []string {
+		t.Helper()
+		streams, err := q.Streams(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(streams)
+		return streams
+	}
+	want := []string{p.StreamKey(taken[0].Shard), p.StreamKey(taken[1].Shard)}
+	slices.Sort(want)
+	closed := 0 + 1 + 2 - taken[0].Shard - taken[1].Shard
+
+	c.Client.Del(ctx, registry) // the enrolments lost
+	if err := q.EnrolQueued(ctx, p.Layout, []int{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := registered(); !slices.Equal(got, want) {
+		t.Errorf("after EnrolQueued the registry holds %v, want the open streams %v", got, want)
+	}
+
+	c.Client.Del(ctx, registry)
+	c.Client.SAdd(ctx, old, want[0], want[1], p.StreamKey(closed))
+	if err := q.AdoptOldRegistry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := registered(); !slices.Equal(got, want) {
+		t.Errorf("after adopting the old set the registry holds %v, want the open streams %v", got, want)
+	}
+	if n, _ := c.Client.Exists(ctx, old).Result(); n != 0 {
+		t.Error("the old set outlived its adoption")
+	}
+
+	earlier := stock.Entry{Order: idgen.ID(1<<53 + rand.Int64N(1<<50)), Shard: closed, User: 99}
+	day := stock.PendingKey(earlier.Order.Time())
+	c.Client.HSet(ctx, day, earlier.Order.String(), fmt.Sprintf("%d %d 99 0", p.ID, closed))
+	t.Cleanup(func() { c.Client.HDel(context.Background(), day, earlier.Order.String()) })
+	queued, err := q.PendingAmong(ctx, p.Layout, append(taken, earlier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !queued[taken[0].Order] || !queued[taken[1].Order] || !queued[earlier.Order] {
+		t.Errorf("queued %v; want both takes and the order indexed by day", queued)
+	}
 }

@@ -71,7 +71,10 @@ type backend struct {
 	rdb     redis.Cmdable
 	db      *gorm.DB
 	streams string // the registry of order streams (StreamsKey)
-	dueSets string // the registry of deadline sets (DueSetsKey)
+	// oldStreams is the registry's set before generations (OldStreamsKey),
+	// adopted once (Queue.AdoptOldRegistry).
+	oldStreams string
+	dueSets    string // the registry of deadline sets (DueSetsKey)
 	// drainIdle is how long a drained stream stays open on a cluster
 	// (Queue.DrainIdle).
 	drainIdle time.Duration
@@ -161,6 +164,7 @@ func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
 func (s *Store) ForDeployment(name string) *Store {
 	if name != "" {
 		s.streams = StreamsKey + ":" + name
+		s.oldStreams = OldStreamsKey + ":" + name
 		s.dueSets = DueSetsKey + ":" + name
 	}
 	return s
