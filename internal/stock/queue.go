@@ -275,10 +275,14 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 	l := q.Layout
 	reason = strings.ReplaceAll(reason, "\t", " ")
 	keys := []string{q.Stream, l.StockKey(q.Shard), l.LedgerKey(q.Shard)}
+	// The pending index keeps whose order failed, and of which product:
+	// reading it is its buyer's alone on a product that is not a lab one.
+	failed := fmt.Sprintf("failed @%d:%d %s", l.ID, q.User, reason)
 	if qu.store.split() {
-		// On a cluster, in steps: the dead letter first, so that a crash
-		// after it leaves the order to be parked again (twice in the dead
-		// letters), not lost; the buyer and the pending index after.
+		// On a cluster, in steps: the dead letter and the failure first,
+		// so that a crash after them leaves the order to be parked again
+		// (twice in the dead letters), not lost, and its buyer reading
+		// why (Pending reads the day's index first); the buyer after.
 		var vals []any
 		for k, v := range q.Fields {
 			vals = append(vals, k, v)
@@ -286,12 +290,12 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 		if err := qu.rdb.XAdd(ctx, &redis.XAddArgs{Stream: DeadLetterKey, Values: append(vals, "reason", reason)}).Err(); err != nil {
 			return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 		}
+		if err := qu.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), failed).Err(); err != nil {
+			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)
+		}
 	} else {
 		keys = append(keys, DeadLetterKey, l.BuyerKey(q.User), PendingKey(q.Order.Time()), DeadCountKey)
 	}
-	// The pending index keeps whose order failed, and of which product:
-	// reading it is its buyer's alone on a product that is not a lab one.
-	failed := fmt.Sprintf("failed @%d:%d %s", l.ID, q.User, reason)
 	err := deadLetterScript.Run(ctx, qu.rdb, keys, Group, q.MsgID, q.Order.String(), q.User, reason, fields.String(),
 		deadField(l.ID, q.Sale), failed).Err()
 	if err != nil {
@@ -301,11 +305,8 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 		if err := qu.store.forget(ctx, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
 			return err
 		}
-		if err := qu.rdb.HSet(ctx, PendingKey(q.Order.Time()), q.Order.String(), failed).Err(); err != nil {
-			return fmt.Errorf("marking dead order %s failed: %w", q.Order, err)
-		}
-		// Failed now, no longer queued; a failure leaves the entry to go
-		// with its stream's close (Pending reads the failed first).
+		// Failed, no longer queued; a failure leaves the entry to go with
+		// its stream's close (Pending reads the failed first).
 		_ = qu.rdb.HDel(ctx, l.ShardPendingKey(q.Shard), q.Order.String()).Err()
 		if err := qu.rdb.HIncrBy(ctx, DeadCountKey, deadField(l.ID, q.Sale), 1).Err(); err != nil {
 			return fmt.Errorf("counting dead order %s: %w", q.Order, err)
