@@ -183,7 +183,11 @@ func TestRefillsCoalesce(t *testing.T) {
 			blocks := &countingBlocks{Blocks: new(idgen.MemoryBlocks)}
 			g := idgen.NewRedis(rdb, prefix, blocks, idgen.WithBlockSize(size), idgen.WithClock(func() time.Time { return now }))
 			got := releaseAtOnce(t, workers, ids/workers, func(int) (idgen.ID, error) { return g.Next(t.Context()) })
-			g.Close() // the last reservation ahead has run
+			// The last block's reservation ahead runs in the background, and
+			// Close cancels it: wait for it first (under load it may not have
+			// reached the store when the last draw returns).
+			waitFor(t, "the reservation ahead of the last block", func() bool { return blocks.n.Load() >= ids/size+1 })
+			g.Close()
 			checkUniqueAndIncreasing(t, got)
 			if n := blocks.n.Load(); n != ids/size+1 {
 				t.Errorf("%d reservations for %d IDs in blocks of %d; want %d", n, ids, size, ids/size+1)
