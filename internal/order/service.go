@@ -232,8 +232,10 @@ type base struct {
 	// ownIDs is ids when the service made them (Options.IDs unset): it
 	// closes them.
 	ownIDs *idgen.Segments
-	opt    Options
-	log    *slog.Logger
+	// marks are the unsettled marks Redis has not taken yet (marks.go).
+	marks *marks
+	opt   Options
+	log   *slog.Logger
 
 	// Purchases and background jobs in flight, which Close waits for: once
 	// a unit is taken, the backends must stay open until it is in an order
@@ -325,6 +327,8 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if b.stock == nil {
 		b.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
 	}
+	b.marks = newMarks(b.stock.Ledgers(), opt.Step, opt.Log)
+	b.working.Go(func() { b.marks.run(b.stop) })
 	if b.ids == nil {
 		b.ownIDs = idgen.NewSegments(&idgen.SQLBlocks{DB: db}, "order")
 		b.ids = b.ownIDs

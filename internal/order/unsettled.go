@@ -30,7 +30,9 @@ func (e *SoldOutForNowError) Is(target error) bool { return target == ErrSoldOut
 
 // answer notes a purchase whose outcome is unknown among its layout's
 // unsettled orders, and turns a sold out into ErrSoldOutForNow while the
-// layout has any.
+// layout has any: in Redis, or held by this process because Redis has not
+// taken them yet (marks.go). When Redis cannot say, the sold out is not
+// final either: a final answer must be known.
 func (s *Service) answer(ctx context.Context, p catalogue.Product, err error) error {
 	if p.Store != string(stock.InRedis) {
 		return err // the db modes take and write in one transaction
@@ -39,11 +41,12 @@ func (s *Service) answer(ctx context.Context, p catalogue.Product, err error) er
 	var unsettled *UnsettledError
 	switch {
 	case errors.As(err, &unsettled):
-		if merr := s.stock.Ledgers().MarkUnsettled(ctx, l, unsettled.Order); merr != nil {
-			s.log.Warn("an order of unknown outcome was not marked unsettled", "order", unsettled.Order, "error", merr)
-		}
+		s.marks.mark(ctx, l, unsettled.Order)
 	case errors.Is(err, stock.ErrSoldOut):
-		if some, aerr := s.stock.Ledgers().AnyUnsettled(ctx, l); aerr == nil && some {
+		if s.marks.holds(l) {
+			return &SoldOutForNowError{RetryAfter: s.retryAfter()}
+		}
+		if some, aerr := s.stock.Ledgers().AnyUnsettled(ctx, l); aerr != nil || some {
 			return &SoldOutForNowError{RetryAfter: s.retryAfter()}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/idgen"
 )
 
@@ -19,14 +21,23 @@ func (l Layout) UnsettledKey() string {
 // unsettledTTL bounds how long a forgotten set outlives its layout.
 const unsettledTTL = 24 * time.Hour
 
-// MarkUnsettled records that order's purchase ended with its outcome
-// unknown.
-func (lg *Ledgers) MarkUnsettled(ctx context.Context, l Layout, order idgen.ID) error {
-	k := l.UnsettledKey()
-	if err := lg.rdb.SAdd(ctx, k, order.String()).Err(); err != nil {
-		return fmt.Errorf("marking order %s unsettled: %w", order, err)
+// MarkUnsettled records that the orders' purchases ended with their
+// outcome unknown: one round trip (the set and its expiry in one
+// MULTI/EXEC).
+func (lg *Ledgers) MarkUnsettled(ctx context.Context, l Layout, orders ...idgen.ID) error {
+	if len(orders) == 0 {
+		return nil
 	}
-	return lg.rdb.Expire(ctx, k, unsettledTTL).Err()
+	k := l.UnsettledKey()
+	_, err := lg.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.SAdd(ctx, k, members(orders)...)
+		pipe.Expire(ctx, k, unsettledTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("marking %d orders of product %d unsettled: %w", len(orders), l.ID, err)
+	}
+	return nil
 }
 
 // AnyUnsettled reports whether the layout has orders marked unsettled.
@@ -58,9 +69,14 @@ func (lg *Ledgers) ForgetUnsettled(ctx context.Context, l Layout, orders []idgen
 	if len(orders) == 0 {
 		return nil
 	}
-	members := make([]any, len(orders))
+	return lg.rdb.SRem(ctx, l.UnsettledKey(), members(orders)...).Err()
+}
+
+// members are the orders as a set's members.
+func members(orders []idgen.ID) []any {
+	m := make([]any, len(orders))
 	for i, id := range orders {
-		members[i] = id.String()
+		m[i] = id.String()
 	}
-	return lg.rdb.SRem(ctx, l.UnsettledKey(), members...).Err()
+	return m
 }

@@ -203,7 +203,9 @@ type outcome struct {
 	status int    // 0: no answer came
 	code   string // the error code of a refusal
 	order  string // the order id told: a 201's or 202's, or a refusal's order_id
-	err    error  // why no answer came
+	final  bool   // a sold_out told as final (no "final": false)
+	sent   time.Time
+	err    error // why no answer came
 }
 
 func (o outcome) String() string {
@@ -216,7 +218,7 @@ func (o outcome) String() string {
 // buy sends one purchase of buyer user, signed in (a token minted for the
 // id: see config), with the idempotency key key.
 func buy(ctx context.Context, c *http.Client, url string, product, user int64, key string) outcome {
-	o := outcome{user: user}
+	o := outcome{user: user, sent: time.Now()}
 	h := http.Header{}
 	if key != "" {
 		h.Set(api.HeaderIdempotencyKey, key)
@@ -237,6 +239,7 @@ func buy(ctx context.Context, c *http.Client, url string, product, user int64, k
 	var e api.Error
 	o.err = json.Unmarshal(body, &e)
 	o.code, o.order = e.Code, e.OrderID
+	o.final = e.Code == api.CodeSoldOut && (e.Final == nil || *e.Final)
 	return o
 }
 
