@@ -97,6 +97,28 @@ func TestTimeoutCancelsUnpaidOrders(t *testing.T) {
 	})
 }
 
+// A payment that comes once the window has ended, before the expirer has
+// run (it is off here), is refused as the expirer's cancel would have been:
+// the window's end is the order's due_at, not the moment the expirer passes.
+// The order is then cancelled and its unit back.
+func TestPayAfterTheWindowBeforeTheExpirer(t *testing.T) {
+	f := newFixture(t, order.Options{DueEvery: -1})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 2, Shards: 1, Mode: "lua", PayTimeout: time.Minute})
+	o := f.buy(1, 1)
+	// The window ended a moment ago: as if the minute had passed.
+	past := time.Now().Add(-time.Millisecond)
+	if err := f.db.Model(&order.Order{}).Where("id = ?", int64(o.ID)).Update("due_at", past).Error; err != nil {
+		t.Fatal(err)
+	}
+	if paid, err := f.svc.Lifecycle().Pay(t.Context(), o.ID, order.Buyer{ID: 1, Signed: true}); !errors.Is(err, order.ErrCancelled) {
+		t.Fatalf("paying after the window's end: %+v, %v; want ErrCancelled", paid, err)
+	}
+	a := f.WaitAudit(1, "the late order cancelled and its unit back", func(a reconcile.Audit) bool { return a.Cancelled == 1 && a.Unsettled == 0 })
+	if a.Paid != 0 || a.Remaining != 2 || a.Verdict != api.VerdictOK {
+		t.Errorf("audit %+v: want nothing paid, the unit back (2 left), OK", a)
+	}
+}
+
 // Pay, cancel and the timeout at once, on many orders released together:
 // each order ends paid or cancelled, never both; only the cancels return
 // units, once each; the audit is exact.

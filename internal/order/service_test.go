@@ -3,6 +3,8 @@ package order_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,6 +236,58 @@ func TestResetMidPurchase(t *testing.T) {
 	f.db.Model(&order.Order{}).Where("product_id = 1 AND sale = ? AND buyer IS NOT NULL", p.Sale).Count(&kept)
 	if kept != 1 {
 		t.Errorf("%d orders of the first sale remain, want 1", kept)
+	}
+}
+
+// A reset or a rebuild that lands between a purchase's take and its INSERT
+// gives the product a new layout: the INSERT, conditional on the layout the
+// unit was taken from, is refused, and the purchase takes again from the new
+// one. Were the late INSERT written, a reset would sell the new sale's unit
+// in the old sale, and a rebuild (which counted the orders before it) would
+// lay the unit out again beside its order: one unit sold twice.
+func TestLateInsertAfterANewLayoutIsRefused(t *testing.T) {
+	for _, change := range []string{"reset", "rebuild"} {
+		for _, mode := range []string{"lua", "rmw"} {
+			t.Run(change+"/"+mode, func(t *testing.T) {
+				f := newFixture(t, order.Options{})
+				spec := catalogue.ProductSpec{ID: 1, Stock: 3, Shards: 1, Mode: mode}
+				p := f.Reset(spec)
+				var changed atomic.Bool
+				// Before the order's INSERT is sent, once: the take is done.
+				err := f.db.Callback().Raw().Before("gorm:raw").Register("test:between-take-and-insert", func(db *gorm.DB) {
+					if !strings.HasPrefix(db.Statement.SQL.String(), "INSERT INTO orders") || changed.Swap(true) {
+						return
+					}
+					if change == "reset" {
+						f.Reset(spec)
+						return
+					}
+					if done, err := f.svc.Catalogue().Rebuild(context.Background(), p.ID, p.Epoch); err != nil || !done {
+						t.Errorf("rebuild between the take and the INSERT: %v, %v", done, err)
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !changed.Load() {
+					t.Fatal("no INSERT was sent")
+				}
+				now, err := f.svc.Catalogue().Product(t.Context(), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if now.Epoch == p.Epoch || o.Sale != now.Sale {
+					t.Errorf("order in sale %d, product at epoch %d (sale %d) after epoch %d: want the order in the new layout's sale", o.Sale, now.Epoch, now.Sale, p.Epoch)
+				}
+				if a := f.Audit(1); a.Orders != 1 || a.Remaining != 2 || a.Verdict != api.VerdictOK {
+					t.Errorf("audit %+v: want the one order counted once, 2 left, OK", a)
+				}
+			})
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -18,35 +19,51 @@ import (
 
 // TestSQLRMWGuardRefusesALostLease: in the sqlrmw mode, purchase A reads the
 // shard in its transaction, its lock is taken from it (its lease expired
-// while it was paused), and B takes the lock, takes a unit and commits; then
-// A writes the value it read minus one. On a product that is not a lab
-// product A's UPDATE requires the value it read, finds B's, and A is refused
-// (ErrLeaseLost, its transaction rolled back): the stock counts B's take
-// only. On a lab product A's absolute write lands over B's: one unit sold
-// twice. On MySQL A and B are two transactions, at READ COMMITTED (the
-// service's) and at REPEATABLE READ, whose SELECT reads a snapshot but whose
-// UPDATE reads the latest committed row. SQLite runs one writer at a time:
-// B's take runs in A's transaction, where A's UPDATE sees it as it would
-// see a committed one.
+// while it was paused), and B then C each take the lock, take a unit and
+// commit; then A writes the value it read minus one. On a product that is
+// not a lab product A's UPDATE requires the value it read, finds another,
+// and A is refused (ErrLeaseLost, its transaction rolled back): the stock
+// counts B's and C's takes only. On a lab product A's absolute write lands
+// over theirs: two units sold twice. Two takes, not one: after one, A's
+// write would set the row to the value it already holds, which MySQL
+// reports as no row changed, and an unguarded write would pass for a
+// refused one.
+//
+// On SQLite, always run, A, B and C are one transaction (one writer at a
+// time): B's and C's takes run in A's, where A's UPDATE sees them as it
+// would committed ones. With MYSQL_DSN, also on MySQL: three transactions,
+// at READ COMMITTED (the service's) and at REPEATABLE READ, whose SELECT
+// reads a snapshot but whose UPDATE reads the latest committed row.
 func TestSQLRMWGuardRefusesALostLease(t *testing.T) {
-	levels := []sql.IsolationLevel{sql.LevelDefault}
-	if os.Getenv("MYSQL_DSN") != "" {
-		levels = []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead}
+	type backend struct {
+		name string
+		iso  sql.IsolationLevel
+		sql  func(*app.Config) // the database the case runs on
 	}
-	for _, iso := range levels {
+	backends := []backend{{name: "sqlite", iso: sql.LevelDefault, sql: func(c *app.Config) { c.MySQLDSN = "" }}}
+	if os.Getenv("MYSQL_DSN") != "" {
+		for _, iso := range []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead} {
+			backends = append(backends, backend{name: "mysql/" + iso.String(), iso: iso, sql: func(*app.Config) {}})
+		}
+	}
+	for _, b := range backends {
 		for _, lab := range []bool{false, true} {
-			name := iso.String() + "/public"
+			name := b.name + "/public"
 			if lab {
-				name = iso.String() + "/lab"
+				name = b.name + "/lab"
 			}
-			t.Run(name, func(t *testing.T) { sqlGuardCase(t, iso, lab) })
+			t.Run(name, func(t *testing.T) {
+				cfg := testenv.Config(t)
+				b.sql(&cfg)
+				sqlGuardCase(t, cfg, b.iso, lab)
+			})
 		}
 	}
 }
 
-func sqlGuardCase(t *testing.T, iso sql.IsolationLevel, lab bool) {
+func sqlGuardCase(t *testing.T, cfg app.Config, iso sql.IsolationLevel, lab bool) {
 	ctx := t.Context()
-	a, err := app.Open(ctx, testenv.Config(t), nil, app.Extras{})
+	a, err := app.Open(ctx, cfg, nil, app.Extras{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,31 +103,33 @@ func sqlGuardCase(t *testing.T, iso sql.IsolationLevel, lab bool) {
 	opt := lock.Options{TTL: 10 * time.Second}
 	txA := begin()
 	defer txA.Rollback()
-	var (
-		errB   error
-		takenB stock.Taken
-	)
+	const inside = 2 // B and C
 	reqA := stock.Request{Product: p, Ticket: ticket(1), Mode: stock.SQLRMW, Locker: locker, Lock: opt, Tx: txA, Guard: !lab}
 	reqA.Hooks = &stock.Hooks{Inside: func(context.Context) error {
 		if err := a.Redis().Del(ctx, p.LockKey(0)).Err(); err != nil { // A's lease expired
 			t.Fatal(err)
 		}
-		txB := txA // SQLite's one writer: B's write is in A's transaction
-		if mysql {
-			txB = begin()
-		}
-		reqB := stock.Request{Product: p, Ticket: ticket(2), Mode: stock.SQLRMW, Locker: locker,
-			Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}, Tx: txB, Guard: !lab}
-		takenB, errB = s.Take(ctx, reqB)
-		if mysql {
-			if errB == nil {
-				errB = txB.Commit().Error
-			} else {
-				txB.Rollback()
+		for user := int64(2); user <= 1+inside; user++ {
+			txB := txA // SQLite's one writer: B's and C's writes are in A's transaction
+			if mysql {
+				txB = begin()
 			}
-		}
-		if _, err := takenB.Held.Release(ctx); err != nil {
-			t.Fatal(err)
+			reqB := stock.Request{Product: p, Ticket: ticket(user), Mode: stock.SQLRMW, Locker: locker,
+				Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}, Tx: txB, Guard: !lab}
+			takenB, errB := s.Take(ctx, reqB)
+			if mysql {
+				if errB == nil {
+					errB = txB.Commit().Error
+				} else {
+					txB.Rollback()
+				}
+			}
+			if _, err := takenB.Held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if errB != nil {
+				return fmt.Errorf("user %d, inside A's section: %w", user, errB)
+			}
 		}
 		return nil
 	}}
@@ -118,14 +137,14 @@ func sqlGuardCase(t *testing.T, iso sql.IsolationLevel, lab bool) {
 	if _, err := takenA.Held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if errB != nil {
-		t.Fatalf("B, inside A's section: %v", errB)
+	if errA != nil && !errors.Is(errA, stock.ErrLeaseLost) {
+		t.Fatalf("A: %v", errA)
 	}
-	takes := 1 // B's
+	takes := inside
 	if errA == nil {
 		takes++
 	}
-	// What A's transaction would commit: on SQLite B's take is in it.
+	// What A's transaction would commit: on SQLite B's and C's takes are in it.
 	left := level(txA)
 	if errA == nil {
 		if err := txA.Commit().Error; err != nil {
@@ -139,16 +158,16 @@ func sqlGuardCase(t *testing.T, iso sql.IsolationLevel, lab bool) {
 	}
 	t.Logf("A: %v; %d units left, %d takes", errA, left, takes)
 	if lab {
-		// The lesson the lab keeps: the absolute write lands over B's.
-		if errA != nil || left+takes != units+1 {
-			t.Errorf("lab product: A %v, %d left and %d takes; want A's stale write to land, one unit sold twice", errA, left, takes)
+		// The lesson the lab keeps: the absolute write lands over B's and C's.
+		if errA != nil || left+takes != units+inside {
+			t.Errorf("lab product: A %v, %d left and %d takes; want A's stale write to land, %d units sold twice", errA, left, takes, inside)
 		}
 		return
 	}
 	if !errors.Is(errA, stock.ErrLeaseLost) {
 		t.Errorf("A wrote after another holder's write: %v, want ErrLeaseLost", errA)
 	}
-	if left != units-1 || takes != 1 {
-		t.Errorf("%d units left and %d takes, want %d and B's one", left, takes, units-1)
+	if left != units-inside || takes != inside {
+		t.Errorf("%d units left and %d takes, want %d and B's and C's", left, takes, units-inside)
 	}
 }
