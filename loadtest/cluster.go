@@ -51,7 +51,8 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration, 
 	}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.RateLimit = 0
-	cfg.AddressRate = 0 // every buyer of the harness is this one address
+	cfg.AddressRate = 0  // every buyer of the harness is this one address
+	cfg.AddressConns = 0 // and so are its thousands of connections
 	cfg.DemoStock = 0
 	cfg.LogLevel = "warn"
 	if token != "" {
@@ -132,7 +133,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 	}
 	c.args = append(redis,
 		"-mysql", cfg.MySQLDSN, "-sqlite", cfg.SQLitePath, "-admin-token", c.first.Config.AdminToken,
-		"-rate-limit", "0", "-address-rate", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
+		"-rate-limit", "0", "-address-rate", "0", "-address-conns", "0", "-demo-stock", "0", "-lock-ttl", cfg.LockTTL.String(),
 		"-lock-wait", cfg.LockWait.String(), "-reconcile-grace", cfg.ReconcileGrace.String(), "-claim-idle", cfg.ClaimIdle.String(), "-log-level", "warn",
 	)
 	if len(cfg.GateURLs) > 0 {

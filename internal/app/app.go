@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"seckill/internal/admission"
 	"seckill/internal/api"
 	"seckill/internal/catalogue"
+	"seckill/internal/connlimit"
 	"seckill/internal/embedded"
 	"seckill/internal/gate"
 	"seckill/internal/idgen"
@@ -461,28 +463,54 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 		a.Close()
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
+	capped := connlimit.NewListener(ln, connlimit.Options{
+		PerAddress: cfg.AddressConns, Total: cfg.MaxConns, Exempt: trusted(cfg.TrustedProxies),
+	})
 	s := &Server{
 		App:  a,
 		runs: extras.Runs,
 		URL:  "http://" + ln.Addr().String(),
 		http: &http.Server{
 			Handler:           a.Handler,
-			ReadHeaderTimeout: 5 * time.Second,
+			ReadHeaderTimeout: cfg.HeaderTimeout,
 			ReadTimeout:       10 * time.Second,
 			// A purchase runs to its end even if the client hangs up, within
 			// its budget; the response must be allowed to outlast it.
 			WriteTimeout:   a.Orders.Budget().Purchase() + 5*time.Second,
-			IdleTimeout:    2 * time.Minute,
+			IdleTimeout:    cfg.IdleTimeout,
 			MaxHeaderBytes: server.MaxHeaderBytes,
+			ConnState:      capped.ConnState,
 			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		done: make(chan struct{}),
 	}
 	go func() {
 		defer close(s.done)
-		s.err = s.http.Serve(ln)
+		s.err = s.http.Serve(capped)
 	}()
 	return s, nil
+}
+
+// trusted reports the addresses of the trusted proxies (addresses or CIDRs,
+// checked by ParseConfig), which the per-address connection cap leaves
+// alone: each carries many clients.
+func trusted(proxies []string) func(netip.Addr) bool {
+	var nets []netip.Prefix
+	for _, p := range proxies {
+		if pfx, err := netip.ParsePrefix(p); err == nil {
+			nets = append(nets, pfx.Masked())
+		} else if a, err := netip.ParseAddr(p); err == nil {
+			nets = append(nets, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		}
+	}
+	return func(a netip.Addr) bool {
+		for _, n := range nets {
+			if n.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // Shutdown stops accepting requests, lets in-flight ones finish until ctx

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ type Config struct {
 	AddressRate     int           // -address-rate / ADDRESS_RATE; the public's requests per second per client address, 0 off
 	TrustedProxies  []string      // -trusted-proxies / TRUSTED_PROXIES; proxies whose X-Forwarded-For names the client
 	PathTTL         time.Duration // -path-ttl / PATH_TTL; how long a purchase path token stays valid
+	HeaderTimeout   time.Duration // -header-timeout / HEADER_TIMEOUT; how long a connection may take to send a request's headers
+	IdleTimeout     time.Duration // -idle-timeout / IDLE_TIMEOUT; how long a keep-alive connection may wait for its next request
+	AddressConns    int           // -address-conns / ADDRESS_CONNS; the most connections one peer address may hold open, 0 no cap
+	MaxConns        int           // -max-conns / MAX_CONNS; the most connections open in all, 0 no cap
 
 	// ConcurrencyLimit is -concurrency-limit / CONCURRENCY_LIMIT: the most
 	// purchases the adaptive limit may let in at once, 0 off.
@@ -128,8 +133,32 @@ func (c *Config) settings() []setting {
 		}, "50"},
 		{"trusted-proxies", "TRUSTED_PROXIES", "comma-separated addresses or CIDRs of the proxies in front (the gate) whose X-Forwarded-For names the client; empty: the client is the connection's peer", list(&c.TrustedProxies), ""},
 		{"path-ttl", "PATH_TTL", "how long a purchase path token stays valid", dur(&c.PathTTL), "1m"},
+		{"header-timeout", "HEADER_TIMEOUT", "how long a connection may take to send a request's headers, its first request's included", dur(&c.HeaderTimeout), DefaultHeaderTimeout.String()},
+		{"idle-timeout", "IDLE_TIMEOUT", "how long a keep-alive connection may wait for its next request before it is closed", dur(&c.IdleTimeout), DefaultIdleTimeout.String()},
+		{"address-conns", "ADDRESS_CONNS", "the most TCP connections one peer address may hold open; more are closed at once (the trusted proxies are not capped: behind a proxy the peer is the proxy); 0 turns the cap off", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.AddressConns, name, DefaultAddressConns, help)
+		}, strconv.Itoa(DefaultAddressConns)},
+		{"max-conns", "MAX_CONNS", "the most TCP connections open in all; one more closes the connection that has waited longest for a request, or is refused when all are serving; 0 turns the cap off (default: half the process's open-file limit, leaving the other half to Redis, SQL and files)", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.MaxConns, name, defaultMaxConns(), help)
+		}, strconv.Itoa(defaultMaxConns())},
 	}
 }
+
+// The connection defaults keep one client's idle connections from using up
+// the process's descriptors (issue 36, finding 4): a browser holds about
+// six connections to a site, a lab run at most api.MaxRunConcurrency.
+const (
+	DefaultHeaderTimeout = 3 * time.Second
+	DefaultIdleTimeout   = 30 * time.Second
+	DefaultAddressConns  = 512
+)
+
+// defaultMaxConns is half the process's open-file limit (the Go runtime
+// raised the soft limit to the hard one at start), or 0, no cap, where the
+// limit cannot be read. The other half is the backends': the Redis pool
+// holds up to 256 connections, twice that with the embedded Redis's own
+// ends in the process, and the connections serving requests use them.
+func defaultMaxConns() int { return openFileLimit() / 2 }
 
 // EnvNames lists the environment variables the service reads: its
 // settings', and the OpenTelemetry ones (internal/telemetry).
@@ -187,6 +216,12 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 			return c, fs, fmt.Errorf("-trusted-proxies: %q is neither an address nor a CIDR", p)
 		}
 	}
+	if c.AddressConns < 0 || c.MaxConns < 0 {
+		return c, fs, fmt.Errorf("-address-conns and -max-conns must not be negative")
+	}
+	if c.HeaderTimeout == 0 || c.IdleTimeout == 0 {
+		return c, fs, fmt.Errorf("-header-timeout and -idle-timeout must be positive: a connection that sends nothing would be held for ever")
+	}
 	if c.ConcurrencyLimit < 0 {
 		return c, fs, fmt.Errorf("-concurrency-limit must not be negative")
 	}
@@ -226,7 +261,7 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s concurrency-limit=%d session-secret=%q session-lifetime=%s",
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s",
 		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
-		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime)
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.HeaderTimeout, c.IdleTimeout, c.AddressConns, c.MaxConns, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime)
 }
