@@ -122,6 +122,10 @@ const (
 	// anew from the orders after Redis lost it (Rebuilt): the orders
 	// answered 202 and queued in Redis then cannot be counted.
 	VerdictRebuilt = "REBUILT"
+	// VerdictToldNotStored: buyers were told of more orders (201, 202)
+	// than the sale's rows, queue and dead letters hold (ToldNotStored):
+	// an acknowledged order was lost, though the units may balance.
+	VerdictToldNotStored = "TOLD_NOT_STORED"
 )
 
 // Audit is GET /api/products/:id/audit: the current sale's orders against
@@ -170,6 +174,12 @@ type Audit struct {
 	// Repaired is the takes the store forgot and the repair recorded again
 	// in this layout, if any.
 	Repaired *Repaired `json:"repaired,omitempty"`
+	// Told is the orders of the sale the instances told their buyers of
+	// (201, 202; a replay once), as far as their counts reached Redis: a
+	// lower bound. ToldNotStored is how many more than the sale's rows
+	// (void ones aside), queued orders and dead letters hold.
+	Told          int `json:"told"`
+	ToldNotStored int `json:"told_not_stored"`
 }
 
 // Rebuilt is the last rebuild of a sale's stock from its orders.

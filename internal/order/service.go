@@ -234,8 +234,10 @@ type base struct {
 	ownIDs *idgen.Segments
 	// marks are the unsettled marks Redis has not taken yet (marks.go).
 	marks *marks
-	opt   Options
-	log   *slog.Logger
+	// told counts the orders the process told of (told.go).
+	told *told
+	opt  Options
+	log  *slog.Logger
 
 	// Purchases and background jobs in flight, which Close waits for: once
 	// a unit is taken, the backends must stay open until it is in an order
@@ -329,6 +331,8 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	b.marks = newMarks(b.stock.Ledgers(), opt.Step, opt.Log)
 	b.working.Go(func() { b.marks.run(b.stop) })
+	b.told = newTold(b.stock.Ledgers(), outbox.UniqueName(), opt.Step, opt.Log)
+	b.working.Go(func() { b.told.run(b.stop) })
 	if b.ids == nil {
 		b.ownIDs = idgen.NewSegments(&idgen.SQLBlocks{DB: db}, "order")
 		b.ids = b.ownIDs
@@ -399,6 +403,7 @@ func (s *Service) Close() error {
 // The order ids need nothing of Redis (idgen.Segments).
 func (s *Service) RedisConnected(context.Context, *redis.Conn) error {
 	s.cat.Reconnected()
+	s.told.rewrite() // a server that lost them (a failover, a restart)
 	return nil
 }
 

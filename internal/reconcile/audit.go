@@ -122,6 +122,13 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 		return View{}, Audit{}, err
 	}
 	v := View{Product: p, SoldOut: rec.stock.Flags().SoldOut(id)}
+	// Read before everything it is compared with: an order told of since
+	// is stored before it is told of, so it cannot be counted here and
+	// missing there.
+	told, err := rec.stock.Ledgers().ToldOf(ctx, id, p.Sale)
+	if err != nil {
+		return View{}, Audit{}, err
+	}
 	var c stock.Counts
 	switch {
 	case p.Store == string(stock.InRedis) && withQueue:
@@ -190,7 +197,22 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 		return View{}, Audit{}, err
 	}
 	judge(&a, p)
+	a.told(told, totalQueued-replaying)
 	return v, a, nil
+}
+
+// told compares the orders the processes told of with what stores them:
+// the rows of the sale in any status but void (a cancelled order was told
+// of too), the queued entries not written yet (queued) and the dead
+// letters. More told than stored is an acknowledgement lost, whatever the
+// units say: TOLD_NOT_STORED, unless the verdict says worse or says what
+// it cannot count (REBUILT).
+func (a *Audit) told(told, queued int) {
+	a.Told = told
+	a.ToldNotStored = max(0, told-(a.Unpaid+a.Paid+a.Cancelled)-queued-a.DeadLettered)
+	if a.ToldNotStored > 0 && (a.Verdict == api.VerdictOK || a.Verdict == api.VerdictSettling) {
+		a.Verdict = api.VerdictToldNotStored
+	}
 }
 
 // Drain tells how the current sale's queued orders reached their rows.

@@ -55,6 +55,12 @@ type Audit struct {
 	// Repaired is the takes the store forgot and the repair recorded again
 	// in this layout, if any.
 	Repaired *Repaired
+	// Told is the orders of the sale the processes told their buyers of
+	// (201, 202), as far as their counts reached Redis (stock.ToldKey);
+	// ToldNotStored is how many more than the sale's rows (void ones
+	// aside), queued orders and dead letters hold.
+	Told          int
+	ToldNotStored int
 }
 
 // Rebuilt is the last rebuild of a sale's stock from its orders.

@@ -13,7 +13,8 @@ func auditBody(a reconcile.Audit) api.Audit {
 	out := api.Audit{ProductID: a.ProductID, Sale: a.Sale, Initial: a.Initial, Remaining: a.Remaining,
 		Taken: a.Taken, Orders: a.Orders, Queued: a.Queued, Oversold: a.Oversold, LostUpdates: a.LostUpdates,
 		DeadLettered: a.DeadLettered, Unsettled: a.Unsettled, Unpaid: a.Unpaid, Paid: a.Paid, Cancelled: a.Cancelled,
-		Verdict: a.Verdict, Reconciled: reconciliationBody(a.Reconciled), Replaying: a.Replaying}
+		Verdict: a.Verdict, Reconciled: reconciliationBody(a.Reconciled), Replaying: a.Replaying,
+		Told: a.Told, ToldNotStored: a.ToldNotStored}
 	for _, s := range a.Shards {
 		out.Shards = append(out.Shards, api.ShardAudit(s))
 	}

@@ -127,5 +127,5 @@ func (l Layout) shardKeys() []string {
 // layout (hash tags {ID_k} and {ID:user}).
 func productPatterns(id int64) []string {
 	s := strconv.FormatInt(id, 10)
-	return []string{"seckill:*{" + s + "_*}*", "seckill:buyer:{" + s + ":*}*"}
+	return []string{"seckill:*{" + s + "_*}*", "seckill:buyer:{" + s + ":*}*", "seckill:told:{" + s + "}:*"}
 }
