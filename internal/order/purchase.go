@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
@@ -220,6 +221,12 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	}
 	rc.Order = t.Order
 	o, err := s.sellFresh(ctx, p, pl, in, t, gen, &rc)
+	// The buyer is told of the order: counted once, by its first answer
+	// (a replay's order was counted then). The mq mode's 202 is the
+	// broker's to keep, and its audit counts no queue.
+	if err == nil && !rc.Replayed && rc.Mode != api.ModeMQ {
+		s.told.add(p.ID, o.Sale)
+	}
 	return o, rc, err
 }
 
@@ -337,7 +344,13 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 // give-back.
 func (s *Service) keep(ctx context.Context, sl sale, taken stock.Taken) error {
 	if s.opt.Repairs.ChangedSince(sl.gen) {
-		s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take")
+		if err := s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take"); err != nil {
+			// The take may stand: "rebuilding" would tell the buyer that
+			// nothing was sold. Its order is unsettled, and its mark lets
+			// the reconciler return it without the grace.
+			return &UnsettledError{Order: taken.Entry.Order,
+				Err: fmt.Errorf("product %d: its Redis changed during the purchase, and the unit taken could not be given back: %w", sl.p.ID, err)}
+		}
 		return fmt.Errorf("%w: product %d: its Redis changed during the purchase", ErrRebuilding, sl.p.ID)
 	}
 	if sl.lab.Faults.CrashAfterTake {

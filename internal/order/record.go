@@ -188,7 +188,7 @@ func (b *base) findBuyer(ctx context.Context, product, sale, user int64) (Order,
 // giveBack returns the unit of a take whose order will not be written, on a
 // context of its own: the purchase's may be the very thing that ran out. If
 // it fails, the take stays in the ledger and the reconciler returns it.
-func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, cause any) {
+func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, cause any) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Budget().GiveBack())
 	defer cancel()
 	req.Ticket = stock.Ticket{User: e.User, Order: e.Order, Key: e.Key}
@@ -196,11 +196,12 @@ func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, c
 	if err != nil {
 		b.log.Error("a unit could not be given back; the reconciler will return it",
 			"product", req.Product.ID, "shard", e.Shard, "order", e.Order, "cause", cause, "error", err)
-		return
+		return err
 	}
 	if back {
 		b.cat.Returned(ctx, req.Product.ID)
 	}
+	return nil
 }
 
 // sellInSQL is the db mode: the take (a conditional UPDATE of a shard row)
