@@ -240,6 +240,9 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 	if err := c.checkDurable(ctx, p); err != nil {
 		return Product{}, fmt.Errorf("product %d: %w", p.ID, err)
 	}
+	if err := c.replicateByDefault(ctx, &p); err != nil {
+		return Product{}, fmt.Errorf("product %d: %w", p.ID, err)
+	}
 	// A layout recorded in Redis by a process whose database did not know
 	// the product: the new epoch must not reuse its keys.
 	marker, _, err := c.stock.Ledgers().ReadMarker(ctx, p.ID)

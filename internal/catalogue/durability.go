@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
 	"seckill/internal/durability"
 )
 
@@ -52,4 +55,31 @@ func (c *Catalogue) checkDurable(ctx context.Context, p Product) error {
 	}
 	return fmt.Errorf("%w: %s; a product in the %s mode answers 202 before its order is written, and such a 202 would not survive a restart: turn on appendonly, or create a lab product",
 		ErrNotDurable, r.Reason, p.Mode)
+}
+
+// replicateByDefault makes an async product that is not a lab product
+// replicated (Product.Replicated: its 202 waits until a replica has the
+// take and the queued entry) on a Redis Cluster whose every slot has a
+// replica: a failover that promotes a replica without the entry, or a stale
+// master that takes back over, would lose an order its buyer was told of.
+// A product asked replicated stays so; one without a replica to wait for
+// (one Redis, a cluster without replicas) is left as it is, and its 202
+// survives what the durability says, not a failover. Read at the reset:
+// replicas added later change nothing until the next.
+func (c *Catalogue) replicateByDefault(ctx context.Context, p *Product) error {
+	cc, ok := c.rdb.(*redis.ClusterClient)
+	if p.Replicated || p.Lab || p.Mode != api.ModeAsync || !ok {
+		return nil
+	}
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("reading the cluster's replicas: %w", err)
+	}
+	for _, s := range slots {
+		if len(s.Nodes) < 2 {
+			return nil
+		}
+	}
+	p.Replicated = len(slots) > 0
+	return nil
 }
