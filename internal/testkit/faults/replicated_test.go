@@ -252,6 +252,7 @@ func BenchmarkReplicated(b *testing.B) {
 	master, _, _ := replicaPair(b)
 	cfg := testenv.Config(b)
 	cfg.RedisAddr = master.Addr
+	cfg.SessionSecret = testenv.SessionSecret // buy signs its buyers in
 	srv := testenv.Start(b, cfg, app.Extras{})
 	c := &http.Client{Timeout: time.Minute}
 	var users atomic.Int64
