@@ -31,7 +31,7 @@ func TestPageCaptcha(t *testing.T) {
 	do(t, ctx, "buy with wrong digits", chromedp.SetValue(chromedp.ID("captcha"), "abc"), chromedp.Click(chromedp.ID("buy")))
 	waitFor[bool](t, ctx, "the refusal", `document.querySelector("#buy-code")?.textContent === "captcha_failed"`)
 	second := waitFor[string](t, ctx, "another picture", fmt.Sprintf(`window.seckill.captcha !== %q && window.seckill.captcha`, first))
-	digits := srv.Redis().Get(t.Context(), "seckill:captcha:"+second).Val() // what a person reads off the picture
+	digits := srv.Redis().HGet(t.Context(), "seckill:captcha:"+second, "answer").Val() // what a person reads off the picture
 	if len(digits) != 6 {
 		t.Fatalf("the captcha %s has solution %q", second, digits)
 	}

@@ -11,9 +11,9 @@ import (
 )
 
 var (
-	//go:embed window.lua
-	windowLua    string
-	windowScript = redis.NewScript(windowLua)
+	//go:embed windows.lua
+	windowsLua    string
+	windowsScript = redis.NewScript(windowsLua)
 )
 
 // PerAddress lets at most Limit requests per client address through per
@@ -45,11 +45,11 @@ func (r *PerAddress) Allow(ctx context.Context, addr string) error {
 	}
 	window := time.Now().UnixMilli() / r.period.Milliseconds()
 	key := "seckill:rate:addr:" + addr + ":" + strconv.FormatInt(window, 10)
-	n, err := windowScript.Run(ctx, r.rdb, []string{key}, r.period.Milliseconds()).Int()
+	n, err := windowsScript.Run(ctx, r.rdb, []string{key}, r.period.Milliseconds()).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("checking the rate limit of address %s: %w", addr, err)
 	}
-	if n > r.limit {
+	if n[0] > int64(r.limit) {
 		return fmt.Errorf("%w: at most %d requests per %s from one address", ErrRateLimited, r.limit, r.period)
 	}
 	return nil

@@ -3,7 +3,6 @@ package admission_test
 import (
 	"bytes"
 	"errors"
-	"image/png"
 	"testing"
 	"time"
 
@@ -112,47 +111,5 @@ func TestPerAddressLimit(t *testing.T) {
 		if err := off.Allow(t.Context(), addr); err != nil {
 			t.Fatalf("no limit: %v", err)
 		}
-	}
-}
-
-// A captcha draws as a PNG, is solved by its digits, and is tried once.
-func TestCaptchaIsTriedOnce(t *testing.T) {
-	rdb := testkit.NewRedis(t).Client
-	caps := admission.NewCaptchas(rdb, 0)
-	ctx := t.Context()
-	id, err := caps.New(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var img bytes.Buffer
-	if err := caps.WriteImage(ctx, &img, id); err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err := png.DecodeConfig(&img); err != nil || cfg.Width != admission.CaptchaWidth {
-		t.Fatalf("image: %+v, %v", cfg, err)
-	}
-	answer := rdb.Get(ctx, "seckill:captcha:"+id).Val() // what a person reads off the image
-	if len(answer) != admission.CaptchaDigits {
-		t.Fatalf("solution %q, want %d digits", answer, admission.CaptchaDigits)
-	}
-	if err := caps.Verify(ctx, id, answer); err != nil {
-		t.Fatalf("the right digits: %v", err)
-	}
-	if err := caps.Verify(ctx, id, answer); !errors.Is(err, admission.ErrCaptcha) {
-		t.Fatalf("the right digits again: %v, want ErrCaptcha", err)
-	}
-	if err := caps.WriteImage(ctx, &img, id); !errors.Is(err, admission.ErrNoCaptcha) {
-		t.Fatalf("the image of a tried captcha: %v, want ErrNoCaptcha", err)
-	}
-	other, err := caps.New(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrong := "x" + rdb.Get(ctx, "seckill:captcha:"+other).Val()[1:]
-	if err := caps.Verify(ctx, other, wrong); !errors.Is(err, admission.ErrCaptcha) {
-		t.Fatalf("wrong digits: %v, want ErrCaptcha", err)
-	}
-	if err := caps.Verify(ctx, other, wrong[1:]); !errors.Is(err, admission.ErrCaptcha) {
-		t.Fatalf("a second try after a wrong one: %v, want ErrCaptcha", err)
 	}
 }

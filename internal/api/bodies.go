@@ -297,6 +297,18 @@ type Path struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// CaptchaRequest is the body of POST /api/captcha: what the captcha is for,
+// a product's purchase path (ProductID, by a signed-in buyer) or an account
+// (For "account", from the client's network).
+type CaptchaRequest struct {
+	ProductID int64  `json:"product_id,omitempty"`
+	For       string `json:"for,omitempty"`
+}
+
+// CaptchaForAccount is CaptchaRequest.For for a captcha that creates an
+// account.
+const CaptchaForAccount = "account"
+
 // Captcha is a captcha to solve, the answer of POST /api/captcha: its
 // image is at Image (a PNG of CaptchaDigits digits).
 type Captcha struct {

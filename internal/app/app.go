@@ -215,7 +215,7 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 		return err
 	}
 	connected.rec.Store(a.Reconciler)
-	a.paths, a.captchas = admission.NewPaths(a.rdb, cfg.PathTTL), admission.NewCaptchas(a.rdb, 0)
+	a.paths, a.captchas = admission.NewPaths(a.rdb, cfg.PathTTL), admission.NewCaptchas(a.rdb, admission.CaptchaOptions{})
 	a.perAddress = admission.NewPerAddress(a.rdb, cfg.AddressRate, time.Second)
 	var limit order.Limiter // not a nil *admission.Gradient in the interface
 	if cfg.ConcurrencyLimit > 0 {

@@ -111,28 +111,51 @@ func TestIssuePath(t *testing.T) {
 	clk := newClock(opens.Add(-time.Second))
 	lp, lc := &latePaths{}, &lateCaptchas{}
 	f := newFixture(t, order.Options{Paths: lp, Captchas: lc, Now: clk.now})
-	lp.Paths, lc.Captchas = admission.NewPaths(f.rdb, 0), admission.NewCaptchas(f.rdb, 0)
+	lp.Paths, lc.Captchas = admission.NewPaths(f.rdb, 0), admission.NewCaptchas(f.rdb, admission.CaptchaOptions{})
 	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 5, StartsAt: &opens, Path: true})
 	f.Reset(catalogue.ProductSpec{ID: 2, Stock: 5, StartsAt: &opens, Path: true, Captcha: true})
 	f.Reset(catalogue.ProductSpec{ID: 3, Stock: 5})
 	ask := func(product int64, captchaID, captcha string) (admission.PathToken, error) {
 		return f.svc.Door().IssuePath(t.Context(), order.PathRequest{Buyer: 7, Product: product, CaptchaID: captchaID, Captcha: captcha})
 	}
+	door := f.svc.Door()
 	if _, err := ask(1, "", ""); !errors.Is(err, order.ErrNotStarted) {
 		t.Fatalf("before the opening: %v, want ErrNotStarted", err)
 	}
+	if _, err := door.CaptchaBinding(t.Context(), 7, 2); !errors.Is(err, order.ErrNotStarted) {
+		t.Fatalf("a captcha before the opening: %v, want ErrNotStarted", err)
+	}
 	clk.set(opens)
+	if _, err := door.CaptchaBinding(t.Context(), 7, 1); !errors.Is(err, order.ErrInvalid) {
+		t.Errorf("a captcha for a product that asks for none: %v, want ErrInvalid", err)
+	}
 	if _, err := ask(3, "", ""); !errors.Is(err, order.ErrInvalid) {
 		t.Errorf("a product without a path: %v, want ErrInvalid", err)
 	}
 	if _, err := ask(2, "", ""); !errors.Is(err, admission.ErrCaptcha) {
 		t.Errorf("a captcha product, no captcha: %v, want ErrCaptcha", err)
 	}
-	id, err := lc.New(t.Context())
+	// what a person reads off the image
+	read := func(id string) string { return f.rdb.HGet(t.Context(), "seckill:captcha:"+id, "answer").Val() }
+	newCaptcha := func(buyer, product int64) (string, error) {
+		bind, err := door.CaptchaBinding(t.Context(), buyer, product)
+		if err != nil {
+			return "", err
+		}
+		return lc.New(t.Context(), bind)
+	}
+	other, err := newCaptcha(8, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := f.rdb.Get(t.Context(), "seckill:captcha:"+id).Val() // what a person reads off the image
+	if _, err := ask(2, other, read(other)); !errors.Is(err, admission.ErrCaptcha) {
+		t.Errorf("another buyer's solved captcha: %v, want ErrCaptcha", err)
+	}
+	id, err := newCaptcha(7, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := read(id)
 	if _, err := ask(2, id, answer+"0"); !errors.Is(err, admission.ErrCaptcha) {
 		t.Errorf("wrong digits: %v, want ErrCaptcha", err)
 	}
@@ -142,10 +165,10 @@ func TestIssuePath(t *testing.T) {
 	for _, product := range []int64{1, 2} {
 		var captchaID, captcha string
 		if product == 2 {
-			if captchaID, err = lc.New(t.Context()); err != nil {
+			if captchaID, err = newCaptcha(7, product); err != nil {
 				t.Fatal(err)
 			}
-			captcha = f.rdb.Get(t.Context(), "seckill:captcha:"+captchaID).Val()
+			captcha = read(captchaID)
 		}
 		tok, err := ask(product, captchaID, captcha)
 		if err != nil {

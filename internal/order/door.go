@@ -122,11 +122,48 @@ func (d *Door) IssuePath(ctx context.Context, in PathRequest) (admission.PathTok
 		if d.opt.Captchas == nil {
 			return admission.PathToken{}, fmt.Errorf("%w: product %d asks for a captcha and this service checks none", ErrNoPaths, p.ID)
 		}
-		if err := d.opt.Captchas.Verify(ctx, in.CaptchaID, in.Captcha); err != nil {
+		if err := d.opt.Captchas.Solve(ctx, in.CaptchaID, in.Captcha, pathBinding(p, in.Buyer)); err != nil {
 			return admission.PathToken{}, err
 		}
 	}
 	return d.opt.Paths.Issue(ctx, in.Buyer, p.ID)
+}
+
+// CaptchaBinding is what a captcha for buyer's purchase path of a product
+// that asks for one is bound to (admission.PathBinding): the buyer, the
+// product and its opening, so that it buys nothing else, and nothing after
+// an operator moves the opening. Not before the opening: a captcha made
+// then could be solved at leisure, by a farm of people or a model, and spent
+// at the opening second, the very head start the captcha is there to deny.
+func (d *Door) CaptchaBinding(ctx context.Context, buyer, product int64) (string, error) {
+	if buyer <= 0 || product <= 0 {
+		return "", fmt.Errorf("%w: the buyer and product ids must be positive integers", ErrInvalid)
+	}
+	p, err := d.cat.Product(ctx, product)
+	if err != nil {
+		return "", err
+	}
+	if err := d.pathFor(p); err != nil {
+		return "", err
+	}
+	switch {
+	case !p.Captcha:
+		return "", fmt.Errorf("%w: product %d asks for no captcha: ask POST /api/products/%d/path directly", ErrInvalid, p.ID, p.ID)
+	case d.opt.Captchas == nil:
+		return "", fmt.Errorf("%w: product %d asks for a captcha and this service checks none", ErrNoPaths, p.ID)
+	}
+	if err := d.window(p); err != nil {
+		return "", err
+	}
+	return pathBinding(p, buyer), nil
+}
+
+func pathBinding(p catalogue.Product, buyer int64) string {
+	var opens time.Time
+	if p.StartsAt != nil {
+		opens = *p.StartsAt
+	}
+	return admission.PathBinding(p.ID, buyer, opens)
 }
 
 // pathFor says whether p's purchases take path tokens this service issues.

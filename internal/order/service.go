@@ -144,9 +144,10 @@ type Paths interface {
 	Redeem(ctx context.Context, buyer, product int64, token, key string) error
 }
 
-// Captchas checks a captcha's answer, once (admission.Captchas).
+// Captchas checks a captcha's answer for what it was made for, once
+// (admission.Captchas).
 type Captchas interface {
-	Verify(ctx context.Context, id, answer string) error
+	Solve(ctx context.Context, id, answer, bind string) error
 }
 
 // AddressAdmitter decides whether a client address's request is let in.

@@ -1,10 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,14 +29,51 @@ func (s *Server) perAddress(c *gin.Context) {
 	}
 }
 
-// handleNewCaptcha makes a captcha, for a path token of a product that asks
-// for one.
+// handleNewCaptcha makes a captcha bound to what it is for: a signed-in
+// buyer's purchase path of a product (order.Door.NewCaptcha says when), or
+// an account made from the client's network. Each client address and
+// network makes a bounded number (admission.Captchas.Allow).
 func (s botRoutes) handleNewCaptcha(c *gin.Context) {
 	if s.deps.Captchas == nil {
 		s.fail(c, http.StatusServiceUnavailable, api.CodeUnavailable, "this service makes no captchas")
 		return
 	}
-	id, err := s.deps.Captchas.New(c.Request.Context())
+	var req api.CaptchaRequest
+	if err := s.decode(c, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	client := clientAddr(c)
+	var bind string
+	switch {
+	case req.For == api.CaptchaForAccount && req.ProductID == 0:
+		bind = admission.AccountBinding(admission.Network(client))
+	case req.For == "" && req.ProductID > 0:
+		b, ok := s.buyer(c, nil)
+		if !ok {
+			return
+		}
+		if !b.Signed {
+			s.failErr(c, fmt.Errorf("%w: a product's captcha is a signed-in buyer's: sign in (POST /api/sessions) and send Authorization: Bearer <token>", order.ErrSignIn))
+			return
+		}
+		var err error
+		if bind, err = s.deps.Orders.Door().CaptchaBinding(ctx, b.ID, req.ProductID); err != nil {
+			s.failErr(c, err)
+			return
+		}
+	default:
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, `say what the captcha is for: {"product_id": N} (a positive integer) for a product's purchase path, or {"for": "account"}`)
+		return
+	}
+	// Counted once it would be made: a page that asks before the opening,
+	// or before its buyer signs in, spends none of its quota.
+	if err := s.deps.Captchas.Allow(ctx, client); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	id, err := s.deps.Captchas.New(ctx, bind)
 	if err != nil {
 		s.failErr(c, err)
 		return
@@ -44,14 +81,20 @@ func (s botRoutes) handleNewCaptcha(c *gin.Context) {
 	c.JSON(http.StatusCreated, api.Captcha{ID: id, Image: "/api/captcha/" + id})
 }
 
-// handleCaptchaImage draws a captcha as a PNG.
+// clientAddr is the client's address as the server knows it (gin's
+// ClientIP: the peer, or a trusted proxy's X-Forwarded-For).
+func clientAddr(c *gin.Context) netip.Addr {
+	addr, _ := netip.ParseAddr(c.ClientIP()) // the zero Addr, its own network, if gin knows none
+	return addr.Unmap()
+}
+
+// handleCaptchaImage sends a captcha's PNG, drawn when it was made.
 func (s botRoutes) handleCaptchaImage(c *gin.Context) {
 	if s.deps.Captchas == nil {
 		s.fail(c, http.StatusNotFound, api.CodeNotFound, "this service makes no captchas")
 		return
 	}
-	var img bytes.Buffer
-	err := s.deps.Captchas.WriteImage(c.Request.Context(), &img, c.Param("id"))
+	png, err := s.deps.Captchas.Image(c.Request.Context(), c.Param("id"))
 	if errors.Is(err, admission.ErrNoCaptcha) {
 		s.fail(c, http.StatusNotFound, api.CodeNotFound, "no such captcha: it expired or was tried; ask POST /api/captcha for another")
 		return
@@ -61,7 +104,7 @@ func (s botRoutes) handleCaptchaImage(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.Data(http.StatusOK, "image/png", img.Bytes())
+	c.Data(http.StatusOK, "image/png", png)
 }
 
 // handleIssuePath gives the signed-in buyer a one-time purchase path token

@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,14 +32,15 @@ func TestPerAddressBelievesOnlyTrustedProxies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 			e := serve(t, server.Deps{
-				Captchas: admission.NewCaptchas(rdb, 0), PerAddress: admission.NewPerAddress(rdb, 1, time.Hour),
+				Captchas: admission.NewCaptchas(rdb, admission.CaptchaOptions{}), PerAddress: admission.NewPerAddress(rdb, 1, time.Hour),
 				TrustedProxies: c.trusted,
 			})
 			ask := func(forwarded string) (int, api.Error) {
-				req, err := http.NewRequest(http.MethodPost, e.url+"/api/captcha", nil)
+				req, err := http.NewRequest(http.MethodPost, e.url+"/api/captcha", strings.NewReader(`{"for":"account"}`))
 				if err != nil {
 					t.Fatal(err)
 				}
+				req.Header.Set("Content-Type", api.MediaType)
 				req.Header.Set("X-Forwarded-For", forwarded)
 				var ae api.Error
 				return e.send(req, &ae), ae
@@ -59,10 +61,10 @@ func TestPerAddressBelievesOnlyTrustedProxies(t *testing.T) {
 // A captcha is a PNG at the address its answer gives, until it is tried.
 func TestCaptchaImage(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
-	caps := admission.NewCaptchas(rdb, 0)
+	caps := admission.NewCaptchas(rdb, admission.CaptchaOptions{})
 	e := serve(t, server.Deps{Captchas: caps})
 	var c api.Captcha
-	if st := e.do("POST", "/api/captcha", nil, &c); st != http.StatusCreated || c.ID == "" {
+	if st := e.do("POST", "/api/captcha", api.CaptchaRequest{For: api.CaptchaForAccount}, &c); st != http.StatusCreated || c.ID == "" {
 		t.Fatalf("new captcha: %d %+v", st, c)
 	}
 	resp, err := e.client.Get(e.url + c.Image)
@@ -73,7 +75,7 @@ func TestCaptchaImage(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/png" {
 		t.Fatalf("image: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	if err := caps.Verify(t.Context(), c.ID, "000000"); err == nil {
+	if err := caps.Solve(t.Context(), c.ID, "000000", admission.AccountBinding("127.0.0.0/24")); err == nil {
 		t.Log("guessed the captcha; it is tried all the same")
 	}
 	var ae api.Error
@@ -104,10 +106,16 @@ func TestPathAndCaptchaOverHTTP(t *testing.T) {
 		t.Fatalf("a path without the captcha: %d %+v, want 403 captcha_failed", st, ae)
 	}
 	var c api.Captcha
-	if st := alice.do("POST", "/api/captcha", nil, &c); st != http.StatusCreated {
+	if st := e.do("POST", "/api/captcha", api.CaptchaRequest{ProductID: id}, &ae); st != http.StatusUnauthorized || ae.Code != api.CodeSignInRequired {
+		t.Fatalf("a product's captcha for nobody: %d %+v, want 401 sign_in_required", st, ae)
+	}
+	if st := alice.do("POST", "/api/captcha", nil, &ae); st != http.StatusBadRequest || ae.Code != api.CodeBadRequest {
+		t.Fatalf("a captcha for nothing: %d %+v, want 400 bad_request", st, ae)
+	}
+	if st := alice.do("POST", "/api/captcha", api.CaptchaRequest{ProductID: id}, &c); st != http.StatusCreated {
 		t.Fatalf("a captcha: %d", st)
 	}
-	digits := e.srv.Redis().Get(t.Context(), "seckill:captcha:"+c.ID).Val() // what a person reads off the image
+	digits := e.srv.Redis().HGet(t.Context(), "seckill:captcha:"+c.ID, "answer").Val() // what a person reads off the image
 	var p api.Path
 	if st := alice.do("POST", pathURL, api.PathRequest{CaptchaID: c.ID, Captcha: digits}, &p); st != http.StatusCreated || p.Token == "" {
 		t.Fatalf("a path for the solved captcha: %d %+v", st, p)
@@ -127,5 +135,31 @@ func TestPathAndCaptchaOverHTTP(t *testing.T) {
 	plain := e.reset(product{"stock": 5, "lab": false})
 	if st := alice.do("POST", fmt.Sprintf("/api/products/%d/path", plain), nil, &ae); st != http.StatusBadRequest {
 		t.Errorf("a path for a product without one: %d %+v, want 400", st, ae)
+	}
+}
+
+// Captchas and their images are inside the per-address rate, and an
+// address makes at most its quota of captchas however slowly it asks.
+func TestCaptchasInsideTheAddressLimits(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	e := serve(t, server.Deps{
+		Captchas:   admission.NewCaptchas(rdb, admission.CaptchaOptions{PerAddress: 1}),
+		PerAddress: admission.NewPerAddress(rdb, 2, time.Hour),
+	})
+	var c api.Captcha
+	if st := e.do("POST", "/api/captcha", api.CaptchaRequest{For: api.CaptchaForAccount}, &c); st != http.StatusCreated {
+		t.Fatalf("a captcha: %d", st)
+	}
+	if st := e.do("GET", c.Image, nil, nil); st != http.StatusOK {
+		t.Fatalf("its image: %d", st)
+	}
+	var ae api.Error
+	if st := e.do("GET", c.Image, nil, &ae); st != http.StatusTooManyRequests || ae.Code != api.CodeRateLimited {
+		t.Fatalf("its image past the address's rate: %d %+v, want 429 rate_limited", st, ae)
+	}
+
+	quota := serve(t, server.Deps{Captchas: admission.NewCaptchas(rdb, admission.CaptchaOptions{PerAddress: 1})})
+	if st := quota.do("POST", "/api/captcha", api.CaptchaRequest{For: api.CaptchaForAccount}, &ae); st != http.StatusTooManyRequests || ae.Code != api.CodeRateLimited {
+		t.Fatalf("a second captcha from the address, with no rate: %d %+v, want 429 rate_limited (its quota)", st, ae)
 	}
 }

@@ -28,7 +28,7 @@ func (s *Server) routes(r *gin.Engine) {
 		g.POST("/sessions", s.perAddress, s.handleSignIn)
 	}
 	g.POST("/captcha", s.perAddress, br.handleNewCaptcha)
-	g.GET("/captcha/:id", br.handleCaptchaImage)
+	g.GET("/captcha/:id", s.perAddress, br.handleCaptchaImage)
 	g.POST("/orders", s.handleBuy)
 	g.POST("/orders/lookup", s.handleLookup)
 	g.GET("/orders/:id", s.handleOrder)

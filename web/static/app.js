@@ -426,7 +426,7 @@
   function showCaptcha(p) {
     const field = $("#captcha-field");
     const want = Boolean(p?.captcha);
-    if (field.hidden === !want && (!want || state.captchaFor === p.id)) return;
+    if (field.hidden === !want && (!want || (state.captchaFor === p.id && state.captcha))) return;
     field.hidden = !want;
     if (want) {
       state.captchaFor = p.id;
@@ -436,7 +436,7 @@
 
   async function newCaptcha() {
     $("#captcha").value = "";
-    const r = await api("POST", "/api/captcha", {});
+    const r = await api("POST", "/api/captcha", { product_id: state.captchaFor }, AS_BUYER);
     if (!r.ok) {
       state.captcha = "";
       $("#captcha-img").alt = "No captcha: " + r.data.error;
