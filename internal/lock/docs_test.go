@@ -33,7 +33,10 @@ Every strategy the service can lock with, from the naive to the robust, in
 teaching order. Each rung fixes a flaw of the rungs before it and has one of
 its own; the test named under it makes that flaw happen, on the servers
 REDIS_ADDR and MYSQL_DSN name or, without them, on stand-ins the test starts.
-The API's "lock" field takes the name.
+The promise ledger (go run ./internal/testkit/mutate) checks that it does: a
+mutation that takes each rung's flaw away (or, for the safe rungs, breaks what
+keeps them safe) must make the rung's test fail. The API's "lock" field takes
+the name.
 
 `)
 	for i, s := range Strategies() {

@@ -1,0 +1,179 @@
+package main
+
+import "time"
+
+// Mutation breaks one promise: in File, the text Find (which must be there
+// exactly once) becomes Replace, and go test -run Run in Pkg must then fail.
+type Mutation struct {
+	// Name says what the mutation breaks; -run selects rows by it.
+	Name string
+	// Promise starts the first cell of the INVARIANT.md row it covers, or
+	// is "rung " and a lock's name for a rung of the ladder.
+	Promise string
+	File    string
+	Find    string
+	Replace string
+	Pkg     string
+	// Run is go test's -run: its test must be one the promise cites.
+	Run string
+	// Needs are the variables a real server's test needs; the row is
+	// skipped when one is not set.
+	Needs []string
+	// Timeout bounds the row's go test (10 minutes when zero).
+	Timeout time.Duration
+}
+
+// realServers: the fault tests start servers of their own (redis-server,
+// mariadbd) and need the binaries; CI, which has them, also sets these.
+var realServers = []string{"REDIS_ADDR", "MYSQL_DSN"}
+
+// ledger is the promise ledger. Each promise of INVARIANT.md's failures
+// table and each rung of the lock ladder has a row, or is in uncovered.
+var ledger = []Mutation{
+	{Name: "take-retry-takes-again", Promise: "the Redis client's reply is lost",
+		File: "internal/stock/take.lua", Find: "if prior then\n\treturn {-1, prior}\nend\nlocal n", Replace: "if false then\n\treturn {-1, prior}\nend\nlocal n",
+		Pkg: "./internal/order", Run: "^TestSameKeySameOrder$"},
+	{Name: "retry-after-sold-out-told-sold-out", Promise: "a client retries a purchase",
+		File: "internal/order/purchase.go", Find: "case errors.Is(err, stock.ErrSoldOut) && sl.retry:", Replace: "case errors.Is(err, stock.ErrSoldOut) && sl.retry && false:",
+		Pkg: "./internal/order", Run: "^TestRetryAfterSoldOutGetsItsOrder$"},
+	{Name: "any-host-served", Promise: "a page rebinds its DNS name",
+		File: "internal/server/host.go", Find: "if s.servesHost(c.Request) {", Replace: "if true || s.servesHost(c.Request) {",
+		Pkg: "./internal/server", Run: "^TestRebindingHostIsRefused$"},
+	{Name: "operator-check-open", Promise: "anyone changes a live sale",
+		File: "internal/server/server.go", Find: "\t\ts.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,", Replace: "\t\treturn\n\t\ts.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,",
+		Pkg: "./internal/server", Run: "^TestOnlyTheOperatorChangesASale$"},
+	{Name: "control-character-in-a-name", Promise: "a body with an id ≤ 0",
+		File: "internal/catalogue/catalogue.go", Find: "strings.ContainsFunc(p.Name, unicode.IsControl):", Replace: "strings.ContainsFunc(p.Name, unicode.IsControl) && false:",
+		Pkg: "./internal/server", Run: "^TestBadNamesAndIDsAre400$"},
+	{Name: "slow-body-never-times-out", Promise: "a slow body, or a body that arrived",
+		File: "internal/server/decode.go", Find: "rc.SetReadDeadline(time.Now().Add(bodyGrace))", Replace: "rc.SetReadDeadline(time.Time{})",
+		Pkg: "./internal/server", Run: "^TestSlowBodyIsTimeout$", Timeout: 2 * time.Minute},
+	{Name: "lock-owner-is-the-client-key", Promise: "many buyers send one `Idempotency-Key`",
+		File: "internal/order/purchase.go", Find: `strconv.FormatInt(user, 10) + ":" + key`, Replace: `strconv.FormatInt(0, 10) + ":" + key`,
+		Pkg: "./internal/server", Run: "^TestSharedIdempotencyKeyIsNotSharedByBuyers$"},
+	{Name: "rmw-write-ignores-the-lease", Promise: "a service instance paused",
+		File: "internal/stock/rmw_write.lua", Find: `if ARGV[5] ~= "" and redis.pcall("GET", KEYS[4]) ~= ARGV[5] then`, Replace: "if false then",
+		Pkg: "./internal/stock", Run: "^TestGuardedWriteRefusesALostLease$"},
+	{Name: "reconciler-never-gives-back", Promise: "a process dies between the take and the INSERT",
+		File: "internal/reconcile/reconcile.go", Find: "back, err := rec.stock.GiveBack(ctx, req, stock.Taken{Entry: e})", Replace: "_, back, err := req, false, error(nil)",
+		Pkg: "./internal/reconcile", Run: "^TestReconcilerReturnsStrandedUnits$"},
+	{Name: "lost-stock-read-as-sold-out", Promise: "Redis restarts empty",
+		File: "internal/order/purchase.go", Find: `return Order{}, fmt.Errorf("%w: product %d", ErrRebuilding, p.ID)`, Replace: `return Order{}, fmt.Errorf("%w: product %d", stock.ErrSoldOut, p.ID)`,
+		Pkg: "./internal/order", Run: "^TestRebuildAfterRedisLostTheStock$"},
+	{Name: "insert-ignores-the-layout", Promise: "a reset during a burst",
+		File: "internal/order/record.go", Find: "FROM products WHERE `id` = ? AND `epoch` = ?\"", Replace: "FROM products WHERE `id` = ? AND ? IS NOT NULL\"",
+		Pkg: "./internal/order", Run: "^TestLateInsertAfterANewLayoutIsRefused$"},
+	{Name: "lab-options-on-any-product", Promise: "an anonymous client asks for a lock",
+		File: "internal/order/purchase.go", Find: "if in.Lab.set() && !p.Lab {", Replace: "if false {",
+		Pkg: "./internal/order", Run: "^TestLabOptionsOnlyOnLabProducts$"},
+	{Name: "foreign-layout-laid-over", Promise: "a second process on a fresh database",
+		File: "internal/catalogue/catalogue.go", Find: "if _, found, err := c.stock.Ledgers().ReadMarker(ctx, spec.ID); err != nil || found {", Replace: "if _, found, err := c.stock.Ledgers().ReadMarker(ctx, spec.ID); err != nil || found && false {",
+		Pkg: "./internal/order", Run: "^TestCreateIfAbsentLeavesAForeignLayout$"},
+	{Name: "db-take-without-the-stock-check", Promise: "the db mode",
+		File: "internal/stock/take.go", Find: `Where("product_id = ? AND shard = ? AND stock > 0", p.ID, t.Shard).`, Replace: `Where("product_id = ? AND shard = ? AND stock > -1000000", p.ID, t.Shard).`,
+		Pkg: "./internal/server", Run: "^TestEveryBuyerGetsExactlyTheStock$/^none$/^db$"},
+	{Name: "sqlrmw-releases-before-commit", Promise: "the sqlrmw mode",
+		File: "internal/order/record.go", Find: "\terr = tx.Commit().Error\n\ts.release(ctx, held, rc)\n", Replace: "\ts.release(ctx, held, rc)\n\terr = tx.Commit().Error\n",
+		Pkg: "./internal/order", Run: "^TestSQLRMWReleaseBeforeCommit$/^after_commit$"},
+	{Name: "sqlrmw-write-unguarded", Promise: "a holder paused past its lease between its SELECT and its UPDATE",
+		File: "internal/stock/sqlrmw.go", Find: `update, args = update+" AND stock = ?", append(args, n)`, Replace: `update, args = update+" AND ? IS NOT NULL", append(args, n)`,
+		Pkg: "./internal/stock", Run: "^TestSQLRMWGuardRefusesALostLease$"},
+	{Name: "dead-letter-keeps-the-unit", Promise: "the async mode: a row the database refuses",
+		File: "internal/stock/dead_letter.lua", Find: "if rec and string.match(rec, \"^%S+\") == ARGV[3] then", Replace: "if false then",
+		Pkg: "./internal/order", Run: "^TestRefusedOrderGoesToTheDeadLetters$"},
+	{Name: "cancel-without-the-status-check", Promise: "pay, cancel and the payment window's end at once",
+		File: "internal/order/lifecycle.go", Find: `q := tx.Model(&Order{}).Where("id = ? AND status = ?", int64(o.ID), Unpaid)`, Replace: `q := tx.Model(&Order{}).Where("id = ? AND ? IS NOT NULL", int64(o.ID), Unpaid)`,
+		Pkg: "./internal/server", Run: "^TestLifecycleRaces$"},
+	{Name: "cancel-gives-back-before-its-commit", Promise: "the database refuses a cancel",
+		File: "internal/order/lifecycle.go", Find: "if errors.Is(err, errLost) {\n\t\treturn false, nil\n\t}\n\tif err != nil {\n", Replace: "if errors.Is(err, errLost) {\n\t\treturn false, nil\n\t}\n\tif err != nil {\n\t\tlc.returnUnit(ctx, p, o)\n",
+		Pkg: "./internal/server", Run: "^TestCancelWhenABackendFails$"},
+	{Name: "give-back-keeps-the-take", Promise: "Redis fails after a cancel's commit",
+		File: "internal/stock/give_back.lua", Find: "redis.call(\"HDEL\", KEYS[3], ARGV[1])\nif redis.call(\"EXISTS\", KEYS[1]) == 1 then", Replace: "if redis.call(\"EXISTS\", KEYS[1]) == 1 then",
+		Pkg: "./internal/server", Run: "^TestCancelWhenABackendFails$"},
+	{Name: "read-fence-accepts-an-older-token", Promise: "a service instance paused",
+		File: "internal/stock/fenced_read.lua", Find: "if token < tonumber(redis.call(\"GET\", KEYS[2]) or \"0\") then\n\treturn {-3}", Replace: "if false then\n\treturn {-3}",
+		Pkg: "./internal/stock", Run: "^TestFenceRefusesOlderTokens$"},
+	{Name: "pay-after-the-window", Promise: "pay, cancel and the payment window's end at once",
+		File: "internal/order/lifecycle.go", Find: "(due_at IS NULL OR due_at > ?)", Replace: "(due_at IS NULL OR due_at > ? OR 1 = 1)",
+		Pkg: "./internal/order", Run: "^TestPayAfterTheWindowBeforeTheExpirer$"},
+	// The ladder: each rung's test shows its flaw (or, for the safe rungs,
+	// its safety) happen; the mutation takes the flaw away, or the safety.
+	{Name: "none-locks", Promise: "rung none",
+		File: "internal/lock/none.go", Find: "func (None) Acquire(context.Context, string, Options) (Lease, error) { return noLease{}, nil }",
+		Replace: "func (None) Acquire(ctx context.Context, key string, opt Options) (Lease, error) { return noneLock.Acquire(ctx, key, opt) }\n\nvar noneLock = NewLocal()",
+		Pkg:     "./internal/lock", Run: "^TestLockContract$/^none$"},
+	{Name: "local-locks-in-redis", Promise: "rung local",
+		File: "internal/lock/registry.go", Find: "new:      func(Backends) (Locker, error) { return NewLocal(), nil }},",
+		Replace: "new:      onRedis(func(c redis.UniversalClient) Locker { return NewToken(c) })},",
+		Pkg:     "./internal/lock", Run: "^TestCrossProcess$/^local$"},
+	{Name: "setnx-with-an-expiry", Promise: "rung setnx",
+		File: "internal/lock/setnx.go", Find: "if err := setnx(ctx, s.rdb, key, 0, opt.Wait); err != nil {", Replace: "if err := setnx(ctx, s.rdb, key, opt.ttl(), opt.Wait); err != nil {",
+		Pkg: "./internal/lock", Run: "^TestSetNXCrashedHolderLocksForever$"},
+	{Name: "setnx-expire-expires-before-the-crash", Promise: "rung setnx-expire",
+		File: "internal/lock/setnx_expire.go", Find: "if opt.Fault.CrashBeforeExpire {", Replace: "if s.rdb.PExpire(ctx, key, opt.ttl()).Err() == nil && opt.Fault.CrashBeforeExpire {",
+		Pkg: "./internal/lock", Run: "^TestSetNXExpireCrashLeavesNoTTL$"},
+	{Name: "getset-ignores-the-skewed-clock", Promise: "rung getset",
+		File: "internal/lock/getset.go", Find: "now := func() time.Time { return time.Now().Add(opt.Fault.ClockSkew) }", Replace: "now := func() time.Time { return time.Now() }",
+		Pkg: "./internal/lock", Run: "^TestGetSetSkewedClockTakesOverLiveLock$"},
+	{Name: "lua-setnx-release-deletes-nothing", Promise: "rung lua-setnx",
+		File: "internal/lock/setnx.go", Find: "n, err := l.rdb.Del(ctx, l.key).Result()", Replace: "n, err := int64(1), error(nil)",
+		Pkg: "./internal/lock", Run: "^TestLuaSetNXRetriedReleaseFreesSuccessor$"},
+	{Name: "setnx-px-release-deletes-nothing", Promise: "rung setnx-px",
+		File: "internal/lock/setnx.go", Find: "n, err := l.rdb.Del(ctx, l.key).Result()", Replace: "n, err := int64(1), error(nil)",
+		Pkg: "./internal/lock", Run: "^TestSetNXPXPausedHolderDeletesSuccessor$"},
+	{Name: "token-never-expires", Promise: "rung token",
+		File: "internal/lock/token.go", Find: "ok, err := t.rdb.SetNX(ctx, key, value, ttl).Result()", Replace: "ok, err := t.rdb.SetNX(ctx, key, value, 0).Result()",
+		Pkg: "./internal/lock", Run: "^TestTokenPausedHolderOverlaps$"},
+	{Name: "reentrant-owner-waits-for-itself", Promise: "rung reentrant",
+		File: "internal/lock/reentrant_acquire.lua", Find: `or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then`, Replace: "or false then",
+		Pkg: "./internal/lock", Run: "^TestReentrantNestedAcquire$"},
+	{Name: "watchdog-lease-never-expires", Promise: "rung watchdog",
+		File: "internal/lock/token.go", Find: "ok, err := t.rdb.SetNX(ctx, key, value, ttl).Result()", Replace: "ok, err := t.rdb.SetNX(ctx, key, value, 0).Result()",
+		Pkg: "./internal/lock", Run: "^TestWatchdogPausedProcessLosesLock$", Timeout: 3 * time.Minute},
+	{Name: "redlock-quorum-of-one", Promise: "rung redlock",
+		File: "internal/lock/redlock.go", Find: "quorum: len(nodes)/2 + 1}", Replace: "quorum: 1}",
+		Pkg: "./internal/lock", Run: "^TestRedlockQuorum$"},
+	{Name: "write-fence-accepts-an-older-token", Promise: "rung fenced",
+		File: "internal/stock/rmw_write.lua", Find: "if token > 0 and token < tonumber(redis.call(\"GET\", KEYS[2]) or \"0\") then\n\treturn {-3}", Replace: "if false then\n\treturn {-3}",
+		Pkg: "./internal/lock", Run: "^TestFencedStaleHolder$"},
+	{Name: "etcd-write-fence-accepts-an-older-revision", Promise: "rung etcd",
+		File: "internal/stock/rmw_write.lua", Find: "if token > 0 and token < tonumber(redis.call(\"GET\", KEYS[2]) or \"0\") then\n\treturn {-3}", Replace: "if false then\n\treturn {-3}",
+		Pkg: "./internal/lock", Run: "^TestEtcdPausedHolder$"},
+	{Name: "mysql-lock-always-granted", Promise: "rung mysql",
+		File: "internal/lock/mysql.go", Find: `"SELECT GET_LOCK(?, ?)", name, wait.Seconds()`, Replace: `"SELECT 1 OR GET_LOCK(?, ?)", name, wait.Seconds()`,
+		Pkg: "./internal/lock", Run: "^TestMySQLAcrossProcesses$"},
+}
+
+// uncovered are the promises without a mutation yet, and why.
+var uncovered = []struct{ Promise, Why string }{
+	{"an INSERT whose answer is lost", faultTestOnly},
+	{"a database stall", faultTestOnly},
+	{"Redis is down", faultTestOnly},
+	{"many waiters under the `mysql` lock", faultTestOnly},
+	{"a database whose default charset is latin1", faultTestOnly},
+	{"the async mode: a service process SIGKILLed", faultTestOnly},
+	{"the async mode: the database unreachable", faultTestOnly},
+	{"the async mode: a reset in the middle of a burst", faultTestOnly},
+	{"the async mode: a take's reply lost", faultTestOnly},
+	{"the async and mq modes: paying a queued order", faultTestOnly},
+	{"Redis restarted from its AOF or an RDB", faultTestOnly},
+	{"Redis forgot takes whose orders exist", faultTestOnly},
+	{"a product that is not a lab product asks for the async or mq mode", faultTestOnly},
+	{"Redis restarted from its append-only file", faultTestOnly},
+	{"Redis restarted empty under a backlog", faultTestOnly},
+	{"a process dies holding claimed payment deadlines", faultTestOnly},
+	{"instances started at once", faultTestOnly},
+	{"Redis paused (SIGSTOP) past a purchase's take", faultTestOnly},
+	{"a replicated product", faultTestOnly},
+	{"the async mode on a cluster", faultTestOnly},
+	{"the mq mode: a process dies between the take and the publish", "only TestMQ (RabbitMQ) shows it: its mutation is not written yet"},
+	{"the mq mode: an order reaches the consumer", "only TestMQ (RabbitMQ) shows it: its mutation is not written yet"},
+	{"the mq mode: a consumer dies with a batch in hand", "only TestMQ (RabbitMQ) shows it: its mutation is not written yet"},
+	{"the mq mode: a publish whose confirmation does not come", "the row cites code (mode_mq.go), no test"},
+	{"the async mode: an order in a consumer's hand across a rebuild", "no test of its own yet (the row says so)"},
+	{"Redis killed: what a 202 promised", "a scenario's numbers (async-durability), no test"},
+}
+
+// faultTestOnly: the rows only internal/testkit/faults shows, with servers
+// of its own (minutes a run): their mutations are still to write.
+const faultTestOnly = "only a fault test (servers of its own) shows it: its mutation is not written yet"
