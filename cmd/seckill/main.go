@@ -76,7 +76,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seckill serving %s/ (%s: Redis %s, %s)\n", srv.URL, srv.Mode(), srv.RedisAddr(), describeSQL(cfg))
+	demo := ""
+	if cfg.Demo() {
+		demo = "; demo accounts on: a name alone signs in to an account without a password (DEMO_ACCOUNTS=false turns it off)"
+	}
+	fmt.Fprintf(stdout, "seckill serving %s/ (%s: Redis %s, %s%s)\n", srv.URL, srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo)
 
 	select {
 	case <-ctx.Done():

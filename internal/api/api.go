@@ -31,6 +31,11 @@ const (
 	CodeBadRequest           = "bad_request"            // 400, and 405
 	CodeUnauthorized         = "unauthorized"           // 401
 	CodeSignInRequired       = "sign_in_required"       // 401
+	CodeBadCredentials       = "bad_credentials"        // 401
+	CodeWeakPassword         = "weak_password"          // 400
+	CodeCaptchaRequired      = "captcha_required"       // 403
+	CodeAccountTooNew        = "account_too_new"        // 403
+	CodeNameTaken            = "name_taken"             // 409
 	CodeForbiddenOrigin      = "forbidden_origin"       // 403
 	CodeLabOnly              = "lab_only"               // 403
 	CodePathRequired         = "path_required"          // 403

@@ -41,6 +41,11 @@ type ProductRequest struct {
 	// may change them without Reset; absent, a reset clears them.
 	StartsAt *time.Time `json:"starts_at,omitempty"`
 	EndsAt   *time.Time `json:"ends_at,omitempty"`
+	// AccountsBefore, RFC 3339: the product sells only to buyers whose
+	// account was made before it (403 account_too_new), so that accounts
+	// made for the sale once it is announced do not buy. Absent: every
+	// account. A POST may change it without Reset.
+	AccountsBefore *time.Time `json:"accounts_before,omitempty"`
 	// Reset is the operator's explicit reset: a new sale that may change
 	// the lock and mode of a product that is not a lab product. Without it,
 	// a POST of such an existing product must keep its lock and mode (409
@@ -82,6 +87,8 @@ type ProductView struct {
 	StartsAt *time.Time `json:"starts_at,omitempty"`
 	EndsAt   *time.Time `json:"ends_at,omitempty"`
 	Now      time.Time  `json:"now"`
+	// AccountsBefore: only accounts made before it buy (absent: any).
+	AccountsBefore *time.Time `json:"accounts_before,omitempty"`
 }
 
 // Durabilities of a product view: the Redis persistence its stock and
@@ -419,10 +426,59 @@ type Lookup struct {
 	Missing []string `json:"missing"`
 }
 
-// SessionRequest is the body of POST /api/sessions: a demo sign-in by
-// name, without a password.
+// SessionRequest is the body of POST /api/sessions: a name and its
+// password; without the password, the demo sign-in by name (on only with
+// demo accounts, and never to an account that has a password).
 type SessionRequest struct {
-	Name string `json:"name"`
+	Name     string `json:"name"`
+	Password string `json:"password,omitempty"`
+}
+
+// AccountRequest is the body of POST /api/accounts. CaptchaID and Captcha
+// are a captcha's (POST /api/captcha {"for":"account"}) once the
+// address's network made its first few accounts (403 captcha_required).
+type AccountRequest struct {
+	Name      string `json:"name"`
+	Password  string `json:"password"`
+	CaptchaID string `json:"captcha_id,omitempty"`
+	Captcha   string `json:"captcha,omitempty"`
+}
+
+// Account is a made account.
+type Account struct {
+	BuyerID int64  `json:"buyer_id"`
+	Name    string `json:"name"`
+}
+
+// PasswordChange is the body of POST /api/accounts/current/password.
+type PasswordChange struct {
+	Password    string `json:"password"`
+	NewPassword string `json:"new_password"`
+}
+
+// AccountOptions is GET /api/accounts/options: whether the demo sign-in
+// by name is on, and the shortest password an account takes.
+type AccountOptions struct {
+	Demo        bool `json:"demo"`
+	MinPassword int  `json:"min_password"`
+}
+
+// BulkAccounts is the body of the operator's POST /api/accounts/bulk:
+// names of buyers without a password, each signed in at once.
+type BulkAccounts struct {
+	Names []string `json:"names"`
+}
+
+// BulkSessions answers BulkAccounts: a session per name, in its order.
+type BulkSessions struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// CurrentSession is GET /api/sessions/current.
+type CurrentSession struct {
+	BuyerID   int64     `json:"buyer_id"`
+	Name      string    `json:"name"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Session is a signed-in buyer: send Token as Authorization: Bearer

@@ -114,7 +114,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		TrustedProxies: cfg.TrustedProxies,
 		Sessions:       desk,
-		Trace:          telemetry.On(),
+		Signups: session.NewSignups(a.rdb, session.SignupOptions{PerAddress: orOff(cfg.SignupsAddress),
+			PerNetwork: orOff(cfg.SignupsNetwork), NoCaptcha: orOff(cfg.SignupsCaptcha)}),
+		Trace: telemetry.On(),
 	}
 	if a.gate != nil { // not a nil *gate.Notifier in the interface
 		deps.Gate = a.gate
@@ -270,16 +272,25 @@ func (a *App) operator(ctx context.Context) (string, error) {
 }
 
 // sessions builds the buyers' sign-in desk on the shared signing key.
-func (a *App) sessions(ctx context.Context) (session.Desk, error) {
+func (a *App) sessions(ctx context.Context) (*session.Desk, error) {
 	secret, err := sessionSecret(ctx, a.rdb, a.Config.SessionSecret)
 	if err != nil {
-		return session.Desk{}, err
+		return nil, err
 	}
 	keys, err := session.NewKeys(session.Options{Secret: secret, Lifetime: a.Config.SessionLifetime})
 	if err != nil {
-		return session.Desk{}, err
+		return nil, err
 	}
-	return session.Desk{Keys: keys, Buyers: session.NewBuyers(a.db)}, nil
+	return session.NewDesk(session.DeskOptions{Keys: keys, Accounts: session.NewAccounts(a.db), Redis: a.rdb, Demo: a.Config.Demo()}), nil
+}
+
+// orOff maps the configuration's "0 is no limit" to the sign-up limits'
+// (where 0 is the default and below 0 none).
+func orOff(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // openRedis connects to the cluster or the Redis cfg names, or starts an

@@ -45,6 +45,10 @@ type Config struct {
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
 	SessionSecret   string        // -session-secret / SESSION_SECRET; signs buyers' tokens; empty: made at start and kept in Redis
 	SessionLifetime time.Duration // -session-lifetime / SESSION_LIFETIME; how long a buyer's token is good for
+	DemoAccounts    string        // -demo-accounts / DEMO_ACCOUNTS; the sign-in by name alone: true, false, or auto (on when Redis and the database are both embedded)
+	SignupsAddress  int           // -signups-per-address / SIGNUPS_PER_ADDRESS; accounts one address may make per hour, 0 no limit
+	SignupsNetwork  int           // -signups-per-network / SIGNUPS_PER_NETWORK; accounts one IPv4 /24 or IPv6 /64 may make per hour, 0 no limit
+	SignupsCaptcha  int           // -signups-before-captcha / SIGNUPS_BEFORE_CAPTCHA; accounts a network makes per hour before each further one needs a captcha, 0 never
 	GateURLs        []string      // -gate / GATE_URLS; control URLs of the sold-out gates in front, told when a product has stock again
 	GateSecret      string        // -gate-secret / GATE_SECRET; the gates' control secret
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
@@ -124,6 +128,16 @@ func (c *Config) settings() []setting {
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
 		{"session-secret", "SESSION_SECRET", fmt.Sprintf("key that signs the buyers' tokens (POST /api/sessions), at least %d bytes; every instance must have the same; empty: the first instance on a Redis makes one and keeps it in Redis (key %s) for every instance", session.MinSecret, session.SecretKey), str(&c.SessionSecret), ""},
 		{"session-lifetime", "SESSION_LIFETIME", "how long a buyer's token is good for", dur(&c.SessionLifetime), session.DefaultLifetime.String()},
+		{"demo-accounts", "DEMO_ACCOUNTS", "the demo sign-in by name alone, without a password, to accounts that have none (made on their first sign-in): true, false, or auto, on when Redis and the database are both the embedded ones (the lab on one machine) and off otherwise", str(&c.DemoAccounts), "auto"},
+		{"signups-per-address", "SIGNUPS_PER_ADDRESS", "accounts one client address may make per hour (POST /api/accounts); 0 no limit", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.SignupsAddress, name, session.DefaultSignupsAddress, help)
+		}, strconv.Itoa(session.DefaultSignupsAddress)},
+		{"signups-per-network", "SIGNUPS_PER_NETWORK", "accounts one network (an IPv4 /24, an IPv6 /64) may make per hour; 0 no limit", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.SignupsNetwork, name, session.DefaultSignupsNetwork, help)
+		}, strconv.Itoa(session.DefaultSignupsNetwork)},
+		{"signups-before-captcha", "SIGNUPS_BEFORE_CAPTCHA", "accounts one network makes per hour before each further one needs a solved captcha (POST /api/captcha {\"for\":\"account\"}); 0 never asks", func(fs *flag.FlagSet, name, def, help string) {
+			fs.IntVar(&c.SignupsCaptcha, name, session.DefaultSignupsNoCaptcha, help)
+		}, strconv.Itoa(session.DefaultSignupsNoCaptcha)},
 		{"gate", "GATE_URLS", "comma-separated control URLs (http://host:port) of the sold-out gates in front of the replicas (deploy/gate); each is told when a product has stock again", list(&c.GateURLs), ""},
 		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
@@ -205,6 +219,12 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 	if c.SessionLifetime == 0 {
 		return c, fs, fmt.Errorf("-session-lifetime must be positive")
 	}
+	if _, err := c.demo(); err != nil {
+		return c, fs, err
+	}
+	if c.SignupsAddress < 0 || c.SignupsNetwork < 0 || c.SignupsCaptcha < 0 {
+		return c, fs, fmt.Errorf("-signups-per-address, -signups-per-network and -signups-before-captcha must not be negative")
+	}
 	if c.DemoStock < 0 {
 		return c, fs, fmt.Errorf("-demo-stock must not be negative")
 	}
@@ -226,6 +246,26 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 		return c, fs, fmt.Errorf("-concurrency-limit must not be negative")
 	}
 	return c, fs, nil
+}
+
+// Demo reports whether the demo sign-in by name is on: DemoAccounts, or
+// when "auto" (or empty) whether Redis and the database are both the
+// embedded ones, which only a lab on one machine runs.
+func (c Config) Demo() bool {
+	on, _ := c.demo()
+	return on
+}
+
+func (c Config) demo() (bool, error) {
+	switch strings.ToLower(c.DemoAccounts) {
+	case "", "auto":
+		return c.RedisAddr == "" && len(c.RedisCluster) == 0 && c.MySQLDSN == "", nil
+	case "true", "1", "on":
+		return true, nil
+	case "false", "0", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("-demo-accounts must be true, false or auto, not %q", c.DemoAccounts)
 }
 
 func lookup(getenv func(string) string, name string) (string, bool) {
@@ -261,7 +301,8 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s",
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s demo-accounts=%v signups-per-address=%d signups-per-network=%d signups-before-captcha=%d",
 		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
-		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.HeaderTimeout, c.IdleTimeout, c.AddressConns, c.MaxConns, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime)
+		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.HeaderTimeout, c.IdleTimeout, c.AddressConns, c.MaxConns, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime,
+		c.Demo(), c.SignupsAddress, c.SignupsNetwork, c.SignupsCaptcha)
 }

@@ -390,6 +390,10 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 		return Product{}, err
 	}
 	p.StartsAt, p.EndsAt = starts, ends
+	if b := spec.AccountsBefore; b != nil {
+		t := b.UTC().Truncate(time.Millisecond)
+		p.AccountsBefore = &t
+	}
 	mode, err := c.opt.Mode(p.Mode)
 	if err != nil {
 		return Product{}, err

@@ -84,9 +84,12 @@ type Product struct {
 	// StartsAt and EndsAt are the sale window: purchases before StartsAt
 	// or from EndsAt on are refused (package order); nil is no bound.
 	// Paying and cancelling ignore them. UTC, to the millisecond.
-	StartsAt  *time.Time
-	EndsAt    *time.Time
-	UpdatedAt time.Time
+	StartsAt *time.Time
+	EndsAt   *time.Time
+	// AccountsBefore: the product sells only to buyers whose account was
+	// made before it (package order); nil sells to every account.
+	AccountsBefore *time.Time
+	UpdatedAt      time.Time
 }
 
 // Stock is the product as the stock store knows it.
@@ -123,6 +126,9 @@ type ProductSpec struct {
 	// Unlike the lock and mode, a POST may change them without Reset: a
 	// window decides when the new sale sells, not whether it sells safely.
 	StartsAt, EndsAt *time.Time
+	// AccountsBefore (Product.AccountsBefore): nil, the default, sells to
+	// every account; like the window, a POST may change it without Reset.
+	AccountsBefore *time.Time
 	// Reset is the operator's explicit reset: only it may change the lock
 	// or the mode of an existing product that is not a lab product.
 	Reset bool

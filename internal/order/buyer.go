@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"seckill/internal/catalogue"
 	"seckill/internal/idgen"
 )
 
-// ErrSignIn: a product that is not a lab product is sold, and its orders
-// are shown, only to buyers who signed in.
-var ErrSignIn = errors.New("order: sign in first")
+var (
+	// ErrSignIn: a product that is not a lab product is sold, and its
+	// orders are shown, only to buyers who signed in.
+	ErrSignIn = errors.New("order: sign in first")
+	// ErrAccountTooNew: the product sells only to accounts made before a
+	// time (catalogue.Product.AccountsBefore), and the buyer's is newer.
+	ErrAccountTooNew = errors.New("order: account too new for this sale")
+)
 
 // Buyer is who asks to buy, pay, cancel or read, as the edge found out.
 // The rule of who may touch what lives here, beside the orders, so that
@@ -22,6 +28,8 @@ type Buyer struct {
 	// Signed: ID comes from a verified session (a signed token), not
 	// from what the request claims.
 	Signed bool
+	// Created is when a signed-in buyer's account was made.
+	Created time.Time
 }
 
 // May reports whether b may buy p, or touch p's orders at all: on a lab
@@ -36,6 +44,19 @@ func (b Buyer) May(p catalogue.Product) error {
 		return fmt.Errorf("%w: a user_id in the body names a buyer on lab products only; sign in (POST /api/sessions) and send Authorization: Bearer <token> instead", ErrInvalid)
 	}
 	return fmt.Errorf("%w: orders of products that are not lab products are the signed-in buyer's: sign in (POST /api/sessions) and send Authorization: Bearer <token>", ErrSignIn)
+}
+
+// MayBuy is May for a purchase: a product with AccountsBefore sells only
+// to signed-in buyers whose account is older; their orders stay theirs to
+// read and pay whatever it says later (May).
+func (b Buyer) MayBuy(p catalogue.Product) error {
+	if err := b.May(p); err != nil {
+		return err
+	}
+	if !p.Lab && p.AccountsBefore != nil && !b.Created.Before(*p.AccountsBefore) {
+		return fmt.Errorf("%w: this sale is for accounts made before %s", ErrAccountTooNew, p.AccountsBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // OrderFor returns order id as Order does, if b may read it: a lab

@@ -10,13 +10,14 @@ import (
 )
 
 // routedMethods are the methods some route answers: GET and POST for the
-// API, HEAD for the page's files.
+// API, HEAD for the page's files; and DELETE, on /api/ only (a session).
 var routedMethods = map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPost: true}
 
 // allowMethods answers 405 to a method no route takes (TRACE, OPTIONS, …),
 // before the page's file server, which would serve a file to any method.
 func (s *Server) allowMethods(c *gin.Context) {
-	if !routedMethods[c.Request.Method] {
+	apiDelete := c.Request.Method == http.MethodDelete && strings.HasPrefix(c.Request.URL.Path, "/api/")
+	if !routedMethods[c.Request.Method] && !apiDelete {
 		c.Header("Allow", "GET, HEAD, POST")
 		s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed")
 		c.Abort()

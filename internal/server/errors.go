@@ -58,6 +58,9 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	if errors.Is(err, admission.ErrOverloaded) {
 		c.Header("Retry-After", strconv.Itoa(int(admission.RetryAfter/time.Second)))
 	}
+	if wait, ok := retryAfter(err); ok {
+		c.Header("Retry-After", strconv.Itoa(int(max(time.Second, wait).Round(time.Second).Seconds())))
+	}
 	if !known {
 		// The cause (an address, a driver message) is for the log, not the client.
 		s.deps.Log.Error("request failed", "route", c.FullPath(), "error", err)
@@ -67,6 +70,21 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		c.Header("Connection", "close") // the rest of the body may still come
 	}
 	c.JSON(status, api.Error{Code: code, Error: msg, Trace: trace})
+}
+
+// retryAfter is the wait a refusal names, if it names one.
+func retryAfter(err error) (time.Duration, bool) {
+	var (
+		throttled *session.ThrottledError
+		signups   *session.SignupsLimitedError
+	)
+	switch {
+	case errors.As(err, &throttled):
+		return throttled.RetryAfter, true
+	case errors.As(err, &signups):
+		return signups.RetryAfter, true
+	}
+	return 0, false
 }
 
 // classify maps an outcome to its status and code; known is false for a
@@ -82,6 +100,18 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusUnauthorized, api.CodeSignInRequired, true
 	case errors.Is(err, session.ErrBadName):
 		return http.StatusBadRequest, api.CodeBadRequest, true
+	case errors.Is(err, session.ErrWeakPassword):
+		return http.StatusBadRequest, api.CodeWeakPassword, true
+	case errors.Is(err, session.ErrBadCredentials): // judged, even when it also sets a wait
+		return http.StatusUnauthorized, api.CodeBadCredentials, true
+	case errors.Is(err, session.ErrThrottled), errors.Is(err, session.ErrSignupsLimited):
+		return http.StatusTooManyRequests, api.CodeRateLimited, true
+	case errors.Is(err, session.ErrNameTaken):
+		return http.StatusConflict, api.CodeNameTaken, true
+	case errors.Is(err, session.ErrCaptchaRequired):
+		return http.StatusForbidden, api.CodeCaptchaRequired, true
+	case errors.Is(err, order.ErrAccountTooNew):
+		return http.StatusForbidden, api.CodeAccountTooNew, true
 	case errors.Is(err, order.ErrLabOnly):
 		return http.StatusForbidden, api.CodeLabOnly, true
 	case errors.Is(err, admission.ErrPathRequired):

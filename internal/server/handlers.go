@@ -44,7 +44,7 @@ func newProductView(v reconcile.View) api.ProductView {
 		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle, Replicated: v.Replicated,
 		Path: v.Path, Captcha: v.Captcha,
 		Durability: string(v.Durability.Level), DurabilityReason: v.Durability.Reason,
-		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Shards: make([]api.ShardView, len(v.Levels))}
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, AccountsBefore: v.AccountsBefore, Shards: make([]api.ShardView, len(v.Levels))}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {
 		key := layout.StockKey(i)
@@ -68,7 +68,8 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 	}
 	spec := catalogue.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
 		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated,
-		Path: req.Path, Captcha: req.Captcha, StartsAt: req.StartsAt, EndsAt: req.EndsAt, Reset: req.Reset}
+		Path: req.Path, Captcha: req.Captcha, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+		AccountsBefore: req.AccountsBefore, Reset: req.Reset}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < catalogue.MinPayTimeout.Milliseconds() || ms > catalogue.MaxPayTimeout.Milliseconds() {

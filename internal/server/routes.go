@@ -25,7 +25,13 @@ func (s *Server) routes(r *gin.Engine) {
 	g.POST("/products/:id/path", s.perAddress, br.handleIssuePath)
 	g.POST("/products/:id/reconcile", s.admin, s.handleReconcile)
 	if s.deps.Sessions != nil {
+		g.POST("/accounts", s.perAddress, s.handleCreateAccount)
+		g.POST("/accounts/bulk", s.admin, s.handleBulkAccounts)
+		g.GET("/accounts/options", s.handleAccountOptions)
+		g.POST("/accounts/current/password", s.perAddress, s.handleChangePassword)
 		g.POST("/sessions", s.perAddress, s.handleSignIn)
+		g.GET("/sessions/current", s.handleCurrentSession)
+		g.DELETE("/sessions/current", s.handleSignOut)
 	}
 	g.POST("/captcha", s.perAddress, br.handleNewCaptcha)
 	g.GET("/captcha/:id", s.perAddress, br.handleCaptchaImage)

@@ -84,6 +84,9 @@ type Deps struct {
 	// tokens. Default: none, the route is absent and every token is
 	// refused, so that only lab products sell.
 	Sessions Sessions
+	// Signups bounds the accounts made per address and network (POST
+	// /api/accounts). Default: none.
+	Signups Signups
 	// Gate counts the notices sent to the sold-out gates in front
 	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
 	Gate GateNotices

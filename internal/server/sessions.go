@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -13,25 +16,149 @@ import (
 	"seckill/internal/session"
 )
 
-// Sessions signs buyers in and says whose a token is (session.Desk).
+// Sessions makes accounts, signs buyers in and out, and says whose a
+// token is (session.Desk).
 type Sessions interface {
-	SignIn(ctx context.Context, name string) (session.Token, error)
-	Verify(token string) (session.Buyer, error)
+	Create(ctx context.Context, name, password string) (session.Buyer, error)
+	SignIn(ctx context.Context, addr, name, password string) (session.Token, error)
+	Bulk(ctx context.Context, names []string) ([]session.Token, error)
+	Verify(ctx context.Context, token string) (session.Buyer, error)
+	Current(ctx context.Context, token string) (session.Buyer, time.Time, error)
+	SignOut(ctx context.Context, token string) error
+	ChangePassword(ctx context.Context, addr, token, password, fresh string) error
+	Demo() bool
 }
 
-// handleSignIn is the demo sign-in: a name, no password.
+// Signups bounds the accounts made per address and network
+// (session.Signups).
+type Signups interface {
+	Check(ctx context.Context, addr netip.Addr, solved bool) error
+	Made(ctx context.Context, addr netip.Addr) error
+}
+
+// maxBulk bounds the names of one bulk creation: a body of about 50 kB.
+const maxBulk = 1000
+
+// handleCreateAccount makes an account with a password, within the
+// address's and its network's limits, with a captcha past the first few.
+func (s *Server) handleCreateAccount(c *gin.Context) {
+	var req api.AccountRequest
+	if err := s.decode(c, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	addr, err := netip.ParseAddr(c.ClientIP())
+	if err != nil {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "the client's address is not an IP address")
+		return
+	}
+	solved := false
+	if req.CaptchaID != "" && s.deps.Captchas != nil {
+		if err := s.deps.Captchas.Verify(ctx, req.CaptchaID, req.Captcha); err != nil {
+			s.failErr(c, err)
+			return
+		}
+		solved = true
+	}
+	if s.deps.Signups != nil {
+		if err := s.deps.Signups.Check(ctx, addr, solved); err != nil {
+			s.failErr(c, err)
+			return
+		}
+	}
+	b, err := s.deps.Sessions.Create(ctx, req.Name, req.Password)
+	if err == nil && s.deps.Signups != nil {
+		err = s.deps.Signups.Made(ctx, addr)
+	}
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, api.Account{BuyerID: b.ID, Name: b.Name})
+}
+
+// handleSignIn signs a buyer in with a name and password, or by name
+// alone when demo accounts are on.
 func (s *Server) handleSignIn(c *gin.Context) {
 	var req api.SessionRequest
 	if err := s.decode(c, &req); err != nil {
 		s.failErr(c, err)
 		return
 	}
-	tok, err := s.deps.Sessions.SignIn(c.Request.Context(), req.Name)
+	tok, err := s.deps.Sessions.SignIn(c.Request.Context(), c.ClientIP(), req.Name, req.Password)
 	if err != nil {
 		s.failErr(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, api.Session{Token: tok.Token, BuyerID: tok.Buyer, Name: tok.Name, ExpiresAt: tok.Expires})
+	c.JSON(http.StatusCreated, sessionOf(tok))
+}
+
+func sessionOf(tok session.Token) api.Session {
+	return api.Session{Token: tok.Token, BuyerID: tok.Buyer, Name: tok.Name, ExpiresAt: tok.Expires}
+}
+
+// handleBulkAccounts is the operator's: buyers without a password, each
+// with a session, for a load run's thousands of buyers.
+func (s *Server) handleBulkAccounts(c *gin.Context) {
+	var req api.BulkAccounts
+	if err := s.decode(c, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if len(req.Names) == 0 || len(req.Names) > maxBulk {
+		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("names must hold 1 to %d names, not %d", maxBulk, len(req.Names)))
+		return
+	}
+	toks, err := s.deps.Sessions.Bulk(c.Request.Context(), req.Names)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	out := api.BulkSessions{Sessions: make([]api.Session, len(toks))}
+	for i, t := range toks {
+		out.Sessions[i] = sessionOf(t)
+	}
+	c.JSON(http.StatusCreated, out)
+}
+
+// handleAccountOptions tells the page which sign-ins there are.
+func (s *Server) handleAccountOptions(c *gin.Context) {
+	c.JSON(http.StatusOK, api.AccountOptions{Demo: s.deps.Sessions.Demo(), MinPassword: session.MinPassword})
+}
+
+// handleCurrentSession says whose the token is, and until when.
+func (s *Server) handleCurrentSession(c *gin.Context) {
+	b, exp, err := s.deps.Sessions.Current(c.Request.Context(), bearer(c))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, api.CurrentSession{BuyerID: b.ID, Name: b.Name, ExpiresAt: exp})
+}
+
+// handleSignOut ends the token's session on every instance.
+func (s *Server) handleSignOut(c *gin.Context) {
+	if err := s.deps.Sessions.SignOut(c.Request.Context(), bearer(c)); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// handleChangePassword sets a new password and ends every session of the
+// account.
+func (s *Server) handleChangePassword(c *gin.Context) {
+	var req api.PasswordChange
+	if err := s.decode(c, &req); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if err := s.deps.Sessions.ChangePassword(c.Request.Context(), c.ClientIP(), bearer(c), req.Password, req.NewPassword); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
 }
 
 // buyer is who asks: the user id the body claims when it names one
@@ -57,12 +184,16 @@ func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) 
 		s.fail(c, http.StatusUnauthorized, api.CodeSignInRequired, "send a buyer's token as Authorization: Bearer <token> (POST /api/sessions makes one)")
 		return b, false
 	}
-	who, err := s.deps.Sessions.Verify(token)
-	if err != nil {
+	who, err := s.deps.Sessions.Verify(c.Request.Context(), token)
+	switch {
+	case errors.Is(err, session.ErrInvalid):
 		s.fail(c, http.StatusUnauthorized, api.CodeSignInRequired, "the buyer's token is not valid ("+err.Error()+"): sign in again with POST /api/sessions")
 		return b, false
+	case err != nil: // the account or its revocation could not be read
+		s.failErr(c, err)
+		return b, false
 	}
-	return order.Buyer{ID: who.ID, Signed: true}, true
+	return order.Buyer{ID: who.ID, Signed: true, Created: who.Created}, true
 }
 
 // buyerOf is buyer for a purchase of product: one whom the product does
@@ -76,7 +207,7 @@ func (s *Server) buyerOf(c *gin.Context, product int64, claimed *int64) (order.B
 	}
 	p, err := s.deps.Orders.Catalogue().Product(c.Request.Context(), product)
 	if err == nil {
-		err = b.May(p)
+		err = b.MayBuy(p)
 	}
 	if err != nil {
 		s.failErr(c, err)

@@ -82,7 +82,7 @@ func TestBadTokensAre401(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tok, err := k.Issue(session.Buyer{ID: alice.BuyerID})
+		tok, err := k.Issue(session.Buyer{ID: alice.BuyerID}, "s1", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

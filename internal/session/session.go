@@ -6,7 +6,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -66,10 +65,24 @@ type Token struct {
 	Expires time.Time
 }
 
+// Claims are what a verified token says.
+type Claims struct {
+	Buyer Buyer
+	// Session is the token's session id (sid): logging out revokes it.
+	Session string
+	// Generation is the account's password generation when the token was
+	// made: a change of password ends every token of an earlier one.
+	Generation int64
+	Expires    time.Time
+}
+
 // claims are a token's: the registered ones, the buyer's id as the
-// subject, and the name for the page to show.
+// subject, the session's id, the account's password generation and the
+// name for the page to show.
 type claims struct {
-	Name string `json:"name,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Session    string `json:"sid"`
+	Generation int64  `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -96,11 +109,12 @@ func NewKeys(opt Options) (*Keys, error) {
 // Lifetime is how long a token Issue makes is good for.
 func (k *Keys) Lifetime() time.Duration { return k.lifetime }
 
-// Issue makes a token for the buyer.
-func (k *Keys) Issue(b Buyer) (Token, error) {
+// Issue makes a token for the buyer's session sid, of the account's
+// password generation gen.
+func (k *Keys) Issue(b Buyer, sid string, gen int64) (Token, error) {
 	now := k.now()
 	exp := now.Add(k.lifetime)
-	c := claims{Name: b.Name, RegisteredClaims: jwt.RegisteredClaims{
+	c := claims{Name: b.Name, Session: sid, Generation: gen, RegisteredClaims: jwt.RegisteredClaims{
 		Issuer: issuer, Subject: strconv.FormatInt(b.ID, 10),
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 	}}
@@ -112,21 +126,30 @@ func (k *Keys) Issue(b Buyer) (Token, error) {
 	return Token{Token: s, Buyer: b.ID, Name: b.Name, Expires: c.ExpiresAt.Time}, nil
 }
 
-// Verify checks a token and returns its buyer. Its errors wrap ErrNoToken
-// or ErrInvalid, with the reason (expired, bad signature…).
-func (k *Keys) Verify(token string) (Buyer, error) {
+// Parse checks a token's signature, issuer and times and returns what it
+// says; whether its session is still open is Desk.Verify's to say. Its
+// errors wrap ErrNoToken or ErrInvalid, with the reason (expired, bad
+// signature…). A token good for longer than the lifetime, or with no
+// session id, is refused even when signed with the key: the key signs only
+// tokens of the lifetime, so such a token was forged with a leaked key.
+func (k *Keys) Parse(token string) (Claims, error) {
 	if token == "" {
-		return Buyer{}, ErrNoToken
+		return Claims{}, ErrNoToken
 	}
 	var c claims
 	if _, err := k.parser.ParseWithClaims(token, &c, k.key); err != nil {
-		return Buyer{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Claims{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || id <= 0 {
-		return Buyer{}, fmt.Errorf("%w: subject %q is not a buyer id", ErrInvalid, c.Subject)
+	switch {
+	case err != nil || id <= 0:
+		return Claims{}, fmt.Errorf("%w: subject %q is not a buyer id", ErrInvalid, c.Subject)
+	case c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > k.lifetime+leeway:
+		return Claims{}, fmt.Errorf("%w: the token's life is longer than %s", ErrInvalid, k.lifetime)
+	case c.Session == "":
+		return Claims{}, fmt.Errorf("%w: the token names no session", ErrInvalid)
 	}
-	return Buyer{ID: id, Name: c.Name}, nil
+	return Claims{Buyer: Buyer{ID: id, Name: c.Name}, Session: c.Session, Generation: c.Generation, Expires: c.ExpiresAt.Time}, nil
 }
 
 func (k *Keys) key(*jwt.Token) (any, error) { return k.secret, nil }
@@ -138,23 +161,3 @@ const SecretKey = "seckill:session-secret"
 
 // SecretBytes is the length of the key an instance makes.
 const SecretBytes = 32
-
-// Desk signs buyers in: the name's buyer (Buyers), and a token saying so
-// (Keys).
-type Desk struct {
-	Keys   *Keys
-	Buyers *Buyers
-}
-
-// SignIn returns a fresh token for the buyer of name, made on its first
-// sign-in; a bad name is ErrBadName.
-func (d Desk) SignIn(ctx context.Context, name string) (Token, error) {
-	b, err := d.Buyers.SignIn(ctx, name)
-	if err != nil {
-		return Token{}, err
-	}
-	return d.Keys.Issue(b)
-}
-
-// Verify is Keys.Verify.
-func (d Desk) Verify(token string) (Buyer, error) { return d.Keys.Verify(token) }

@@ -24,16 +24,16 @@ func keys(t testing.TB, secret []byte, now func() time.Time) *session.Keys {
 
 func TestTokenCarriesItsBuyer(t *testing.T) {
 	k := keys(t, secret, nil)
-	tok, err := k.Issue(session.Buyer{ID: 42, Name: "alice"})
+	tok, err := k.Issue(session.Buyer{ID: 42, Name: "alice"}, "s1", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if until := time.Until(tok.Expires); until < 59*time.Minute || until > time.Hour {
 		t.Errorf("expires in %s, want the lifetime (1h)", until)
 	}
-	b, err := k.Verify(tok.Token)
-	if err != nil || b != (session.Buyer{ID: 42, Name: "alice"}) {
-		t.Errorf("Verify: %+v %v, want buyer 42 alice", b, err)
+	c, err := k.Parse(tok.Token)
+	if err != nil || c.Buyer != (session.Buyer{ID: 42, Name: "alice"}) || c.Session != "s1" || c.Generation != 3 {
+		t.Errorf("Parse: %+v %v, want buyer 42 alice of session s1, generation 3", c, err)
 	}
 }
 
@@ -41,14 +41,14 @@ func TestTokenCarriesItsBuyer(t *testing.T) {
 func TestBadTokensAreRefused(t *testing.T) {
 	now := time.Now()
 	k := keys(t, secret, nil)
-	good, err := k.Issue(session.Buyer{ID: 42})
+	good, err := k.Issue(session.Buyer{ID: 42}, "s1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := keys(t, []byte("another secret, just as long as it"), nil)
-	foreign, _ := other.Issue(session.Buyer{ID: 42})
+	foreign, _ := other.Issue(session.Buyer{ID: 42}, "s1", 0)
 	old := keys(t, secret, func() time.Time { return now.Add(-2 * time.Hour) })
-	expired, _ := old.Issue(session.Buyer{ID: 42})
+	expired, _ := old.Issue(session.Buyer{ID: 42}, "s1", 0)
 	sign := func(m jwt.SigningMethod, key any, c jwt.MapClaims) string {
 		s, err := jwt.NewWithClaims(m, c).SignedString(key)
 		if err != nil {
@@ -56,7 +56,7 @@ func TestBadTokensAreRefused(t *testing.T) {
 		}
 		return s
 	}
-	claims := jwt.MapClaims{"sub": "42", "iss": "seckill", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	claims := jwt.MapClaims{"sub": "42", "iss": "seckill", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "sid": "s1"}
 	parts := strings.Split(good.Token, ".")
 	// The payload of buyer 43 under buyer 42's signature.
 	tampered := parts[0] + "." + strings.Split(sign(jwt.SigningMethodHS256, []byte("x"), jwt.MapClaims{"sub": "43", "iss": "seckill",
@@ -73,17 +73,27 @@ func TestBadTokensAreRefused(t *testing.T) {
 		"subject not a buyer id":     sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "iss": "seckill", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}),
 		"garbage":                    "not.a.token",
 	} {
-		if b, err := k.Verify(token); !errors.Is(err, session.ErrInvalid) {
+		if b, err := k.Parse(token); !errors.Is(err, session.ErrInvalid) {
 			t.Errorf("%s: %+v %v, want ErrInvalid", name, b, err)
 		}
 	}
-	if _, err := k.Verify(""); !errors.Is(err, session.ErrNoToken) {
+	if _, err := k.Parse(""); !errors.Is(err, session.ErrNoToken) {
 		t.Errorf("no token: %v, want ErrNoToken", err)
 	}
 	// The same claims, signed right, pass: the cases above fail for what they name.
-	if _, err := k.Verify(sign(jwt.SigningMethodHS256, secret, claims)); err != nil {
+	if _, err := k.Parse(sign(jwt.SigningMethodHS256, secret, claims)); err != nil {
 		t.Errorf("a well-made token: %v", err)
 	}
+}
+
+// signHS256 signs claims with key, as one who holds the key would.
+func signHS256(t testing.TB, key []byte, claims map[string]any) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims(claims)).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func TestShortSecretIsRefused(t *testing.T) {
@@ -108,20 +118,20 @@ func TestCleanName(t *testing.T) {
 func BenchmarkIssue(b *testing.B) {
 	k := keys(b, secret, nil)
 	for b.Loop() {
-		if _, err := k.Issue(session.Buyer{ID: 6755399441055745, Name: "alice"}); err != nil {
+		if _, err := k.Issue(session.Buyer{ID: 6755399441055745, Name: "alice"}, "s1", 0); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkVerify(b *testing.B) {
+func BenchmarkParse(b *testing.B) {
 	k := keys(b, secret, nil)
-	tok, err := k.Issue(session.Buyer{ID: 6755399441055745, Name: "alice"})
+	tok, err := k.Issue(session.Buyer{ID: 6755399441055745, Name: "alice"}, "s1", 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := k.Verify(tok.Token); err != nil {
+		if _, err := k.Parse(tok.Token); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -53,6 +53,9 @@ func Config(t testing.TB) app.Config {
 		ShutdownTimeout: 5 * time.Second,
 		LogLevel:        "warn",
 		Consume:         true,
+		// The tests sign their buyers in by name (SignIn) on the real
+		// servers too.
+		DemoAccounts: "true",
 	}
 	cfg.RedisAddr = os.Getenv("REDIS_ADDR")
 	if eps := os.Getenv("ETCD_ENDPOINTS"); eps != "" {
