@@ -189,6 +189,9 @@ func runRow(ctx context.Context, dir string, m Mutation, timeout time.Duration) 
 		return r
 	}
 	defer os.WriteFile(path, orig, 0o644)
+	if m.Timeout > 0 {
+		timeout = m.Timeout
+	}
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-timeout", timeout.String(), "-run", m.Run, m.Pkg)
 	cmd.Dir = dir
@@ -203,6 +206,8 @@ func runRow(ctx context.Context, dir string, m Mutation, timeout time.Duration) 
 	case err == nil:
 	case !errors.As(err, &exit):
 		r.err = err
+	case strings.Contains(r.output, "panic: test timed out"):
+		r.err = errors.New("the test timed out: a hang is not a failing assertion")
 	case strings.Contains(r.output, "--- FAIL:") || strings.Contains(r.output, "panic:"):
 		r.killed = true
 	default:
