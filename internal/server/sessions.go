@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/admission"
 	"seckill/internal/api"
 	"seckill/internal/order"
 	"seckill/internal/session"
@@ -55,7 +56,7 @@ func (s *Server) handleCreateAccount(c *gin.Context) {
 	}
 	solved := false
 	if req.CaptchaID != "" && s.deps.Captchas != nil {
-		if err := s.deps.Captchas.Verify(ctx, req.CaptchaID, req.Captcha); err != nil {
+		if err := s.deps.Captchas.Solve(ctx, req.CaptchaID, req.Captcha, admission.AccountBinding(admission.Network(addr))); err != nil {
 			s.failErr(c, err)
 			return
 		}

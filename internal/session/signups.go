@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/admission"
 )
 
 // Outcomes of the sign-up limits a caller branches on.
@@ -89,18 +91,6 @@ func NewSignups(rdb redis.Cmdable, opt SignupOptions) *Signups {
 	return &Signups{rdb: rdb, opt: opt.withDefaults()}
 }
 
-// Network is the network an address belongs to for the limits: its IPv4
-// /24 or its IPv6 /64.
-func Network(addr netip.Addr) netip.Prefix {
-	addr = addr.Unmap()
-	bits := 64
-	if addr.Is4() {
-		bits = 24
-	}
-	p, _ := addr.Prefix(bits) // bits fits both families
-	return p
-}
-
 // Check says whether addr may make an account now, without counting it:
 // a *SignupsLimitedError past a limit, ErrCaptchaRequired when its network
 // has made NoCaptcha accounts in the window and solved is false.
@@ -120,7 +110,7 @@ func (s *Signups) Check(ctx context.Context, addr netip.Addr, solved bool) error
 	case o.PerAddress > 0 && byAddr >= o.PerAddress:
 		return &SignupsLimitedError{RetryAfter: ttl, What: fmt.Sprintf("at most %d accounts per address per %s", o.PerAddress, o.Window)}
 	case o.PerNetwork > 0 && byNet >= o.PerNetwork:
-		return &SignupsLimitedError{RetryAfter: ttl, What: fmt.Sprintf("at most %d accounts per network (%s) per %s", o.PerNetwork, Network(addr), o.Window)}
+		return &SignupsLimitedError{RetryAfter: ttl, What: fmt.Sprintf("at most %d accounts per network (%s) per %s", o.PerNetwork, admission.Network(addr), o.Window)}
 	case o.NoCaptcha >= 0 && byNet >= o.NoCaptcha && !solved:
 		return ErrCaptchaRequired
 	}
@@ -151,5 +141,5 @@ func (s *Signups) keys(addr netip.Addr) ([]string, time.Duration) {
 	n := now.UnixMilli() / w.Milliseconds()
 	left := time.UnixMilli((n + 1) * w.Milliseconds()).Sub(now)
 	suffix := ":" + strconv.FormatInt(n, 10)
-	return []string{"seckill:signups:addr:" + addr.Unmap().String() + suffix, "seckill:signups:net:" + Network(addr).String() + suffix}, left
+	return []string{"seckill:signups:addr:" + addr.Unmap().String() + suffix, "seckill:signups:net:" + admission.Network(addr) + suffix}, left
 }
