@@ -3,6 +3,8 @@ package catalogue
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,15 +73,22 @@ func (c *Catalogue) replicateByDefault(ctx context.Context, p *Product) error {
 	if p.Replicated || p.Lab || p.Mode != api.ModeAsync || !ok {
 		return nil
 	}
-	slots, err := cc.ClusterSlots(ctx).Result()
+	// Asked of each master: another node's slot map may not list a
+	// replica that joined lately.
+	var bare atomic.Bool
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		info, err := m.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "slave0:") {
+			bare.Store(true)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("reading the cluster's replicas: %w", err)
 	}
-	for _, s := range slots {
-		if len(s.Nodes) < 2 {
-			return nil
-		}
-	}
-	p.Replicated = len(slots) > 0
+	p.Replicated = !bare.Load()
 	return nil
 }

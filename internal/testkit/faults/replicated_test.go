@@ -367,8 +367,28 @@ func BenchmarkReplicatedTake(b *testing.B) {
 // told 503 outcome_unknown with their order ids instead.
 func TestAsyncReplicatedByDefaultOnCluster(t *testing.T) {
 	needClusterProcesses(t)
+	c := replicatedCluster(t)
+	s := newSale(t, testenv.Start(t, clusterConfig(t, c), app.Extras{}))
+	l := s.createAsyncOnReplicas(20, 3)
+	slow := masterOf(t, c, l.LedgerKey(0))
+	mc := redis.NewClient(&redis.Options{Addr: slow})
+	t.Cleanup(func() { mc.Close() })
+	replica := replicaOf(t, mc)
+	if err := c.Procs().Pause(replica); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Procs().Resume(replica) })
+	checkTakesOnReplicas(t, s, c, l, slow, http.StatusAccepted)
+}
+
+// replicatedCluster starts a cluster of the test's own whose masters keep
+// an append-only file (a product that is not a lab product answers 202
+// only from a Redis that keeps it) and returns once every slot has a
+// replica.
+func replicatedCluster(t *testing.T) *testkit.RedisCluster {
+	t.Helper()
 	c := testkit.ProcessRedisCluster(t)
-	for _, addr := range c.Addrs() { // a product that is not a lab product answers 202 only from a Redis that keeps it
+	for _, addr := range c.Addrs() {
 		n := redis.NewClient(&redis.Options{Addr: addr})
 		err := n.ConfigSet(t.Context(), "appendonly", "yes").Err()
 		n.Close()
@@ -388,23 +408,20 @@ func TestAsyncReplicatedByDefaultOnCluster(t *testing.T) {
 		}
 		return true
 	})
-	s := newSale(t, testenv.Start(t, clusterConfig(t, c), app.Extras{}))
-	units, shards := 20, 3
+	return c
+}
+
+// createAsyncOnReplicas creates the sale's product, async and not a lab
+// product, on a cluster whose every slot has a replica: replicated without
+// asking, which its view must say.
+func (s *sale) createAsyncOnReplicas(units, shards int) stock.Layout {
+	s.t.Helper()
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Mode: api.ModeAsync}
 	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
-		t.Fatalf("creating an async product: %d %s", status, body)
+		s.t.Fatalf("creating an async product: %d %s", status, body)
 	}
 	if v := s.view(); !v.Replicated {
-		t.Errorf("the view of an async product on a cluster with replicas: replicated %v; want replicated", v.Replicated)
+		s.t.Errorf("the view of an async product on a cluster with replicas: replicated %v; want replicated", v.Replicated)
 	}
-	l := stock.Layout{ID: s.product, Shards: shards, Epoch: 1}
-	slow := masterOf(t, c, l.LedgerKey(0))
-	mc := redis.NewClient(&redis.Options{Addr: slow})
-	t.Cleanup(func() { mc.Close() })
-	replica := replicaOf(t, mc)
-	if err := c.Procs().Pause(replica); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Procs().Resume(replica) })
-	checkTakesOnReplicas(t, s, c, l, slow, http.StatusAccepted)
+	return stock.Layout{ID: s.product, Shards: shards, Epoch: 1}
 }
