@@ -155,8 +155,12 @@ func TestPage(t *testing.T) {
 	waitFor[bool](t, ctx, "the unit back and the audit's counts",
 		`document.querySelector("#stat-stock").textContent === "99" && document.querySelector("#stat-cancelled").textContent === "1" && document.querySelector("#stat-unpaid").textContent === "0"`)
 
-	// Reset with the typed admin token: the stock is whole again.
-	do(t, ctx, "reset", chromedp.Click(chromedp.ID("reset")))
+	// Reset with the typed admin token, once "reset" is typed too (issue
+	// 36): without the word, nothing is reset; with it, the stock is whole.
+	do(t, ctx, "reset", chromedp.Click(chromedp.ID("reset")), chromedp.WaitVisible(chromedp.ID("reset-word")), chromedp.Click(chromedp.ID("reset-go")))
+	waitFor[bool](t, ctx, "the reset refused without its word",
+		`document.querySelector("#product-status").textContent.startsWith("Not reset") && document.querySelector("#stat-stock").textContent === "99"`)
+	do(t, ctx, "confirm the reset", chromedp.SendKeys(chromedp.ID("reset-word"), "reset"), chromedp.Click(chromedp.ID("reset-go")))
 	waitFor[string](t, ctx, "the reset stock",
 		`document.querySelector("#stat-stock").textContent === "100" && document.querySelector("#stat-sold").textContent === "0" && "ok"`)
 

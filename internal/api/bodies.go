@@ -37,19 +37,18 @@ type ProductRequest struct {
 	Captcha bool `json:"captcha,omitempty"`
 	// StartsAt and EndsAt are the sale window, RFC 3339: purchases before
 	// StartsAt are 409 not_started, from EndsAt on 409 sale_ended. Each is
-	// optional (absent: no bound); EndsAt must be after StartsAt. A POST
-	// may change them without Reset; absent, a reset clears them.
+	// optional (absent: no bound); EndsAt must be after StartsAt. Absent,
+	// a reset clears them.
 	StartsAt *time.Time `json:"starts_at,omitempty"`
 	EndsAt   *time.Time `json:"ends_at,omitempty"`
 	// AccountsBefore, RFC 3339: the product sells only to buyers whose
 	// account was made before it (403 account_too_new), so that accounts
 	// made for the sale once it is announced do not buy. Absent: every
-	// account. A POST may change it without Reset.
+	// account. Set when the product is created or reset.
 	AccountsBefore *time.Time `json:"accounts_before,omitempty"`
-	// Reset is the operator's explicit reset: a new sale that may change
-	// the lock and mode of a product that is not a lab product. Without it,
-	// a POST of such an existing product must keep its lock and mode (409
-	// reset_required).
+	// Reset is the operator's explicit reset: a new sale, under the lock
+	// and mode given, of a product that is not a lab product. Without it, a
+	// POST of such an existing product is 409 reset_required.
 	Reset bool `json:"reset,omitempty"`
 }
 

@@ -87,12 +87,28 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 		}
 		spec.Shards = *req.Shards
 	}
-	p, err := s.deps.Orders.Catalogue().Reset(c.Request.Context(), spec)
+	p, err := s.newSale(c.Request.Context(), spec)
 	if err != nil {
 		s.failErr(c, err)
 		return
 	}
 	s.respondProduct(c, p.ID)
+}
+
+// newSale creates the product, or starts a new sale of it: a lab product's
+// on any POST, another product's only on the operator's explicit reset. A
+// POST that looks like a create lays no stock out again (issue 36: one
+// click on a framed Reset sold a sale's units twice).
+func (s *Server) newSale(ctx context.Context, spec catalogue.ProductSpec) (catalogue.Product, error) {
+	cat := s.deps.Orders.Catalogue()
+	if spec.Reset || spec.Lab {
+		return cat.Reset(ctx, spec)
+	}
+	p, err := cat.CreateIfAbsent(ctx, spec)
+	if errors.Is(err, catalogue.ErrExists) {
+		return p, fmt.Errorf("%w: %w; a new sale lays its stock out again: send \"reset\": true to start one", catalogue.ErrResetRequired, err)
+	}
+	return p, err
 }
 
 func (s *Server) handleProduct(c *gin.Context) {

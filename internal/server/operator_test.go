@@ -16,7 +16,8 @@ import (
 // Redis, where a second instance finds it; without it nobody creates,
 // resets or changes a product, reconciles or starts a lab run (401), with it
 // the operator does; buyers need none. A re-POST of a product that is not a
-// lab product cannot change its lock: only "reset": true can.
+// lab product neither starts a new sale nor changes its lock: only
+// "reset": true does.
 func TestOnlyTheOperatorChangesASale(t *testing.T) {
 	cfg := testenv.Config(t)
 	cfg.AdminToken = "" // the default: the service makes one
@@ -42,7 +43,7 @@ func TestOnlyTheOperatorChangesASale(t *testing.T) {
 		ok         int
 	}{
 		{"create", "/api/products", sold, http.StatusOK},
-		{"reset", "/api/products", sold, http.StatusOK},
+		{"reset", "/api/products", product{"id": id, "stock": 10, "shards": 1, "lock": "token", "mode": "rmw", "reset": true}, http.StatusOK},
 		{"change the lock", "/api/products", product{"id": id, "stock": 10, "shards": 1, "lock": "fenced", "mode": "rmw", "reset": true}, http.StatusOK},
 		{"reconcile", reconcile, map[string]any{}, http.StatusOK},
 		{"start a lab run", "/api/runs", run, http.StatusAccepted},
@@ -75,7 +76,12 @@ func TestOnlyTheOperatorChangesASale(t *testing.T) {
 		t.Errorf("a buyer without the operator token: %d, want 201", st)
 	}
 
-	// A re-POST that looks like a create cannot change how the sale is sold.
+	// A re-POST that looks like a create starts no new sale (issue 36: one
+	// click on Reset sold the units again), even under the same lock and
+	// mode, nor changes how the sale is sold.
+	if st := e.do("POST", "/api/products", product{"id": id, "stock": 10, "shards": 1, "lock": "fenced", "mode": "rmw"}, &ae); st != http.StatusConflict || ae.Code != api.CodeResetRequired {
+		t.Errorf("a re-POST as it is: %d %+v, want 409 reset_required", st, ae)
+	}
 	if st := e.do("POST", "/api/products", product{"id": id, "stock": 10, "shards": 1, "lock": "none", "mode": "rmw"}, &ae); st != http.StatusConflict || ae.Code != api.CodeResetRequired {
 		t.Errorf("a re-POST with lock none: %d %+v, want 409 reset_required", st, ae)
 	}
@@ -83,8 +89,8 @@ func TestOnlyTheOperatorChangesASale(t *testing.T) {
 		t.Errorf("a re-POST with mode lua: %d %+v, want 409 reset_required", st, ae)
 	}
 	var v api.ProductView
-	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, &v); st != http.StatusOK || v.Lock != "fenced" || v.Mode != "rmw" || v.Sold != 1 {
-		t.Errorf("the product after the refused re-POSTs: %d %+v, want lock fenced, mode rmw, 1 sold", st, v)
+	if st := e.do("GET", fmt.Sprintf("/api/products/%d", id), nil, &v); st != http.StatusOK || v.Lock != "fenced" || v.Mode != "rmw" || v.Sold != 1 || v.Sale != 3 || v.Stock != 9 {
+		t.Errorf("the product after the refused re-POSTs: %d %+v, want lock fenced, mode rmw, sale 3, 1 sold, 9 in stock", st, v)
 	}
 	if st := e.do("POST", "/api/products", product{"id": id, "stock": 10, "shards": 1, "lock": "none", "mode": "rmw", "reset": true}, &v); st != http.StatusOK || v.Lock != "none" {
 		t.Errorf("the operator's explicit reset to lock none: %d %+v, want 200 with lock none", st, v)

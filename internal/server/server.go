@@ -190,7 +190,7 @@ func New(deps Deps) *Server {
 			return c.FullPath() != "/metrics" && c.FullPath() != "/healthz"
 		})))
 	}
-	r.Use(s.recover, s.metrics.observe, s.checkHost, s.checkOrigin, s.allowMethods, limitBody)
+	r.Use(secureHeaders, s.recover, s.metrics.observe, s.checkHost, s.checkOrigin, s.allowMethods, limitBody)
 	s.routes(r)
 	s.engine = r
 	return s

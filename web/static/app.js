@@ -46,7 +46,7 @@
   // api sends one JSON request. It never throws: the answer is
   // {ok, status, data}, where data is the API's body or, when there is none,
   // an error body of the API's shape.
-  // TOKEN_KEY is where this browser keeps the operator token.
+  // TOKEN_KEY is where this tab keeps the operator token.
   const TOKEN_KEY = "seckill.adminToken";
 
   // BUYER_KEY is where this browser keeps its signed-in buyer's session.
@@ -324,9 +324,27 @@
     pollProduct();
   }
 
-  async function resetProduct() {
+  // askReset shows the reset's confirmation: a new sale is never one click
+  // (a page framed by another site could have the operator make it).
+  function askReset() {
+    if (!state.product) {
+      setStatus($("#product-status"), "Nothing to reset: the product is not loaded.", true);
+      return;
+    }
+    $("#reset-word").value = "";
+    $("#reset-confirm").hidden = false;
+    $("#reset-word").focus();
+  }
+
+  async function resetProduct(ev) {
+    ev.preventDefault();
     const p = state.product;
     const status = $("#product-status");
+    if ($("#reset-word").value.trim().toLowerCase() !== "reset") {
+      setStatus(status, "Not reset: type reset to confirm a new sale.", true);
+      return;
+    }
+    $("#reset-confirm").hidden = true;
     if (!p) {
       setStatus(status, "Nothing to reset: the product is not loaded.", true);
       return;
@@ -335,7 +353,7 @@
     btn.disabled = true;
     const r = await api("POST", "/api/products", {
       id: p.id, name: p.name, stock: p.initial, shards: p.shards.length, lock: p.lock, mode: p.mode, fallback: p.fallback, lab: p.lab,
-      pay_timeout_ms: p.pay_timeout_ms, lifecycle: p.lifecycle, starts_at: p.starts_at, ends_at: p.ends_at,
+      pay_timeout_ms: p.pay_timeout_ms, lifecycle: p.lifecycle, starts_at: p.starts_at, ends_at: p.ends_at, reset: true,
     }, true);
     btn.disabled = false;
     if (r.ok) {
@@ -1157,16 +1175,21 @@
     // The token's form is there for the browser, which wants a password in
     // one; Enter in it must not reload the page.
     $("#token-form").addEventListener("submit", (e) => e.preventDefault());
-    // The operator types the token once: this browser keeps it. Buying
-    // needs none; only creating, resetting and lab runs send it.
+    // The operator types the token once: this tab keeps it until it
+    // closes (sessionStorage: not left on disk for the next user of the
+    // browser, nor shared with every tab). Buying needs none; only
+    // creating, resetting and lab runs send it.
     try {
-      $("#token").value = localStorage.getItem(TOKEN_KEY) || "";
-      $("#token").addEventListener("input", (e) => localStorage.setItem(TOKEN_KEY, e.target.value.trim()));
+      localStorage.removeItem(TOKEN_KEY); // where earlier versions kept it
+      $("#token").value = sessionStorage.getItem(TOKEN_KEY) || "";
+      $("#token").addEventListener("input", (e) => sessionStorage.setItem(TOKEN_KEY, e.target.value.trim()));
     } catch {
       // Storage refused (a private window's policy): the field still works.
     }
     $("#product-id").addEventListener("change", (e) => watch(Number(e.target.value)));
-    $("#reset").addEventListener("click", resetProduct);
+    $("#reset").addEventListener("click", askReset);
+    $("#reset-confirm").addEventListener("submit", resetProduct);
+    $("#reset-cancel").addEventListener("click", () => { $("#reset-confirm").hidden = true; });
     $("#buy-form").addEventListener("submit", buy);
     $("#signin-form").addEventListener("submit", signIn);
     $("#captcha-new").addEventListener("click", newCaptcha);

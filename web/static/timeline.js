@@ -22,6 +22,9 @@ window.SeckillTimeline = (() => {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
       if (k === "class") e.className = v;
+      // Through the CSSOM: a style attribute is inline style, which the
+      // page's Content-Security-Policy refuses.
+      else if (k === "style") Object.assign(e.style, v);
       else e.setAttribute(k, v);
     }
     for (const c of children) e.append(c instanceof Node ? c : String(c));
@@ -239,8 +242,8 @@ window.SeckillTimeline = (() => {
   }
 
   const capital = (s) => (s ? s[0].toUpperCase() + s.slice(1) : s);
-  const swatch = (c) => el("span", { class: "tl-swatch", style: "background:" + c });
-  const mark = (glyph, c) => el("span", { class: "tl-mark", style: "color:" + c }, glyph);
+  const swatch = (c) => el("span", { class: "tl-swatch", style: { background: c } });
+  const mark = (glyph, c) => el("span", { class: "tl-mark", style: { color: c } }, glyph);
 
   return { draw };
 })();
