@@ -160,6 +160,9 @@ func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error
 	if err = session.Migrate(ctx, a.db); err != nil {
 		return err
 	}
+	if err = migrateSecrets(ctx, a.db); err != nil {
+		return err
+	}
 	if cfg.RabbitMQURL != "" {
 		if a.broker, err = outbox.Dial(cfg.RabbitMQURL, MQQueue(cfg)); err != nil {
 			return err
@@ -256,16 +259,16 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 // operator returns the operator's token, made and said once when none was
 // set.
 func (a *App) operator(ctx context.Context) (string, error) {
-	token, made, err := operatorToken(ctx, a.rdb, a.Config.AdminToken)
+	token, made, err := operatorToken(ctx, a.db, a.rdb, a.Config.AdminToken)
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case made:
 		a.log.Warn("no ADMIN_TOKEN set: made an operator token; creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>",
-			"token", token, "kept_in", "redis key "+OperatorTokenKey)
+			"token", token, "kept_in", "the database's table secrets, copied to redis key "+OperatorTokenKey)
 	case a.Config.AdminToken == "":
-		a.log.Info("no ADMIN_TOKEN set: using the operator token kept in Redis (read it with redis-cli GET " + OperatorTokenKey + ")")
+		a.log.Info("no ADMIN_TOKEN set: using the operator token kept in the database (read it with redis-cli GET " + OperatorTokenKey + ")")
 	}
 	a.Config.AdminToken = token
 	return token, nil
@@ -273,7 +276,7 @@ func (a *App) operator(ctx context.Context) (string, error) {
 
 // sessions builds the buyers' sign-in desk on the shared signing key.
 func (a *App) sessions(ctx context.Context) (*session.Desk, error) {
-	secret, err := sessionSecret(ctx, a.rdb, a.Config.SessionSecret)
+	secret, err := sessionSecret(ctx, a.db, a.rdb, a.Config.SessionSecret)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ type Config struct {
 	LockTTL         time.Duration // -lock-ttl / LOCK_TTL
 	LockWait        time.Duration // -lock-wait / LOCK_WAIT
 	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
-	AdminToken      string        // -admin-token / ADMIN_TOKEN; the operator token; empty: made at start and kept in Redis
+	AdminToken      string        // -admin-token / ADMIN_TOKEN; the operator token; empty: made at start and kept in SQL
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
 	AllowedHosts    []string      // -allowed-hosts / ALLOWED_HOSTS; names beside IP addresses and localhost that requests may carry as their Host
@@ -43,7 +43,7 @@ type Config struct {
 	ClaimIdle       time.Duration // -claim-idle / CLAIM_IDLE; how long a queued order may stay with a silent consumer before another claims it
 	ReconcileEvery  time.Duration // -reconcile-every / RECONCILE_EVERY; 0 turns the schedule off
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
-	SessionSecret   string        // -session-secret / SESSION_SECRET; signs buyers' tokens; empty: made at start and kept in Redis
+	SessionSecret   string        // -session-secret / SESSION_SECRET; signs buyers' tokens; empty: made at start and kept in SQL
 	SessionLifetime time.Duration // -session-lifetime / SESSION_LIFETIME; how long a buyer's token is good for
 	DemoAccounts    string        // -demo-accounts / DEMO_ACCOUNTS; the sign-in by name alone: true, false, or auto (on when Redis and the database are both embedded)
 	SignupsAddress  int           // -signups-per-address / SIGNUPS_PER_ADDRESS; accounts one address may make per hour, 0 no limit
@@ -115,7 +115,7 @@ func (c *Config) settings() []setting {
 		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", func(fs *flag.FlagSet, name, def, help string) {
 			fs.IntVar(&c.DemoStock, name, 100, help)
 		}, "100"},
-		{"admin-token", "ADMIN_TOKEN", "the operator token: creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>; empty: the first instance on a Redis makes one, logs it and keeps it in Redis (key seckill:admin-token) for every instance", str(&c.AdminToken), ""},
+		{"admin-token", "ADMIN_TOKEN", "the operator token: creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>; empty: the first instance on a database makes one, logs it and keeps it in the database for every instance, with a copy in Redis (key seckill:admin-token)", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
 		{"allowed-hosts", "ALLOWED_HOSTS", "comma-separated names (name or name:port) beside IP addresses and localhost under which the service is reached, e.g. the name a proxy or another container uses; when empty, a request that came to a loopback address with another name is refused (DNS rebinding), one that came to another address is served", list(&c.AllowedHosts), ""},
@@ -126,7 +126,7 @@ func (c *Config) settings() []setting {
 		{"claim-idle", "CLAIM_IDLE", "how long a queued order may stay delivered to a consumer and unacknowledged before another consumer claims it (it must outlast a batch write with its retries)", dur(&c.ClaimIdle), outbox.DefaultClaimIdle.String()},
 		{"reconcile-every", "RECONCILE_EVERY", "how often the reconciler passes over the products sold here; 0 turns it off", dur(&c.ReconcileEvery), "10s"},
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
-		{"session-secret", "SESSION_SECRET", fmt.Sprintf("key that signs the buyers' tokens (POST /api/sessions), at least %d bytes; every instance must have the same; empty: the first instance on a Redis makes one and keeps it in Redis (key %s) for every instance", session.MinSecret, session.SecretKey), str(&c.SessionSecret), ""},
+		{"session-secret", "SESSION_SECRET", fmt.Sprintf("key that signs the buyers' tokens (POST /api/sessions), at least %d bytes; every instance must have the same; empty: the first instance on a database makes one and keeps it in the database for every instance, with a copy in Redis (key %s)", session.MinSecret, session.SecretKey), str(&c.SessionSecret), ""},
 		{"session-lifetime", "SESSION_LIFETIME", "how long a buyer's token is good for", dur(&c.SessionLifetime), session.DefaultLifetime.String()},
 		{"demo-accounts", "DEMO_ACCOUNTS", "the demo sign-in by name alone, without a password, to accounts that have none (made on their first sign-in): true, false, or auto, on when Redis and the database are both the embedded ones (the lab on one machine) and off otherwise", str(&c.DemoAccounts), "auto"},
 		{"signups-per-address", "SIGNUPS_PER_ADDRESS", "accounts one client address may make per hour (POST /api/accounts); 0 no limit", func(fs *flag.FlagSet, name, def, help string) {
