@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"errors"
@@ -485,13 +486,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 		runs: extras.Runs,
 		URL:  "http://" + ln.Addr().String(),
 		http: &http.Server{
-			Handler:           a.Handler,
-			ReadHeaderTimeout: cfg.HeaderTimeout,
+			Handler: a.Handler,
+			// A Config built in code may leave them 0: the defaults, never none.
+			ReadHeaderTimeout: cmp.Or(cfg.HeaderTimeout, DefaultHeaderTimeout),
 			ReadTimeout:       10 * time.Second,
 			// A purchase runs to its end even if the client hangs up, within
 			// its budget; the response must be allowed to outlast it.
 			WriteTimeout:   a.Orders.Budget().Purchase() + 5*time.Second,
-			IdleTimeout:    cfg.IdleTimeout,
+			IdleTimeout:    cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout),
 			MaxHeaderBytes: server.MaxHeaderBytes,
 			ConnState:      capped.ConnState,
 			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
