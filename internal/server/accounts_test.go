@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"seckill/internal/api"
 	"seckill/internal/testkit/testenv"
@@ -222,5 +223,22 @@ func TestOneAddressCannotMakeManyBuyers(t *testing.T) {
 	}
 	if st, ae, _ := asking(net+"2", api.AccountRequest{Name: uniqueName("sybil"), CaptchaID: "nope", Captcha: "123456"}); st != http.StatusForbidden || ae.Code != api.CodeCaptchaFailed {
 		t.Errorf("a wrong captcha: %d %+v, want 403 %s", st, ae, api.CodeCaptchaFailed)
+	}
+}
+
+// TestAccountsBefore: a product with accounts_before sells only to
+// accounts made before it.
+func TestAccountsBefore(t *testing.T) {
+	e := startDefault(t)
+	buyer, _ := e.signUp(uniqueName("kim"), password)
+	past, future := time.Now().Add(-time.Hour).UTC(), time.Now().Add(time.Hour).UTC()
+	old := e.reset(product{"stock": 5, "shards": 1, "lab": false, "accounts_before": past})
+	var ae api.Error
+	if st := buyer.do("POST", "/api/orders", map[string]any{"product_id": old}, &ae); st != http.StatusForbidden || ae.Code != api.CodeAccountTooNew {
+		t.Errorf("an account made after accounts_before buys: %d %+v, want 403 %s", st, ae, api.CodeAccountTooNew)
+	}
+	open := e.reset(product{"stock": 5, "shards": 1, "lab": false, "accounts_before": future})
+	if st := buyer.do("POST", "/api/orders", map[string]any{"product_id": open}, nil); st != http.StatusCreated {
+		t.Errorf("an account made before accounts_before buys: %d, want 201", st)
 	}
 }
