@@ -32,6 +32,9 @@ var (
 	//go:embed redeem.lua
 	redeemLua    string
 	redeemScript = redis.NewScript(redeemLua)
+	//go:embed close.lua
+	closeLua    string
+	closeScript = redis.NewScript(closeLua)
 )
 
 // Paths issues and redeems one-time purchase path tokens, miaosha's hidden
@@ -92,4 +95,16 @@ func (p *Paths) Redeem(ctx context.Context, buyer, product int64, token, key str
 		return fmt.Errorf("%w: each token buys once; ask POST /api/products/%d/path for another", ErrPathUsed, product)
 	}
 	return fmt.Errorf("%w: the token is unknown, expired, replaced or not yours; ask POST /api/products/%d/path for one", ErrPathRequired, product)
+}
+
+// CloseRetries ends the retries of buyer's purchase of product with key,
+// whose order was cancelled: a retry redeems the token again so that a
+// buyer whose answer was lost gets their order, but once that order is
+// cancelled the same key would buy anew, on a token spent already. From
+// here on the token answers ErrPathUsed to every purchase.
+func (p *Paths) CloseRetries(ctx context.Context, buyer, product int64, key string) error {
+	if err := closeScript.Run(ctx, p.rdb, []string{pathKey(buyer, product)}, key).Err(); err != nil {
+		return fmt.Errorf("closing the purchase path of buyer %d for product %d: %w", buyer, product, err)
+	}
+	return nil
 }

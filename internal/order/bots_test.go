@@ -65,6 +65,40 @@ func TestPathProductSellsOnlyWithAToken(t *testing.T) {
 	}
 }
 
+// A path token spent by a purchase stays spent once that purchase's order
+// is cancelled: its retry with the same key is refused, not a new order
+// (issue 36, finding 6: the retry redeemed the token again and bought).
+func TestCancelledPathPurchaseStaysSpent(t *testing.T) {
+	lp := &latePaths{}
+	f := newFixture(t, order.Options{Paths: lp})
+	lp.Paths = admission.NewPaths(f.rdb, 0)
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 10, Path: true})
+	tok, err := lp.Issue(t.Context(), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buy := func() (order.Order, error) {
+		o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1, Path: tok.Token, Key: "k1"})
+		return o, err
+	}
+	o, err := buy()
+	if err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	if again, err := buy(); err != nil || again.ID != o.ID {
+		t.Fatalf("the purchase retried before the cancel: order %v, %v; want order %v", again.ID, err, o.ID)
+	}
+	if _, err := f.svc.Lifecycle().Cancel(t.Context(), o.ID, order.Buyer{ID: 1, Signed: true}); err != nil {
+		t.Fatalf("cancelling: %v", err)
+	}
+	if again, err := buy(); !errors.Is(err, admission.ErrPathUsed) {
+		t.Fatalf("the purchase retried after the cancel: order %v, %v; want ErrPathUsed", again.ID, err)
+	}
+	if a := f.Audit(1); a.Remaining != 10 || a.Orders != 0 {
+		t.Errorf("audit: %+v, want nothing sold", a)
+	}
+}
+
 // The per-address limit counts the purchases of products that are not lab
 // products; a lab product's buyers, one harness at one address, pass.
 func TestPerAddressLimitSparesLabProducts(t *testing.T) {

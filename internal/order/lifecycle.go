@@ -201,7 +201,14 @@ func (b *base) lockShard(ctx context.Context, p catalogue.Product, shard int) fu
 }
 
 // returnUnit puts a cancelled order's unit back and forgets its buyer.
+// A path token's retries end first: once the buyer's take is forgotten, a
+// retry of the purchase would take anew, with the token it spent.
 func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Order) {
+	if p.Path && lc.opt.Paths != nil {
+		if err := lc.opt.Paths.CloseRetries(ctx, o.UserID, p.ID, o.Key); err != nil {
+			lc.log.WarnContext(ctx, "a cancelled order's path token still redeems for its key until it expires", "order", o.ID, "error", err)
+		}
+	}
 	if p.Store == string(stock.InSQL) {
 		lc.stock.Flags().Clear(p.ID)
 		lc.cat.Returned(ctx, p.ID)

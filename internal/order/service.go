@@ -142,6 +142,7 @@ func (noRepairs) ChangedSince(uint64) bool                           { return fa
 type Paths interface {
 	Issue(ctx context.Context, buyer, product int64) (admission.PathToken, error)
 	Redeem(ctx context.Context, buyer, product int64, token, key string) error
+	CloseRetries(ctx context.Context, buyer, product int64, key string) error
 }
 
 // Captchas checks a captcha's answer for what it was made for, once
