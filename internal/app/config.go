@@ -30,7 +30,7 @@ type Config struct {
 	EtcdEndpoints   []string      // -etcd-endpoints / ETCD_ENDPOINTS; the etcd lock's cluster, empty for an embedded one
 	MySQLDSN        string        // -mysql / MYSQL_DSN; empty uses an embedded SQLite
 	SQLitePath      string        // -sqlite / SQLITE_PATH; the embedded store's file, "" for memory
-	RateLimit       time.Duration // -rate-limit / RATE_LIMIT; one order request per user per period, 0 off
+	RateLimit       time.Duration // -rate-limit / RATE_LIMIT; one order request per user and product per period, 0 off
 	LockTTL         time.Duration // -lock-ttl / LOCK_TTL
 	LockWait        time.Duration // -lock-wait / LOCK_WAIT
 	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
@@ -106,7 +106,7 @@ func (c *Config) settings() []setting {
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs for the etcd lock; empty starts an embedded etcd on the strategy's first use", list(&c.EtcdEndpoints), ""},
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
-		{"rate-limit", "RATE_LIMIT", "allow one order request per user per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
+		{"rate-limit", "RATE_LIMIT", "allow one order request per user and product per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
 		{"concurrency-limit", "CONCURRENCY_LIMIT", "the ceiling of the adaptive concurrency limit on purchases of products that are not lab products: beyond the limit of the moment, a purchase is answered 503 overloaded at once; 0 (the default, see docs/BENCHMARKS.md: in an opening herd on one machine it sheds purchases it could have sold) turns the limit off", func(fs *flag.FlagSet, name, def, help string) {
 			fs.IntVar(&c.ConcurrencyLimit, name, 0, help)
 		}, "0"},

@@ -39,7 +39,7 @@ func TestPathProductSellsOnlyWithAToken(t *testing.T) {
 	if err := buy(1, other.Token, ""); !errors.Is(err, admission.ErrPathRequired) {
 		t.Fatalf("another buyer's token: %v, want ErrPathRequired", err)
 	}
-	if n := f.rdb.Exists(t.Context(), "seckill:rate:1").Val(); n != 0 {
+	if n := f.rdb.Exists(t.Context(), admission.PerBuyerKey(1, 1)).Val(); n != 0 {
 		t.Errorf("the refused buyer left a rate-limit key: the path is checked after the limit")
 	}
 	mine, err := paths.Issue(t.Context(), 1, 1)
@@ -96,6 +96,33 @@ func TestCancelledPathPurchaseStaysSpent(t *testing.T) {
 	}
 	if a := f.Audit(1); a.Remaining != 10 || a.Orders != 0 {
 		t.Errorf("audit: %+v, want nothing sold", a)
+	}
+}
+
+// The rate limit is a buyer's per product: a buyer who hammers a sold-out
+// product still buys another at once (issue 36, finding 3: one key per
+// buyer kept every product refused while the buyer hammered one).
+func TestRateLimitIsPerProduct(t *testing.T) {
+	ll := &lateLimit{}
+	f := newFixture(t, order.Options{Admit: ll})
+	ll.PerBuyer = admission.NewPerBuyer(f.rdb, time.Hour)
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 1})
+	f.Reset(catalogue.ProductSpec{ID: 2, Stock: 1})
+	buy := func(buyer, product int64) error {
+		_, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: buyer, ProductID: product})
+		return err
+	}
+	if err := buy(1, 1); err != nil {
+		t.Fatalf("the last unit of product 1: %v", err)
+	}
+	if err := buy(7, 1); err == nil {
+		t.Fatal("buyer 7 bought product 1, which was sold out")
+	}
+	if err := buy(7, 1); !errors.Is(err, admission.ErrRateLimited) {
+		t.Fatalf("buyer 7 again on product 1: %v, want ErrRateLimited", err)
+	}
+	if err := buy(7, 2); err != nil {
+		t.Fatalf("buyer 7 on product 2, while product 1's key is busy: %v, want it sold", err)
 	}
 }
 

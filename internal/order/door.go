@@ -34,7 +34,7 @@ func (d *Door) admit(ctx context.Context, p catalogue.Product, in Purchase) erro
 	if err := d.redeemPath(ctx, p, in); err != nil {
 		return err
 	}
-	return d.admitBuyer(ctx, in.UserID)
+	return d.admitBuyer(ctx, in.UserID, p.ID)
 }
 
 // window refuses a purchase outside p's sale window: from the cached
@@ -74,12 +74,12 @@ func (d *Door) redeemPath(ctx context.Context, p catalogue.Product, in Purchase)
 	return d.opt.Paths.Redeem(ctx, in.UserID, p.ID, in.Path, in.Key)
 }
 
-// admitBuyer asks Options.Admit to let the buyer in.
-func (d *Door) admitBuyer(ctx context.Context, buyer int64) error {
+// admitBuyer asks Options.Admit to let the buyer's purchase of product in.
+func (d *Door) admitBuyer(ctx context.Context, buyer, product int64) error {
 	if d.opt.Admit == nil {
 		return nil
 	}
-	return d.opt.Admit.Allow(ctx, buyer)
+	return d.opt.Admit.Allow(ctx, buyer, product)
 }
 
 // shed asks Options.Limit to admit a purchase of p; done reports the

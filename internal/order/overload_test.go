@@ -15,7 +15,7 @@ import (
 // refuseBuyer is a rate limit that refuses one buyer.
 type refuseBuyer int64
 
-func (r refuseBuyer) Allow(_ context.Context, buyer int64) error {
+func (r refuseBuyer) Allow(_ context.Context, buyer, _ int64) error {
 	if buyer == int64(r) {
 		return admission.ErrRateLimited
 	}

@@ -156,9 +156,10 @@ type AddressAdmitter interface {
 	Allow(ctx context.Context, addr string) error
 }
 
-// Admitter decides whether a buyer's purchase is let in (admission.PerBuyer).
+// Admitter decides whether a buyer's purchase of a product is let in
+// (admission.PerBuyer).
 type Admitter interface {
-	Allow(ctx context.Context, buyer int64) error
+	Allow(ctx context.Context, buyer, product int64) error
 }
 
 // Limiter admits a request within a concurrency limit or refuses it at

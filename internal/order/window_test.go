@@ -61,7 +61,7 @@ func TestSaleWindow(t *testing.T) {
 			if n := f.mr.CommandCount() - before; n != 0 {
 				t.Errorf("the refusal sent %d commands to Redis, want none", n)
 			}
-			if f.mr.Exists("seckill:rate:7") {
+			if f.mr.Exists(admission.PerBuyerKey(7, 1)) {
 				t.Error("the refused buyer's rate-limit key is set: the window is checked after the rate limit")
 			}
 

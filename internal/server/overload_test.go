@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/admission"
 	"seckill/internal/api"
 	"seckill/internal/testkit/testenv"
 )
@@ -58,7 +59,9 @@ func TestOverloadedIs503WithRetryAfter(t *testing.T) {
 	as := func(n int64) *env {
 		if buyers[n] == nil {
 			s := testenv.SignIn(t, e.url, fmt.Sprintf("overload-%d", n))
-			t.Cleanup(func() { rdb.Del(context.Background(), fmt.Sprintf("seckill:rate:%d", s.BuyerID)) })
+			t.Cleanup(func() {
+				rdb.Del(context.Background(), admission.PerBuyerKey(s.BuyerID, onSale), admission.PerBuyerKey(s.BuyerID, soldOut))
+			})
 			c := *e
 			c.buyer = s.Token
 			buyers[n] = &c
@@ -73,7 +76,7 @@ func TestOverloadedIs503WithRetryAfter(t *testing.T) {
 	}
 	buy := func(user, product int64) who {
 		if product == lab { // ids below 2^41: a lab product's user ids
-			t.Cleanup(func() { rdb.Del(context.Background(), fmt.Sprintf("seckill:rate:%d", user)) })
+			t.Cleanup(func() { rdb.Del(context.Background(), admission.PerBuyerKey(user, product)) })
 			return who{e, map[string]any{"user_id": user, "product_id": product}}
 		}
 		return who{as(user), map[string]any{"product_id": product}}

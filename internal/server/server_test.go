@@ -19,6 +19,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"seckill/internal/admission"
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/lock"
@@ -378,7 +379,7 @@ func TestRateLimit(t *testing.T) {
 	if st := e.do("POST", "/api/orders", buy, &ae); st != http.StatusTooManyRequests || ae.Code != "rate_limited" {
 		t.Errorf("second request within the period: status %d %+v, want 429 rate_limited", st, ae)
 	}
-	e.srv.Redis().Del(context.Background(), fmt.Sprintf("seckill:rate:%d", user))
+	e.srv.Redis().Del(context.Background(), admission.PerBuyerKey(user, id))
 }
 
 // startTwo starts two instances on one Redis and one database.
