@@ -107,7 +107,20 @@ func TestPage(t *testing.T) {
 	if shown := run[bool](t, ctx, `!document.querySelector("#user-id-field").hidden`); shown {
 		t.Error("the user id field shows on a product that is not a lab product")
 	}
-	signIn(t, ctx, "alice")
+	// Sign up with a password (signed in at once), sign out, sign in again.
+	do(t, ctx, "sign up as alice", chromedp.SetValue(chromedp.ID("buyer-name"), "alice"),
+		chromedp.SetValue(chromedp.ID("buyer-password"), "plum tree at dusk 7"), chromedp.Click(chromedp.ID("signup")))
+	waitFor[bool](t, ctx, "alice signed up and in", `document.querySelector("#signin-status").textContent.startsWith("Signed in as alice ")`)
+	signedUp := run[string](t, ctx, `JSON.parse(localStorage.getItem("seckill.buyer")).token`)
+	do(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")))
+	waitFor[bool](t, ctx, "alice signed out", `document.querySelector("#signin-status").textContent === "Not signed in." && document.querySelector("#signout").hidden`)
+	var ended struct{ Code string }
+	if code := getJSONAs(t, srv.URL+"/api/sessions/current", signedUp, &ended); code != http.StatusUnauthorized {
+		t.Errorf("the session signed out: GET /api/sessions/current %d, want 401", code)
+	}
+	do(t, ctx, "sign in as alice with her password", chromedp.SetValue(chromedp.ID("buyer-name"), "alice"),
+		chromedp.SetValue(chromedp.ID("buyer-password"), "plum tree at dusk 7"), chromedp.Click(chromedp.ID("signin")))
+	waitFor[bool](t, ctx, "alice signed in", `document.querySelector("#signin-status").textContent.startsWith("Signed in as alice ")`)
 
 	// Buy once: the id on the page is the string the API sent, digit for digit.
 	do(t, ctx, "buy", chromedp.Click(chromedp.ID("buy")))

@@ -381,11 +381,45 @@
     $("#signin-status").textContent = b
       ? "Signed in as " + b.name + " (buyer " + b.buyer_id + ") until " + new Date(b.expires_at).toLocaleTimeString()
       : "Not signed in.";
+    $("#signout").hidden = !b;
+  }
+
+  // credentials are the sign-in form's name and password; no password is
+  // the demo sign-in by name, which the service takes only with demo
+  // accounts on.
+  function credentials() {
+    const c = { name: $("#buyer-name").value };
+    const pw = $("#buyer-password").value;
+    if (pw) c.password = pw;
+    return c;
+  }
+
+  // signUp makes an account with the form's name and password, then signs
+  // it in.
+  async function signUp() {
+    const r = await api("POST", "/api/accounts", credentials());
+    if (!r.ok) {
+      $("#signin-status").textContent = "Sign-up refused: " + r.data.error;
+      return;
+    }
+    await signIn();
+  }
+
+  // signOut ends the session at the service, then forgets it here.
+  async function signOut() {
+    await api("DELETE", "/api/sessions/current", undefined, AS_BUYER);
+    try {
+      localStorage.removeItem(BUYER_KEY);
+    } catch {
+      // nothing kept
+    }
+    showBuyer();
   }
 
   async function signIn(ev) {
-    ev.preventDefault();
-    const r = await api("POST", "/api/sessions", { name: $("#buyer-name").value });
+    ev?.preventDefault();
+    const r = await api("POST", "/api/sessions", credentials());
+    $("#buyer-password").value = "";
     if (r.ok) {
       try {
         localStorage.setItem(BUYER_KEY, JSON.stringify(r.data));
@@ -1192,6 +1226,8 @@
     $("#reset-cancel").addEventListener("click", () => { $("#reset-confirm").hidden = true; });
     $("#buy-form").addEventListener("submit", buy);
     $("#signin-form").addEventListener("submit", signIn);
+    $("#signup").addEventListener("click", signUp);
+    $("#signout").addEventListener("click", signOut);
     $("#captcha-new").addEventListener("click", newCaptcha);
     showBuyer();
     $("#run-form").addEventListener("submit", startRun);
