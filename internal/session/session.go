@@ -154,9 +154,10 @@ func (k *Keys) Parse(token string) (Claims, error) {
 
 func (k *Keys) key(*jwt.Token) (any, error) { return k.secret, nil }
 
-// SecretKey is where the signing key lives in Redis when SESSION_SECRET
-// is not set: the first instance on a Redis stores one, every instance
-// reads it (internal/app).
+// SecretKey is where Redis keeps its copy of the signing key when
+// SESSION_SECRET is not set. The key itself lives in the database (table
+// secrets, internal/app): the first instance stores one, every instance
+// reads it, and a Redis wiped empty gets the copy again.
 const SecretKey = "seckill:session-secret"
 
 // SecretBytes is the length of the key an instance makes.
