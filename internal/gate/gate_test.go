@@ -89,8 +89,11 @@ func startCluster(t *testing.T, gateURLs []string) *cluster {
 	// Every backend named, so that the test's environment (REDIS_ADDR,
 	// MYSQL_DSN, RABBITMQ_URL, ADMIN_TOKEN) is not what the children use.
 	// No per-address limit: every buyer here is one address, loopback.
+	// Demo accounts on: the buyers sign in by name (a real redis-server
+	// leaves them off by default).
 	args := []string{"-addr", "127.0.0.1:0", "-redis", r.Addr, "-mysql", "", "-sqlite", filepath.Join(dir, "seckill.db"),
 		"-rabbitmq-url", "", "-admin-token", operatorToken, "-rate-limit", "0", "-address-rate", "0", "-demo-stock", "0", "-log-level", "warn",
+		"-demo-accounts", "true",
 		"-gate", strings.Join(gateURLs, ","), "-gate-secret", secret}
 	c := &cluster{}
 	for range 2 {
@@ -139,7 +142,7 @@ const operatorToken = "gate-test-operator"
 
 func reset(t *testing.T, base string, id int64, stock int) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"id": id, "stock": stock, "shards": 2})
+	b, _ := json.Marshal(map[string]any{"id": id, "stock": stock, "shards": 2, "reset": true})
 	req, err := http.NewRequest(http.MethodPost, base+"/api/products", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
