@@ -163,7 +163,10 @@ func TestClusterReadBlocks(t *testing.T) {
 		}
 	}
 	// A Read whose context ends returns; its reads stay in flight until
-	// the consumer stops reading.
+	// the consumer stops reading. The stream that delivered last has its
+	// read issued again by the reader's next Read: wait for it before
+	// ending that Read, or the count races the reissue.
+	awaitBlocked(t, cc, len(streams))
 	cancel()
 	wg.Wait()
 	if n, err := blockedReads(t.Context(), cc); err != nil || n != len(streams) {
