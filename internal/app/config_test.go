@@ -32,3 +32,28 @@ func TestSessionSettings(t *testing.T) {
 		t.Error("a lifetime of 0 was taken")
 	}
 }
+
+// TestConnectionSettings: the connection limits' defaults are the ones the
+// hardening chose (issue 36, finding 4), and a timeout that is not
+// positive is refused: net/http reads zero as no timeout at all, and a
+// connection that sends nothing would be held for ever (a negative
+// duration is refused by every duration flag).
+func TestConnectionSettings(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	c, _, err := app.ParseConfig("seckill", nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HeaderTimeout != 3*time.Second || c.IdleTimeout != 30*time.Second || c.AddressConns != 512 || c.MaxConns <= 0 {
+		t.Errorf("defaults: header %s, idle %s, per address %d, in all %d; want 3s, 30s, 512 and half the open-file limit",
+			c.HeaderTimeout, c.IdleTimeout, c.AddressConns, c.MaxConns)
+	}
+	if c, _, err := app.ParseConfig("seckill", nil, env(map[string]string{"IDLE_TIMEOUT": "5s", "ADDRESS_CONNS": "0"})); err != nil || c.IdleTimeout != 5*time.Second || c.AddressConns != 0 {
+		t.Errorf("IDLE_TIMEOUT=5s ADDRESS_CONNS=0: %s %d %v", c.IdleTimeout, c.AddressConns, err)
+	}
+	for _, args := range [][]string{{"-header-timeout", "0s"}, {"-header-timeout", "-1s"}, {"-idle-timeout", "-30s"}, {"-address-conns", "-1"}, {"-max-conns", "-1"}} {
+		if _, _, err := app.ParseConfig("seckill", args, env(nil)); err == nil {
+			t.Errorf("%v was taken", args)
+		}
+	}
+}

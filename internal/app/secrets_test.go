@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/app"
+	"seckill/internal/session"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -63,6 +65,43 @@ func TestSecretsSurviveARedisWipe(t *testing.T) {
 		t.Errorf("ADMIN_TOKEN set: the instance uses %q", fourth.Config.AdminToken)
 	} else if st := get(t, fourth.URL+"/api/orders/1", buyer); st != http.StatusUnauthorized {
 		t.Errorf("SESSION_SECRET set to another key: a token signed with the kept one got %d, want 401", st)
+	}
+}
+
+// Secrets an earlier version kept in Redis alone are adopted, not
+// replaced: the instances of that version still running hold them in
+// memory, so the first start on a database without the secrets' rows
+// stores Redis's values there, and a start after a wipe of that Redis
+// still uses them. Replacing them would split the fleet during the
+// upgrade as finding 8's wipe did. The database is the test's own SQLite
+// whatever MYSQL_DSN says: a shared one may hold the rows already.
+func TestSecretsKeptInRedisByAnEarlierVersionAreAdopted(t *testing.T) {
+	mr := miniredis.RunT(t)
+	oldKey := strings.Repeat("s", session.SecretBytes)
+	mr.Set(app.OperatorTokenKey, "the-earlier-operator-token")
+	mr.Set(session.SecretKey, oldKey)
+
+	cfg := testenv.Config(t)
+	cfg.RedisAddr, cfg.AdminToken, cfg.SessionSecret = mr.Addr(), "", ""
+	cfg.MySQLDSN, cfg.SQLitePath = "", filepath.Join(t.TempDir(), "shop.db")
+	earlier, err := session.NewKeys(session.Options{Secret: []byte(oldKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *app.Server, when string) {
+		t.Helper()
+		if s.Config.AdminToken != "the-earlier-operator-token" {
+			t.Errorf("%s: the operator token is %q, want the one Redis kept", when, s.Config.AdminToken)
+		}
+		if _, err := earlier.Parse(signIn(t, s.URL, "dora")); err != nil {
+			t.Errorf("%s: a token the instance signed is not signed with the key Redis kept: %v", when, err)
+		}
+	}
+	check(testenv.Start(t, cfg, app.Extras{}), "first start")
+	mr.FlushAll()
+	check(testenv.Start(t, cfg, app.Extras{}), "a start after Redis was wiped")
+	if got, _ := mr.Get(app.OperatorTokenKey); got != "the-earlier-operator-token" {
+		t.Errorf("Redis's copy after the second start: %q", got)
 	}
 }
 
