@@ -291,6 +291,83 @@ func TestLateInsertAfterANewLayoutIsRefused(t *testing.T) {
 	}
 }
 
+// The db modes' take is an UPDATE of a shard row in the order's own
+// transaction, and a reset rewrites the shard rows first: once the take has
+// run, the reset waits for the COMMIT. What it cannot fence is a purchase
+// that read the product's layout before the reset and takes after it: the
+// take lands on the new sale's rows, and only the INSERT, conditional on the
+// epoch the purchase read, tells it so. Here the buyer's process reads the
+// product (its cache is empty), and another process resets it before the
+// purchase's transaction begins. The INSERT is refused, the transaction
+// rolls back, and the purchase sells from the new layout: its order is a
+// row of the new sale and the audit is exact. Were the refused INSERT
+// committed, the new sale would lose a unit to an order that has no row,
+// told to the buyer as sold.
+func TestDBInsertAfterAResetIsRefused(t *testing.T) {
+	for _, tc := range []struct{ mode, lock string }{{api.ModeDB, "none"}, {api.ModeSQLRMW, "token"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			f := newFixture(t, order.Options{})
+			spec := catalogue.ProductSpec{ID: 1, Stock: 3, Shards: 1, Mode: tc.mode, Lock: tc.lock}
+			p := f.Reset(spec)
+			// The buyer's process: the same database and Redis, nothing cached.
+			locks, err := lock.OpenPool(t.Context(), lock.PoolConfig{Redis: f.rdb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { locks.Close() })
+			buyer, _ := testenv.Orders(t, f.db, f.rdb, locks, order.Options{LockWait: time.Second}, reconcile.Options{})
+
+			var armed, reset atomic.Bool
+			var refused, inserts atomic.Int64
+			err = f.db.Callback().Query().After("gorm:query").Register("test:reset-after-the-read", func(db *gorm.DB) {
+				if db.Statement.Table != "products" || !armed.Load() || reset.Swap(true) {
+					return
+				}
+				f.Reset(spec) // another process; the buyer's holds the old layout
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.db.Callback().Raw().After("gorm:raw").Register("test:count-inserts", func(db *gorm.DB) {
+				if strings.HasPrefix(db.Statement.SQL.String(), "INSERT INTO orders") && db.Error == nil {
+					inserts.Add(1)
+					if db.RowsAffected == 0 {
+						refused.Add(1)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			o, _, err := buyer.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reset.Load() {
+				t.Fatal("the buyer's process did not read the product: no reset came between its read and its take")
+			}
+			if refused.Load() != 1 || inserts.Load() != 2 {
+				t.Errorf("%d INSERTs, %d refused: want the one from the old layout refused and one from the new", inserts.Load(), refused.Load())
+			}
+			now, err := f.svc.Catalogue().Refresh(t.Context(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now.Epoch == p.Epoch || o.Sale != now.Sale {
+				t.Errorf("told order %s in sale %d; the product is at epoch %d (sale %d) after epoch %d: want the order in the new sale", o.ID, o.Sale, now.Epoch, now.Sale, p.Epoch)
+			}
+			var rows int64
+			if err := f.db.Model(&order.Order{}).Where("id = ?", int64(o.ID)).Count(&rows).Error; err != nil || rows != 1 {
+				t.Errorf("order %s, told to the buyer: %d rows (%v), want 1", o.ID, rows, err)
+			}
+			if a := f.Audit(1); a.Orders != 1 || a.Remaining != 2 || a.Verdict != api.VerdictOK {
+				t.Errorf("the new sale's audit %+v: want 1 order, 2 left, OK", a)
+			}
+		})
+	}
+}
+
 // When Redis loses the stock, purchases are told the stock is being rebuilt,
 // never "sold out"; the rebuild lays it out again from the orders, with the
 // buyers, so the audit is exact and nobody buys twice.
