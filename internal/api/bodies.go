@@ -80,6 +80,10 @@ type ProductView struct {
 	// setting that decided it.
 	Durability       string `json:"durability"`
 	DurabilityReason string `json:"durability_reason,omitempty"`
+	// Survives says in words what a 202 survives (an instance crash, a
+	// restart of Redis, the loss of its master), from Durability and
+	// Replicated: the modes that answer 202 only (async, mq).
+	Survives string `json:"survives,omitempty"`
 	// StartsAt and EndsAt are the sale window (absent: no bound); Now is
 	// the service's clock as it answered, to the millisecond, so that a
 	// page counts down to StartsAt on the clock that will judge it.

@@ -220,3 +220,22 @@ func (w *Watch) read(ctx context.Context) (Reading, error) {
 
 // Stale makes the next Get read again.
 func (w *Watch) Stale() { w.stale.Store(true) }
+
+// Survives says in words what a 202 survives when the order, or its take,
+// rests on a Redis that keeps l: an instance crash always (the take is in
+// Redis before the 202), a restart of Redis as l says, and the loss of a
+// master only when replicated (a replica has the take before the 202).
+func Survives(l Level, replicated bool) string {
+	restart := "not a restart of its Redis (no append-only file: Redis comes back empty, or from an old snapshot)"
+	switch l {
+	case Everysec:
+		restart = "a restart of its Redis process, but not all of a restart of its machine, which loses the last second (an append-only file fsynced every second)"
+	case Always:
+		restart = "a restart of its Redis or of its machine (an append-only file fsynced before each answer)"
+	}
+	master := "not the loss of its Redis master: no replica has the take when the 202 is told, so a failover, or a stale master taking back over, loses it"
+	if replicated {
+		master = "the loss of its Redis master (a failover, a stale master taking back over): a replica has the take before the 202 is told"
+	}
+	return "an instance crash (the take is in Redis before the 202); " + restart + "; " + master
+}

@@ -12,6 +12,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/catalogue"
+	"seckill/internal/durability"
 	"seckill/internal/idgen"
 	"seckill/internal/lock"
 	"seckill/internal/order"
@@ -45,6 +46,9 @@ func newProductView(v reconcile.View) api.ProductView {
 		Path: v.Path, Captcha: v.Captcha,
 		Durability: string(v.Durability.Level), DurabilityReason: v.Durability.Reason,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, AccountsBefore: v.AccountsBefore, Shards: make([]api.ShardView, len(v.Levels))}
+	if m, err := order.ModeNamed(v.Mode); err == nil && m.Queued {
+		pv.Survives = durability.Survives(v.Durability.Level, v.Replicated)
+	}
 	layout := stock.Layout{ID: v.ID, Shards: v.Shards, Epoch: v.Epoch}
 	for i, n := range v.Levels {
 		key := layout.StockKey(i)
