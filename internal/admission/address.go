@@ -38,19 +38,35 @@ func NewPerAddress(rdb redis.Cmdable, limit int, period time.Duration) *PerAddre
 	return &PerAddress{rdb: rdb, limit: limit, period: period}
 }
 
-// Allow lets a request from addr in, or refuses it with ErrRateLimited.
+// Allow lets a request from addr in, or refuses it with an
+// *AddressLimitedError (ErrRateLimited).
 func (r *PerAddress) Allow(ctx context.Context, addr string) error {
 	if r.limit <= 0 {
 		return nil
 	}
-	window := time.Now().UnixMilli() / r.period.Milliseconds()
+	now, period := time.Now().UnixMilli(), r.period.Milliseconds()
+	window := now / period
 	key := "seckill:rate:addr:" + addr + ":" + strconv.FormatInt(window, 10)
-	n, err := windowsScript.Run(ctx, r.rdb, []string{key}, r.period.Milliseconds()).Int64Slice()
+	n, err := windowsScript.Run(ctx, r.rdb, []string{key}, period).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("checking the rate limit of address %s: %w", addr, err)
 	}
 	if n[0] > int64(r.limit) {
-		return fmt.Errorf("%w: at most %d requests per %s from one address", ErrRateLimited, r.limit, r.period)
+		return &AddressLimitedError{Limit: r.limit, Period: r.period, RetryAfter: time.Duration((window+1)*period-now) * time.Millisecond}
 	}
 	return nil
 }
+
+// AddressLimitedError is PerAddress's refusal: ErrRateLimited, with the
+// rest of the window, after which the address is let in again.
+type AddressLimitedError struct {
+	Limit              int
+	Period, RetryAfter time.Duration
+}
+
+func (e *AddressLimitedError) Error() string {
+	return fmt.Sprintf("%v: at most %d requests per %s from one address", ErrRateLimited, e.Limit, e.Period)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *AddressLimitedError) Is(target error) bool { return target == ErrRateLimited }

@@ -142,7 +142,7 @@ func (c *Config) settings() []setting {
 		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
-		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, and ask for captchas, their images and purchase paths; 0 turns it off", func(fs *flag.FlagSet, name, def, help string) {
+		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, ask for captchas, their images and purchase paths, and read orders and products that are not lab products (counted before any SQL); 0 turns it off", func(fs *flag.FlagSet, name, def, help string) {
 			fs.IntVar(&c.AddressRate, name, 50, help)
 		}, "50"},
 		{"trusted-proxies", "TRUSTED_PROXIES", "comma-separated addresses or CIDRs of the proxies in front (the gate) whose X-Forwarded-For names the client; empty: the client is the connection's peer", list(&c.TrustedProxies), ""},

@@ -81,6 +81,7 @@ type Catalogue struct {
 	durable *durability.Watch
 
 	products   sync.Map           // int64 → Product: the cache
+	absent     sync.Map           // int64 → time.Time: ids read and found missing, until then (MissTTL)
 	misses     singleflight.Group // one read of a product missing from the cache at a time
 	rebuilding sync.Map           // int64 → struct{}: rebuilds running in this process
 
@@ -140,6 +141,7 @@ func (c *Catalogue) followNotices() {
 		switch m := m.(type) {
 		case *redis.Subscription:
 			c.products.Clear()
+			c.absent.Clear()
 			c.stock.Flags().ClearAll()
 		case *redis.Message:
 			id, err := strconv.ParseInt(m.Payload, 10, 64)
@@ -149,6 +151,7 @@ func (c *Catalogue) followNotices() {
 			}
 			if m.Channel == resetChannel {
 				c.products.Delete(id)
+				c.absent.Delete(id)
 			}
 			c.stock.Flags().Clear(id)
 		}
@@ -171,10 +174,18 @@ func (c *Catalogue) Returned(ctx context.Context, id int64) { c.announce(ctx, re
 // purchases are refused without a look at Redis until a unit comes back.
 func (c *Catalogue) SoldOut(id int64) bool { return c.stock.Flags().SoldOut(id) }
 
-// Product returns a product, from the process's cache when it has it.
+// Product returns a product, from the process's cache when it has it. An
+// id read and found missing less than MissTTL ago is ErrNotFound without a
+// read: a client naming products that do not exist reaches the database
+// once per id and MissTTL, whatever its rate. A product created since is
+// found at once all the same: its reset (Reset, CreateIfAbsent) drops the
+// miss here and, through its notice, in every process.
 func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
 	if p, ok := c.products.Load(id); ok {
 		return p.(Product), nil
+	}
+	if c.knownMissing(id) {
+		return Product{}, notFound(id)
 	}
 	// A product this process has not seen yet is asked for by every
 	// purchase that arrives before its first read returns: at an opening,
@@ -183,6 +194,9 @@ func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
 	v, err, _ := c.misses.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		if p, ok := c.products.Load(id); ok { // a read that finished since
 			return p.(Product), nil
+		}
+		if c.knownMissing(id) {
+			return Product{}, notFound(id)
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), missRead)
 		defer cancel()
@@ -194,21 +208,47 @@ func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
 	return v.(Product), nil
 }
 
+// Cached returns the product if this process caches it: no round trip,
+// and no read when it does not (ok false).
+func (c *Catalogue) Cached(id int64) (p Product, ok bool) {
+	v, ok := c.products.Load(id)
+	if !ok {
+		return Product{}, false
+	}
+	return v.(Product), true
+}
+
+// MissTTL is how long a product found missing is answered missing without
+// a read: short, as a product another process creates is found by this one
+// at its notice or, if the notice is lost, after MissTTL at most.
+const MissTTL = time.Second
+
 // missRead bounds the shared read of a product missing from the cache.
 const missRead = 5 * time.Second
 
-// Refresh reads a product from the database and caches it.
+func notFound(id int64) error { return fmt.Errorf("%w: product %d", ErrNotFound, id) }
+
+// knownMissing reports whether id was found missing less than MissTTL ago.
+func (c *Catalogue) knownMissing(id int64) bool {
+	until, ok := c.absent.Load(id)
+	return ok && time.Now().Before(until.(time.Time))
+}
+
+// Refresh reads a product from the database and caches it, or its absence
+// for MissTTL.
 func (c *Catalogue) Refresh(ctx context.Context, id int64) (Product, error) {
 	var p Product
 	err := c.db.WithContext(ctx).Take(&p, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		c.products.Delete(id)
-		return Product{}, fmt.Errorf("%w: product %d", ErrNotFound, id)
+		c.absent.Store(id, time.Now().Add(MissTTL))
+		return Product{}, notFound(id)
 	}
 	if err != nil {
 		return Product{}, fmt.Errorf("reading product %d: %w", id, err)
 	}
 	c.products.Store(id, p)
+	c.absent.Delete(id)
 	return p, nil
 }
 
@@ -259,6 +299,7 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 		return Product{}, fmt.Errorf("resetting product %d: %w", p.ID, err)
 	}
 	c.products.Store(p.ID, p)
+	c.absent.Delete(p.ID)
 	c.stock.Flags().Clear(p.ID)
 	c.announce(ctx, resetChannel, p.ID)
 	if old != nil && old.Store == string(stock.InRedis) {

@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,5 +80,36 @@ func TestAMissingProductIsReadOnce(t *testing.T) {
 	}
 	if n := reads.Load(); n != 1 {
 		t.Errorf("%d askers of a product missing from the cache read the database %d times, want once", askers, n)
+	}
+}
+
+// A product found missing is answered missing from the cache for a while:
+// a client naming products that do not exist does not reach the database
+// once per request. A product created right after is found at once: its
+// creation drops the miss.
+func TestAMissIsCachedUntilTheProductIsMade(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	var reads atomic.Int64
+	if err := f.db.Callback().Query().Before("gorm:query").Register("count_product_reads", func(db *gorm.DB) {
+		if db.Statement.Table == "products" {
+			reads.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.db.Callback().Query().Remove("count_product_reads") })
+
+	cat := f.svc.Catalogue()
+	for i := range 2 {
+		if _, err := cat.Product(t.Context(), 42); !errors.Is(err, catalogue.ErrNotFound) {
+			t.Fatalf("read %d of a product that does not exist: %v, want ErrNotFound", i+1, err)
+		}
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("two reads of a missing product read the products table %d times, want once (the miss cached)", n)
+	}
+	f.Reset(catalogue.ProductSpec{ID: 42, Stock: 3})
+	if p, err := cat.Product(t.Context(), 42); err != nil || p.ID != 42 {
+		t.Fatalf("the product made after the miss: %+v %v, want it found at once", p, err)
 	}
 }

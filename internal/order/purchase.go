@@ -78,7 +78,9 @@ type Purchase struct {
 	// (Product.Path): issued to the buyer for this product, spent here.
 	Path string
 	// Client is the address the purchase came from, for the per-address
-	// limit (Options.PerAddress). Default: "", not limited by address.
+	// limit (Options.PerAddress). Default: "", not limited by address (or
+	// counted in it already: the server counts a purchase whose product it
+	// had to read from SQL before that read).
 	Client string
 	Lab    LabOptions
 }

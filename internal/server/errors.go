@@ -77,8 +77,11 @@ func retryAfter(err error) (time.Duration, bool) {
 	var (
 		throttled *session.ThrottledError
 		signups   *session.SignupsLimitedError
+		address   *admission.AddressLimitedError
 	)
 	switch {
+	case errors.As(err, &address):
+		return address.RetryAfter, true
 	case errors.As(err, &throttled):
 		return throttled.RetryAfter, true
 	case errors.As(err, &signups):

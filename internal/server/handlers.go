@@ -117,7 +117,7 @@ func (s *Server) newSale(ctx context.Context, spec catalogue.ProductSpec) (catal
 
 func (s *Server) handleProduct(c *gin.Context) {
 	id, ok := s.pathID(c, "product")
-	if ok {
+	if ok && s.allowProductRead(c, id) {
 		s.respondProduct(c, id)
 	}
 }
@@ -135,7 +135,7 @@ func (s *Server) respondProduct(c *gin.Context, id int64) {
 
 func (s *Server) handleAudit(c *gin.Context) {
 	id, ok := s.pathID(c, "product")
-	if !ok {
+	if !ok || !s.allowProductRead(c, id) {
 		return
 	}
 	_, a, err := s.deps.Reconciler.Audit(c.Request.Context(), id)
@@ -148,7 +148,7 @@ func (s *Server) handleAudit(c *gin.Context) {
 
 func (s *Server) handleDrain(c *gin.Context) {
 	id, ok := s.pathID(c, "product")
-	if !ok {
+	if !ok || !s.allowProductRead(c, id) {
 		return
 	}
 	d, err := s.deps.Reconciler.Drain(c.Request.Context(), id)
@@ -200,16 +200,20 @@ func (s *Server) handleBuy(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
-	buyer, ok := s.buyerOf(c, *req.ProductID, req.UserID)
+	buyer, counted, ok := s.buyerOf(c, *req.ProductID, req.UserID)
 	if !ok {
 		return
 	}
 	if req.Trace {
 		trace = stock.NewTrace()
 	}
+	client := c.ClientIP()
+	if counted { // in the address's rate already: a purchase counts once
+		client = ""
+	}
 	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: buyer.ID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
-		Path: req.PathToken, Client: c.ClientIP(),
+		Path: req.PathToken, Client: client,
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode, Faults: faults(req), Trace: trace},
 	})
 	c.Header(api.HeaderLockWait, strconv.FormatInt(rc.LockWait.Microseconds(), 10))
@@ -346,6 +350,9 @@ func (s *Server) handleLookup(c *gin.Context) {
 			return
 		}
 		ids[i] = id
+	}
+	if !s.allowProductRead(c, req.ProductID) {
+		return
 	}
 	buyer, ok := s.buyer(c, nil)
 	if !ok {

@@ -37,7 +37,7 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/captcha/:id", s.perAddress, br.handleCaptchaImage)
 	g.POST("/orders", s.handleBuy)
 	g.POST("/orders/lookup", s.handleLookup)
-	g.GET("/orders/:id", s.handleOrder)
+	g.GET("/orders/:id", s.perAddress, s.handleOrder)
 	g.POST("/orders/:id/pay", s.handlePay)
 	g.POST("/orders/:id/cancel", s.handleCancel)
 	if s.deps.Runs != nil {

@@ -200,23 +200,32 @@ func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) 
 // buyerOf is buyer for a purchase of product: one whom the product does
 // not sell to (order.Buyer.May), or nobody on a lab product, is refused
 // here. The product comes from the catalogue's cache: no round trip once
-// it is there.
-func (s *Server) buyerOf(c *gin.Context, product int64, claimed *int64) (order.Buyer, bool) {
-	b, ok := s.buyer(c, claimed)
-	if !ok {
-		return b, false
+// it is there. One the cache does not hold (not read yet, or no such
+// product) is read only inside the client address's rate, counted here
+// first (counted true; the purchase counts no more): a client naming
+// products that do not exist reaches SQL at that rate at most.
+func (s *Server) buyerOf(c *gin.Context, product int64, claimed *int64) (b order.Buyer, counted, ok bool) {
+	cat := s.deps.Orders.Catalogue()
+	if _, cached := cat.Cached(product); !cached {
+		if !s.allowAddress(c) {
+			return b, false, false
+		}
+		counted = true
 	}
-	p, err := s.deps.Orders.Catalogue().Product(c.Request.Context(), product)
+	if b, ok = s.buyer(c, claimed); !ok {
+		return b, counted, false
+	}
+	p, err := cat.Product(c.Request.Context(), product)
 	if err == nil {
 		err = b.MayBuy(p)
 	}
 	if err != nil {
 		s.failErr(c, err)
-		return b, false
+		return b, counted, false
 	}
 	if b.ID == 0 {
 		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id is required on a lab product (or a signed-in buyer's Authorization: Bearer <token>)")
-		return b, false
+		return b, counted, false
 	}
-	return b, true
+	return b, counted, true
 }
