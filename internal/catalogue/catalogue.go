@@ -81,6 +81,7 @@ type Catalogue struct {
 	durable *durability.Watch
 
 	products   sync.Map           // int64 → Product: the cache
+	known      sync.Map           // int64 → bool: whether a product this process has cached is a lab product (see Known)
 	absent     sync.Map           // int64 → time.Time: ids read and found missing, until then (MissTTL)
 	misses     singleflight.Group // one read of a product missing from the cache at a time
 	rebuilding sync.Map           // int64 → struct{}: rebuilds running in this process
@@ -208,14 +209,24 @@ func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
 	return v.(Product), nil
 }
 
-// Cached returns the product if this process caches it: no round trip,
-// and no read when it does not (ok false).
-func (c *Catalogue) Cached(id int64) (p Product, ok bool) {
-	v, ok := c.products.Load(id)
+// Known reports, without a round trip, whether this process has held
+// product id (ok), and whether it is a lab product, which an id is for
+// ever (a reset cannot change it). A product stays known after a notice
+// drops its cached copy: the read that follows is one per reset, not one
+// per client's request.
+func (c *Catalogue) Known(id int64) (lab, ok bool) {
+	v, ok := c.known.Load(id)
 	if !ok {
-		return Product{}, false
+		return false, false
 	}
-	return v.(Product), true
+	return v.(bool), true
+}
+
+// keep caches p: it exists, and is known.
+func (c *Catalogue) keep(p Product) {
+	c.products.Store(p.ID, p)
+	c.known.Store(p.ID, p.Lab)
+	c.absent.Delete(p.ID)
 }
 
 // MissTTL is how long a product found missing is answered missing without
@@ -241,14 +252,14 @@ func (c *Catalogue) Refresh(ctx context.Context, id int64) (Product, error) {
 	err := c.db.WithContext(ctx).Take(&p, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		c.products.Delete(id)
+		c.known.Delete(id)
 		c.absent.Store(id, time.Now().Add(MissTTL))
 		return Product{}, notFound(id)
 	}
 	if err != nil {
 		return Product{}, fmt.Errorf("reading product %d: %w", id, err)
 	}
-	c.products.Store(id, p)
-	c.absent.Delete(id)
+	c.keep(p)
 	return p, nil
 }
 
@@ -298,8 +309,7 @@ func (c *Catalogue) reset(ctx context.Context, spec ProductSpec, createOnly bool
 	if err != nil {
 		return Product{}, fmt.Errorf("resetting product %d: %w", p.ID, err)
 	}
-	c.products.Store(p.ID, p)
-	c.absent.Delete(p.ID)
+	c.keep(p)
 	c.stock.Flags().Clear(p.ID)
 	c.announce(ctx, resetChannel, p.ID)
 	if old != nil && old.Store == string(stock.InRedis) {

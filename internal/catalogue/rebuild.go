@@ -97,7 +97,7 @@ func (c *Catalogue) Rebuild(ctx context.Context, id, epoch int64) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("rebuilding product %d: %w", id, err)
 	}
-	c.products.Store(id, p)
+	c.keep(p)
 	c.stock.Flags().Clear(id)
 	c.announce(ctx, resetChannel, id)
 	return true, nil

@@ -39,12 +39,12 @@ func (s *Server) allowAddress(c *gin.Context) (ok bool) {
 }
 
 // allowProductRead lets a read about product id in: free on a lab product
-// this process caches (the lab's harness polls its audits and looks up its
+// this process knows (the lab's harness polls its audits and looks up its
 // orders from one address), any other inside the client address's rate,
-// counted before anything reads SQL: a product not cached, or none, is
+// counted before anything reads SQL: a product not known, or none, is
 // read only then. ok is false when it is refused, the answer sent.
 func (s *Server) allowProductRead(c *gin.Context, id int64) (ok bool) {
-	if p, cached := s.deps.Orders.Catalogue().Cached(id); cached && p.Lab {
+	if lab, known := s.deps.Orders.Catalogue().Known(id); known && lab {
 		return true
 	}
 	return s.allowAddress(c)

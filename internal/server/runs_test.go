@@ -238,8 +238,8 @@ func TestRunsAgainstTheService(t *testing.T) {
 		}
 		row := *r.Result
 		if row.Verdict != tc.want || row.Requests != 300 || !row.Agree {
-			t.Errorf("%s: verdict %s over %d requests (agree %v: %v), want %s over 300",
-				tc.lock, row.Verdict, row.Requests, row.Agree, row.Disagreements, tc.want)
+			t.Errorf("%s: verdict %s over %d requests (agree %v: %v), want %s over 300 (%+v)",
+				tc.lock, row.Verdict, row.Requests, row.Agree, row.Disagreements, tc.want, row)
 		}
 		if tc.want == harness.Oversold && row.Oversold+row.LostUpdates == 0 {
 			t.Errorf("%s: OVERSOLD with nothing oversold or lost: %+v", tc.lock, row)

@@ -200,13 +200,13 @@ func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) 
 // buyerOf is buyer for a purchase of product: one whom the product does
 // not sell to (order.Buyer.May), or nobody on a lab product, is refused
 // here. The product comes from the catalogue's cache: no round trip once
-// it is there. One the cache does not hold (not read yet, or no such
-// product) is read only inside the client address's rate, counted here
-// first (counted true; the purchase counts no more): a client naming
-// products that do not exist reaches SQL at that rate at most.
+// it is there. One the process does not know (catalogue.Known: not read
+// yet, or no such product) is read only inside the client address's rate,
+// counted here first (counted true; the purchase counts no more): a client
+// naming products that do not exist reaches SQL at that rate at most.
 func (s *Server) buyerOf(c *gin.Context, product int64, claimed *int64) (b order.Buyer, counted, ok bool) {
 	cat := s.deps.Orders.Catalogue()
-	if _, cached := cat.Cached(product); !cached {
+	if _, known := cat.Known(product); !known {
 		if !s.allowAddress(c) {
 			return b, false, false
 		}
