@@ -85,6 +85,45 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	}
 }
 
+// Orders in a consumer's hand across a rebuild: delivered to it (read, not
+// yet written) when Redis loses the stock, and handed to the database only
+// once the rebuild has laid the stock out again from the rows, which do not
+// count them. The consumer refuses them (their layout was replaced within
+// the sale): written, each would be a unit sold beside a rebuilt stock that
+// offers it again.
+func TestAsyncOrderInHandAcrossARebuild(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	p := f.Reset(catalogue.ProductSpec{ID: 1, Stock: 4, Shards: 1, Mode: "async", Lab: true})
+	for u := int64(1); u <= 3; u++ {
+		if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: u, ProductID: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream := stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}.StreamKey(0)
+	held, _, err := stock.NewStore(f.rdb, f.db).Queue().Read(t.Context(), "holder", []string{stream}, 10, 0)
+	if err != nil || len(held) != 3 {
+		t.Fatalf("the consumer's read: %d orders, %v; want the 3 queued", len(held), err)
+	}
+	f.mr.FlushAll() // Redis restarted empty
+	if _, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 9, ProductID: 1}); !errors.Is(err, order.ErrRebuilding) {
+		t.Fatalf("a purchase after Redis lost the stock: %v, want ErrRebuilding", err)
+	}
+	testenv.WaitFor(t, "the rebuild", func() bool {
+		_, _, err := f.Rec.Audit(t.Context(), 1)
+		return err == nil
+	})
+	out, err := order.Writer(f.db, f.svc).Write(t.Context(), held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Written) != 0 || len(out.Refused) != 3 {
+		t.Errorf("the held batch after the rebuild: %d written, %d refused; want the 3 refused", len(out.Written), len(out.Refused))
+	}
+	if a := f.Audit(1); a.Orders != 0 || a.Remaining != 4 {
+		t.Errorf("audit after the held batch: %+v; want no order, the 4 units on sale", a)
+	}
+}
+
 // An order the database refuses goes to the dead letters with the reason;
 // its unit goes back on sale, its buyer reads why, and the others are
 // written: nothing is retried for ever, nothing is lost.
