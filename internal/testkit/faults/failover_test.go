@@ -81,34 +81,14 @@ func TestFailoverLeavesNoOrderBehind(t *testing.T) {
 	// nothing.
 	failedOver := make(chan error, 1)
 	go func() { failedOver <- child.WaitFailover(context.Background(), c.Addrs(), victim) }()
-	var (
-		mu       sync.Mutex
-		accepted []string
-		next     atomic.Int64
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-	)
-	next.Store(burstUsers)
-	for range 8 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				u := next.Add(1)
-				if o := s.buy(u, "during-"+strconv.FormatInt(u, 10)); o.status == http.StatusAccepted {
-					mu.Lock()
-					accepted = append(accepted, o.order)
-					mu.Unlock()
-				}
-			}
-		})
-	}
+	b := s.startBuyers(8)
 	err := <-failedOver
-	close(stop)
-	wg.Wait()
+	var accepted []string
+	for _, o := range b.end() {
+		if o.status == http.StatusAccepted {
+			accepted = append(accepted, o.order)
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,22 +185,9 @@ func TestAsync202SurvivesATakeover(t *testing.T) {
 	cfg.Consume = false // the instance started after the takeover drains the queue
 	s := newSale(t, testenv.Start(t, cfg, app.Extras{}))
 	l := s.createAsyncOnReplicas(30, 3)
-	m := masterOf(t, c, l.StreamKey(0))
-	mc := redis.NewClient(&redis.Options{Addr: m})
-	t.Cleanup(func() { mc.Close() })
-	waitFor(t, "the master "+m+" has an online replica", func() bool {
-		info, err := mc.Info(t.Context(), "replication").Result()
-		return err == nil && strings.Contains(info, "slave0:") && strings.Contains(info, "state=online")
-	})
-	r := replicaOf(t, mc)
-	rc := redis.NewClient(&redis.Options{Addr: r})
-	t.Cleanup(func() { rc.Close() })
-	if err := rc.Do(t.Context(), "CLUSTER", "FAILOVER").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := child.WaitFailover(t.Context(), c.Addrs(), m); err != nil {
-		t.Fatal(err)
-	}
+	p := pairOf(t, c, l.StreamKey(0))
+	p.promoteReplica(t, c)
+	m, r, rc := p.m, p.r, p.rc
 	if err := c.Procs().Pause(m); err != nil {
 		t.Fatal(err)
 	}
@@ -239,13 +206,7 @@ func TestAsync202SurvivesATakeover(t *testing.T) {
 	if err := c.Procs().Resume(m); err != nil {
 		t.Fatal(err)
 	}
-	if err := mc.Do(t.Context(), "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, m+" a master again", func() bool {
-		role, err := mc.Do(t.Context(), "ROLE").Slice()
-		return err == nil && len(role) > 0 && role[0] == "master"
-	})
+	p.takeBack(t)
 	if err := c.Procs().Resume(r); err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +217,73 @@ func TestAsync202SurvivesATakeover(t *testing.T) {
 			told = append(told, o.order)
 		}
 	}
-	waitFor(t, r+" a replica of "+m+" again, in sync", func() bool {
-		info, err := rc.Info(t.Context(), "replication").Result()
+	p.rejoined(t, c)
+	// Its consumer drains the queue, and its reconciler enrols the streams
+	// whose registry the takeover may have lost.
+	startChildArgs(t, append(childArgs(cfg), "-reconcile-every", "1s"))
+	waitWritten(t, s, told)
+}
+
+// shardPair is the master M of a key's slot and its replica R, with a
+// client of each.
+type shardPair struct {
+	m, r   string
+	mc, rc *redis.Client
+}
+
+// pairOf returns the master of key's slot and its replica, once the
+// replica is online.
+func pairOf(t *testing.T, c *testkit.RedisCluster, key string) shardPair {
+	t.Helper()
+	p := shardPair{m: masterOf(t, c, key)}
+	p.mc = redis.NewClient(&redis.Options{Addr: p.m})
+	t.Cleanup(func() { p.mc.Close() })
+	waitFor(t, "the master "+p.m+" has an online replica", onlineReplica(t, p.mc))
+	p.r = replicaOf(t, p.mc)
+	p.rc = redis.NewClient(&redis.Options{Addr: p.r})
+	t.Cleanup(func() { p.rc.Close() })
+	return p
+}
+
+// onlineReplica reports whether the master of c has an online replica.
+func onlineReplica(t *testing.T, c *redis.Client) func() bool {
+	return func() bool {
+		info, err := c.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "slave0:") && strings.Contains(info, "state=online")
+	}
+}
+
+// promoteReplica has R take over from M (CLUSTER FAILOVER: M follows it
+// as a replica) and waits until every node sees it.
+func (p shardPair) promoteReplica(t *testing.T, c *testkit.RedisCluster) {
+	t.Helper()
+	if err := p.rc.Do(t.Context(), "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.WaitFailover(t.Context(), c.Addrs(), p.m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// takeBack has M take its slots back over without R's consent (CLUSTER
+// FAILOVER TAKEOVER) and waits until it is a master.
+func (p shardPair) takeBack(t *testing.T) {
+	t.Helper()
+	if err := p.mc.Do(t.Context(), "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p.m+" a master again", func() bool {
+		role, err := p.mc.Do(t.Context(), "ROLE").Slice()
+		return err == nil && len(role) > 0 && role[0] == "master"
+	})
+}
+
+// rejoined waits until R, running again, is M's replica in sync and every
+// node's cluster state is ok.
+func (p shardPair) rejoined(t *testing.T, c *testkit.RedisCluster) {
+	t.Helper()
+	waitFor(t, p.r+" a replica of "+p.m+" again, in sync", func() bool {
+		info, err := p.rc.Info(t.Context(), "replication").Result()
 		return err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
 	})
 	for _, addr := range c.Addrs() {
@@ -265,8 +291,56 @@ func TestAsync202SurvivesATakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Its consumer drains the queue, and its reconciler enrols the streams
-	// whose registry the takeover may have lost.
-	startChildArgs(t, append(childArgs(cfg), "-reconcile-every", "1s"))
-	waitWritten(t, s, told)
+}
+
+// buyers are concurrent buyers, each buying once, until the test ends
+// them.
+type buyers struct {
+	mu       sync.Mutex
+	outs     []outcome
+	answered atomic.Int64
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+// startBuyers starts n buyers at once, numbered from burstUsers on; the
+// test's end ends them.
+func (s *sale) startBuyers(n int) *buyers {
+	b := &buyers{stop: make(chan struct{})}
+	var next atomic.Int64
+	next.Store(burstUsers)
+	for range n {
+		b.wg.Go(func() {
+			for {
+				select {
+				case <-b.stop:
+					return
+				default:
+				}
+				u := next.Add(1)
+				o := s.buy(u, "b-"+strconv.FormatInt(u, 10))
+				b.mu.Lock()
+				b.outs = append(b.outs, o)
+				b.mu.Unlock()
+				b.answered.Add(1)
+			}
+		})
+	}
+	s.t.Cleanup(func() { b.end() })
+	return b
+}
+
+// read calls f with what the buyers were told so far, in the order told.
+func (b *buyers) read(f func(outs []outcome)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(b.outs)
+}
+
+// end stops the buyers and returns what they were told.
+func (b *buyers) end() []outcome {
+	b.once.Do(func() { close(b.stop) })
+	b.wg.Wait()
+	return b.outs
 }

@@ -205,7 +205,8 @@ type outcome struct {
 	order  string // the order id told: a 201's or 202's, or a refusal's order_id
 	final  bool   // a sold_out told as final (no "final": false)
 	sent   time.Time
-	err    error // why no answer came
+	at     time.Time // when the answer came
+	err    error     // why no answer came
 }
 
 func (o outcome) String() string {
@@ -225,6 +226,7 @@ func buy(ctx context.Context, c *http.Client, url string, product, user int64, k
 	}
 	h.Set("Authorization", "Bearer "+testenv.Token(user))
 	status, body, err := send(ctx, c, url+"/api/orders", h, api.OrderRequest{ProductID: &product})
+	o.at = time.Now()
 	if err != nil {
 		o.err = err
 		return o
