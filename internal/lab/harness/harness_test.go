@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -634,5 +635,177 @@ func TestScenarioFaults(t *testing.T) {
 	rows, _, held, err = RunScenario(t.Context(), sc, ScenarioRun{Targets: []string{counting.URL}, ProductID: 800})
 	if err != nil || !held || len(rows) != 1 || rows[0].Verdict != Skipped || !strings.Contains(rows[0].Note, "-target") {
 		t.Errorf("without an injector: rows %+v, held %v, err %v; want the run SKIPPED, saying why", rows, held, err)
+	}
+}
+
+// A fault that counts its own instance's answers strikes after that many
+// of them, whatever the other instances answered: with one worker the
+// requests alternate, so after 3 answers in all instance 1 had answered 1.
+func TestFaultAfterOwnAnswers(t *testing.T) {
+	srv := newFakeService(t)
+	var answered [2]atomic.Int64
+	targets := make([]string, 2)
+	for i := range answered {
+		counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			srv.Config.Handler.ServeHTTP(rec, r)
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			if r.URL.Path == "/api/orders" {
+				answered[i].Add(1)
+			}
+		}))
+		t.Cleanup(counting.Close)
+		targets[i] = counting.URL
+	}
+	sc := Scenario{Name: "own", Steps: []Step{{
+		Spec:   Spec{Lock: "token", Mode: "rmw", Stock: 10, Buyers: 20, Concurrency: 1},
+		Fault:  &Fault{Action: PauseInstance, Instance: 1, For: time.Millisecond, After: 3, AfterOwn: true},
+		Expect: always(Safe),
+	}}}
+	inj := &fakeInjector{load: &answered[1]}
+	rows, _, held, err := RunScenario(t.Context(), sc, ScenarioRun{Targets: targets, ProductID: 900, Faults: inj})
+	if err != nil || !held || len(rows) != 1 {
+		t.Fatalf("rows %+v, held %v, err %v", rows, held, err)
+	}
+	if len(inj.answeredAt) != 1 || inj.answeredAt[0] < 3 {
+		t.Errorf("struck when instance 1 had answered %v: want once, after its 3rd answer", inj.answeredAt)
+	}
+}
+
+// Across checks a step's runs together: it fails when too few reach its
+// verdicts, and a step whose every run was SKIPPED is not checked.
+func TestAcrossCheck(t *testing.T) {
+	rows := func(verdicts ...string) []Row {
+		var rs []Row
+		for _, v := range verdicts {
+			rs = append(rs, Row{RunResult: api.RunResult{Strategy: "watchdog", Mode: "rmw", Verdict: v}})
+		}
+		return rs
+	}
+	a := Across{Verdicts: []string{Oversold}, AtLeast: 1}
+	for _, tt := range []struct {
+		name                  string
+		rows                  []Row
+		reached, runs         int
+		wantHeld, wantChecked bool
+	}{
+		{"never oversold", rows(Safe, Errors, Safe), 0, 3, false, true},
+		{"oversold once", rows(Safe, Oversold, Safe), 1, 3, true, true},
+		{"skipped aside", rows(Skipped, Safe, Skipped), 0, 1, false, true},
+		{"all skipped", rows(Skipped, Skipped), 0, 0, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reached, runs, held, checked := a.Check(tt.rows)
+			if reached != tt.reached || runs != tt.runs || held != tt.wantHeld && checked || checked != tt.wantChecked {
+				t.Errorf("Check = %d of %d, held %v, checked %v; want %d of %d, held %v, checked %v",
+					reached, runs, held, checked, tt.reached, tt.runs, tt.wantHeld, tt.wantChecked)
+			}
+		})
+	}
+}
+
+// A step that runs several times is checked across its runs: the fake's
+// token never oversells, so a step that demands it in at least one of its
+// runs fails the scenario, while none's, which always does, holds.
+func TestRunScenarioAcrossRuns(t *testing.T) {
+	srv := newFakeService(t)
+	oversells := &Across{Verdicts: []string{Oversold}, AtLeast: 1}
+	spec := Spec{Mode: "rmw", Stock: 10, Buyers: 60, Concurrency: 20, Hold: Duration(2 * time.Millisecond)}
+	step := func(lock string) Step {
+		s := spec
+		s.Lock = lock
+		return Step{Spec: s, Runs: 3, Expect: always(anyVerdict...), Across: oversells}
+	}
+	for _, tt := range []struct {
+		lock     string
+		wantHeld bool
+	}{{"none", true}, {"token", false}} {
+		t.Run(tt.lock, func(t *testing.T) {
+			sc := Scenario{Name: "across", Steps: []Step{step(tt.lock)}}
+			rows, summary, held, err := RunScenario(t.Context(), sc, ScenarioRun{Targets: []string{srv.URL}, ProductID: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 3 {
+				t.Fatalf("%d rows, want the step's 3 runs", len(rows))
+			}
+			status := map[bool]string{true: "held", false: "NOT HELD"}[tt.wantHeld]
+			last := summary[len(summary)-1]
+			if held != tt.wantHeld || !strings.HasPrefix(last, "across the runs of "+tt.lock+"/rmw") || !strings.HasSuffix(last, status) {
+				t.Errorf("held %v, summary %q: want held %v, said in its last line", held, summary, tt.wantHeld)
+			}
+		})
+	}
+}
+
+// pauseHolds applies the pause scenario's checks, each run's and across
+// its runs, to rows that reach the given verdicts, by lock, in turn.
+func pauseHolds(t *testing.T, verdicts map[string][]string) bool {
+	t.Helper()
+	sc, err := LookupScenario("pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, groups := sc.expand(nil)
+	held := true
+	var rows []Row
+	next := make(map[string]int)
+	for _, p := range runs {
+		l := p.spec.Lock
+		r := Row{RunResult: api.RunResult{Strategy: l, Mode: p.spec.Mode, Verdict: verdicts[l][next[l]%len(verdicts[l])], Agree: true}}
+		next[l]++
+		held = r.Check(p.expect...) && held
+		rows = append(rows, r)
+	}
+	lines, across := checkAcross(runs, groups, rows)
+	t.Log(strings.Join(lines, "\n"))
+	return held && across
+}
+
+// The pause scenario's checks can fail: a watchdog or a token lock that
+// never oversold across the runs (its lease somehow kept under the pause,
+// or the pause missing the holder) fails it, as does a fenced run that
+// oversold once; what the pause does to each lock passes.
+func TestPauseScenarioChecksCanFail(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		verdicts map[string][]string
+		want     bool
+	}{
+		{"the flaw shown", map[string][]string{"token": {Oversold}, "watchdog": {Safe, Errors, Oversold}, "fenced": {Errors, Safe}}, true},
+		{"watchdog never oversold", map[string][]string{"token": {Oversold}, "watchdog": {Safe, Errors}, "fenced": {Errors}}, false},
+		{"token never oversold", map[string][]string{"token": {Safe}, "watchdog": {Oversold}, "fenced": {Errors}}, false},
+		{"fenced oversold once", map[string][]string{"token": {Oversold}, "watchdog": {Oversold}, "fenced": {Errors, Errors, Oversold}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pauseHolds(t, tt.verdicts); got != tt.want {
+				t.Errorf("the checks held: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// The async-durability scenario's everysec kill may lose a second's 202s
+// or none, but a run that sold a unit twice or stranded one fails it: the
+// row's check can fail.
+func TestEverysecKillRowCanFail(t *testing.T) {
+	sc, err := LookupScenario("async-durability")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(sc.Steps, func(s Step) bool {
+		return s.Fault != nil && s.Fault.Action == KillRedis && s.Fault.Persistence == "everysec"
+	})
+	if i < 0 {
+		t.Fatal("no everysec kill among the steps")
+	}
+	st := sc.Steps[i]
+	for _, v := range []string{Safe, Errors, Lost, Oversold, Undersold} {
+		r := Row{RunResult: api.RunResult{Strategy: st.Spec.Lock, Mode: st.Spec.Mode, Verdict: v, Agree: true}}
+		if got, want := r.Check(st.Expect(st.Spec.Lock)...), v != Oversold && v != Undersold; got != want {
+			t.Errorf("a %s run: held %v, want %v", v, got, want)
+		}
 	}
 }

@@ -221,6 +221,22 @@ func (w *worker) fail(code, msg string) {
 type shared struct {
 	next                      atomic.Int64
 	done, ok, soldOut, errors atomic.Int64
+	// doneBy counts the answers by target, for Spec.MidwayTarget.
+	doneBy []atomic.Int64
+}
+
+// answered counts an answer of target.
+func (sh *shared) answered(target int) {
+	sh.doneBy[target].Add(1)
+	sh.done.Add(1)
+}
+
+// midwayCount is the count of answers Spec.MidwayAfter is compared with.
+func (l *load) midwayCount() int64 {
+	if t := l.spec.MidwayTarget; t != nil {
+		return l.sh.doneBy[*t].Load()
+	}
+	return l.sh.done.Load()
 }
 
 // drive sends spec's workload through c and counts the answers: workers,
@@ -232,6 +248,7 @@ func drive(ctx context.Context, c *http.Client, spec Spec, progress func(Progres
 		return row, err
 	}
 	l := &load{spec: spec, plain: plain, faulty: faulty, start: time.Now()}
+	l.sh.doneBy = make([]atomic.Int64, len(spec.Targets))
 	workers := newWorkers(c, spec, l.start)
 	defer func() {
 		for _, w := range workers {
@@ -309,7 +326,7 @@ type load struct {
 // strikeWhenDue calls the spec's Midway, once, as soon as MidwayAfter
 // requests have been answered; the load goes on meanwhile.
 func (l *load) strikeWhenDue(ctx context.Context) {
-	if l.spec.Midway == nil || l.sh.done.Load() < int64(l.spec.MidwayAfter) {
+	if l.spec.Midway == nil || l.midwayCount() < int64(l.spec.MidwayAfter) {
 		return
 	}
 	l.strike.Do(func() {
@@ -331,7 +348,7 @@ func (l *load) midwayDone() error {
 	l.strike.Do(func() { struck = false })
 	l.midway.Wait()
 	if !struck {
-		return fmt.Errorf("the fault was due after %d answers, and the run ended after %d", l.spec.MidwayAfter, l.sh.done.Load())
+		return fmt.Errorf("the fault was due after %d answers, and the run ended after %d", l.spec.MidwayAfter, l.midwayCount())
 	}
 	return l.midErr
 }
@@ -535,7 +552,7 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 			w.fail("transport", err.Error())
 		}
 		sh.errors.Add(1)
-		sh.done.Add(1)
+		sh.answered(target)
 		return
 	}
 	if v := resp.Header.Get(api.HeaderLockWait); v != "" {
@@ -594,5 +611,5 @@ func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, 
 			sh.ok.Add(1)
 		}
 	}
-	sh.done.Add(1)
+	sh.answered(target)
 }

@@ -135,6 +135,9 @@ type Spec struct {
 	// middle of the run (see Fault). The run waits for it before the audit.
 	Midway      func(context.Context) error `json:"-"`
 	MidwayAfter int                         `json:"-"`
+	// MidwayTarget, when not nil, makes MidwayAfter count the answers of
+	// Targets[*MidwayTarget] only. Default: every target's.
+	MidwayTarget *int `json:"-"`
 	// CheckAccepted keeps the ids of the orders answered 202 and, once the
 	// queue has drained, asks the service which reached the table (POST
 	// /api/orders/lookup): a 202 whose order is not there is lost (LOST),
