@@ -57,6 +57,9 @@ func TestCourseCoversEveryScenario(t *testing.T) {
 			if want, ok := expectedVerdicts(name); ok && !slices.Equal(want, normalized(l.Verdicts)) {
 				t.Errorf("lesson %s promises %v for -scenario %s; the scenario expects %v", l.ID, l.Verdicts, name, want)
 			}
+			if want := expectedAcross(name); !slices.Equal(want, l.Across) {
+				t.Errorf("lesson %s promises %q across the runs of -scenario %s; the scenario checks %q", l.ID, l.Across, name, want)
+			}
 		}
 	}
 	for _, name := range known {
@@ -92,6 +95,22 @@ func expectedVerdicts(name string) (rows []string, ok bool) {
 	return rows, true
 }
 
+// expectedAcross says, for each step of a scenario checked across its
+// runs, what must hold: "token: OVERSOLD in at least 1 of 7 runs".
+func expectedAcross(name string) []string {
+	sc, err := harness.LookupScenario(name)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range sc.Steps {
+		if s.Across != nil {
+			out = append(out, s.Spec.Lock+": "+s.Across.Describe(max(s.Runs, 1)))
+		}
+	}
+	return out
+}
+
 func normalized(verdicts []string) []string {
 	var out []string
 	for _, v := range verdicts {
@@ -114,7 +133,7 @@ func sortedSet(v []string) []string {
 // test_skip names, which check the same verdicts (and
 // TestCourseCoversEveryScenario that the lesson promises what the scenario
 // expects): running them twice would only slow CI. Left out for what they
-// need: pause (about 6 s, random for two locks: TestFaultScenarios),
+// need: pause (21 runs, about 45 s: TestFaultScenarios),
 // failover and ap-vs-cp (redis-server, etcd: their own tests),
 // unlock-before-commit (MySQL), async-durability (minutes, on a
 // redis-server it kills), crash-after-take (RabbitMQ) and opening

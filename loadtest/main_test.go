@@ -373,12 +373,13 @@ func TestPayVsTimeoutScenario(t *testing.T) {
 // middle of each run: an instance killed (its stranded units returned by the
 // reconciler before the audit), the run's own Redis paused, an instance
 // paused past its lease. Each row's expectation must hold, and the two
-// sides of each verdict agree.
+// sides of each verdict agree; the pause's token and watchdog must each
+// oversell in at least one of their runs (the command fails otherwise).
 func TestFaultScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		runs int
-	}{{"instance-kill", 2}, {"redis-pause", 2}, {"pause", 3}} {
+	}{{"instance-kill", 2}, {"redis-pause", 2}, {"pause", 21}} {
 		t.Run(tc.name, func(t *testing.T) {
 			product := testenv.ProductID(t)
 			getenv := backends(t, product, tc.runs)
@@ -392,6 +393,17 @@ func TestFaultScenarios(t *testing.T) {
 			for _, r := range rep.Rows {
 				if r.Verdict == harness.Skipped || r.Expect == nil || !r.Expect.Held || !r.Agree {
 					t.Errorf("%s: %s (%s), agree %v %v", r.Label(), r.Verdict, r.Note, r.Agree, r.Disagreements)
+				}
+			}
+			if tc.name == "pause" {
+				var across []string
+				for _, l := range rep.Summary {
+					if strings.HasPrefix(l, "across the runs of ") {
+						across = append(across, l)
+					}
+				}
+				if len(across) != 2 || !strings.HasSuffix(across[0], "— held") || !strings.HasSuffix(across[1], "— held") {
+					t.Errorf("summary %q: want token's and watchdog's oversells counted across their runs, and enough", rep.Summary)
 				}
 			}
 			if tc.name == "instance-kill" {

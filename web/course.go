@@ -35,9 +35,15 @@ type Lesson struct {
 	// NAME, or go test -run PATTERN ./PACKAGE.
 	Command string `json:"command"`
 	// Verdicts are the verdicts a loadtest Command prints, one per row (a
-	// scenario's run, a drill's variant), in order; "A|B" when the row may
-	// reach either. Empty for a go test command, which passes or fails.
+	// scenario's step, a drill's variant), in order; "A|B" when the row may
+	// reach either. A step that runs several times prints a row per run,
+	// each reaching one of its verdicts. Empty for a go test command,
+	// which passes or fails.
 	Verdicts []string `json:"verdicts,omitempty"`
+	// Across are what must hold across the runs of each step that runs
+	// several times, as the scenario states it: "token: OVERSOLD in at
+	// least 1 of 7 runs".
+	Across []string `json:"across,omitempty"`
 	// Look is what to look at: the verdict and the timeline's sentence.
 	Look string `json:"look"`
 	Why  string `json:"why"`
@@ -163,8 +169,8 @@ func (l Lesson) check() error {
 
 func (l Lesson) checkVerdicts() error {
 	if l.Scenario() == "" {
-		if len(l.Verdicts) > 0 || l.TestArgs != nil || l.TestSkip != "" {
-			return errors.New("a go test command passes or fails: no verdicts, test_args or test_skip")
+		if len(l.Verdicts) > 0 || len(l.Across) > 0 || l.TestArgs != nil || l.TestSkip != "" {
+			return errors.New("a go test command passes or fails: no verdicts, across, test_args or test_skip")
 		}
 		return nil
 	}

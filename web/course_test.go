@@ -51,7 +51,11 @@ func renderCourseDoc(c web.Course) []byte {
 		} else {
 			b.WriteString("**On the page:** not here: the page's lab is one instance, and this failure needs the command's processes and servers.\n\n")
 		}
-		if len(l.Verdicts) > 0 {
+		switch {
+		case len(l.Across) > 0:
+			fmt.Fprintf(&b, "**Verdicts**, one per step, which each of its runs reaches: %s.\n\n", verdictList(l.Verdicts))
+			fmt.Fprintf(&b, "**Across the runs**, or the command fails: %s.\n\n", strings.Join(l.Across, "; "))
+		case len(l.Verdicts) > 0:
 			fmt.Fprintf(&b, "**Verdicts**, one per row: %s.\n\n", verdictList(l.Verdicts))
 		}
 		fmt.Fprintf(&b, "**What you will see.** %s\n\n", l.Look)
