@@ -39,6 +39,8 @@
     salePhase: "", // the shown product's window: "", "before", "open" or "ended"
     course: null, // course.json: the lessons
     lessonRun: null, // {run, lesson, prediction}: the lab run a lesson started
+    accountOptions: null, // GET /api/accounts/options: {demo, min_password}
+    signupCaptcha: "", // the id of the captcha shown for a sign-up
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -394,15 +396,47 @@
     return c;
   }
 
+  // loadAccountOptions reads the service's rules for accounts: the
+  // shortest password it takes, and whether the demo sign-in is on.
+  async function loadAccountOptions() {
+    const r = await api("GET", "/api/accounts/options");
+    if (r.ok) state.accountOptions = r.data;
+  }
+
   // signUp makes an account with the form's name and password, then signs
-  // it in.
+  // it in. Past its network's first few accounts the service asks for a
+  // captcha (captcha_required): the page shows one and the next Sign up
+  // sends it. A captcha is tried once, right or wrong: after a refusal
+  // that spent it, another picture.
   async function signUp() {
-    const r = await api("POST", "/api/accounts", credentials());
-    if (!r.ok) {
-      $("#signin-status").textContent = "Sign-up refused: " + r.data.error;
+    const body = credentials();
+    const min = state.accountOptions?.min_password || 0;
+    if ((body.password || "").length < min) {
+      $("#signin-status").textContent = "Sign-up needs a password of at least " + min + " characters.";
       return;
     }
+    if (state.signupCaptcha) {
+      body.captcha_id = state.signupCaptcha;
+      body.captcha = $("#signup-captcha").value.trim();
+    }
+    const r = await api("POST", "/api/accounts", body);
+    if (!r.ok) {
+      const asked = r.data.code === "captcha_required";
+      if (asked || body.captcha_id) await newSignupCaptcha();
+      $("#signin-status").textContent = asked
+        ? "Type the six digits in the picture, then Sign up again."
+        : "Sign-up refused: " + r.data.error;
+      return;
+    }
+    state.signupCaptcha = "";
+    $("#signup-captcha-field").hidden = true;
     await signIn();
+  }
+
+  // newSignupCaptcha shows a fresh captcha for an account.
+  async function newSignupCaptcha() {
+    $("#signup-captcha-field").hidden = false;
+    state.signupCaptcha = await drawCaptcha("#signup-captcha", { for: "account" });
   }
 
   // signOut ends the session at the service, then forgets it here.
@@ -487,16 +521,23 @@
   }
 
   async function newCaptcha() {
-    $("#captcha").value = "";
-    const r = await api("POST", "/api/captcha", { product_id: state.captchaFor }, AS_BUYER);
+    state.captcha = await drawCaptcha("#captcha", { product_id: state.captchaFor }, AS_BUYER);
+  }
+
+  // drawCaptcha asks for a captcha (POST /api/captcha with body) and shows
+  // its picture beside the field named by input, emptied; it returns the
+  // captcha's id, or "" when the service made none (the picture says why).
+  async function drawCaptcha(input, body, as) {
+    $(input).value = "";
+    const img = $(input + "-img");
+    const r = await api("POST", "/api/captcha", body, as);
     if (!r.ok) {
-      state.captcha = "";
-      $("#captcha-img").alt = "No captcha: " + r.data.error;
-      $("#captcha-img").removeAttribute("src");
-      return;
+      img.alt = "No captcha: " + r.data.error;
+      img.removeAttribute("src");
+      return "";
     }
-    state.captcha = r.data.captcha_id;
-    $("#captcha-img").src = r.data.image;
+    img.src = r.data.image;
+    return r.data.captcha_id;
   }
 
   async function buy(ev) {
@@ -1229,6 +1270,7 @@
     $("#signup").addEventListener("click", signUp);
     $("#signout").addEventListener("click", signOut);
     $("#captcha-new").addEventListener("click", newCaptcha);
+    $("#signup-captcha-new").addEventListener("click", newSignupCaptcha);
     showBuyer();
     $("#run-form").addEventListener("submit", startRun);
     $("#lab-lock").addEventListener("change", explain);
@@ -1244,6 +1286,7 @@
     setInterval(tickSaleWindow, 100);
 
     productOptions();
+    loadAccountOptions();
     loadLocks();
     loadModes();
     loadRuns();
