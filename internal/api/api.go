@@ -32,6 +32,8 @@ const (
 	CodeUnauthorized         = "unauthorized"           // 401
 	CodeSignInRequired       = "sign_in_required"       // 401
 	CodeBadCredentials       = "bad_credentials"        // 401
+	CodePasskeyFailed        = "passkey_failed"         // 401
+	CodeChallengeExpired     = "challenge_expired"      // 401
 	CodeWeakPassword         = "weak_password"          // 400
 	CodeCaptchaRequired      = "captcha_required"       // 403
 	CodeAccountTooNew        = "account_too_new"        // 403

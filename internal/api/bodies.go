@@ -464,6 +464,10 @@ type PasswordChange struct {
 type AccountOptions struct {
 	Demo        bool `json:"demo"`
 	MinPassword int  `json:"min_password"`
+	// Passkeys: the passkey routes are there, for pages served from
+	// PasskeyOrigins (the relying party's, -rp-origins).
+	Passkeys       bool     `json:"passkeys"`
+	PasskeyOrigins []string `json:"passkey_origins,omitempty"`
 }
 
 // BulkAccounts is the body of the operator's POST /api/accounts/bulk:

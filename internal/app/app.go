@@ -107,6 +107,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	if err != nil {
 		return nil, err
 	}
+	rpID, rpOrigins := cfg.RelyingParty()
+	passkeys, err := session.NewPasskeys(session.PasskeyOptions{RPID: rpID, Origins: rpOrigins, Desk: desk, DB: a.db, Redis: a.rdb})
+	if err != nil {
+		return nil, err
+	}
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
@@ -115,6 +120,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 		Paths: a.paths, Captchas: a.captchas, PerAddress: a.perAddress,
 		TrustedProxies: cfg.TrustedProxies,
 		Sessions:       desk,
+		Passkeys:       passkeys, PasskeyOrigins: rpOrigins,
 		Signups: session.NewSignups(a.rdb, session.SignupOptions{PerAddress: orOff(cfg.SignupsAddress),
 			PerNetwork: orOff(cfg.SignupsNetwork), NoCaptcha: orOff(cfg.SignupsCaptcha)}),
 		Trace: telemetry.On(),
@@ -469,14 +475,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (*S
 	if log == nil {
 		log = slog.Default()
 	}
-	a, err := Open(ctx, cfg, log, extras)
-	if err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		a.Close()
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	// Port 0 picked one: the passkeys' default origin names it.
+	if host, port, err := net.SplitHostPort(cfg.Addr); err == nil && port == "0" {
+		_, picked, _ := net.SplitHostPort(ln.Addr().String())
+		cfg.Addr = net.JoinHostPort(host, picked)
+	}
+	a, err := Open(ctx, cfg, log, extras)
+	if err != nil {
+		ln.Close()
+		return nil, err
 	}
 	capped := connlimit.NewListener(ln, connlimit.Options{
 		PerAddress: cfg.AddressConns, Total: cfg.MaxConns, Exempt: trusted(cfg.TrustedProxies),

@@ -45,6 +45,8 @@ type Config struct {
 	ReconcileGrace  time.Duration // -reconcile-grace / RECONCILE_GRACE; 0 is a purchase's whole time budget
 	SessionSecret   string        // -session-secret / SESSION_SECRET; signs buyers' tokens; empty: made at start and kept in SQL
 	SessionLifetime time.Duration // -session-lifetime / SESSION_LIFETIME; how long a buyer's token is good for
+	RPID            string        // -rp-id / RP_ID; the passkeys' relying party id, "" for the listen address's name or localhost
+	RPOrigins       []string      // -rp-origins / RP_ORIGINS; the origins of the pages that use passkeys, empty for http://<rp id>:<listen port>
 	DemoAccounts    string        // -demo-accounts / DEMO_ACCOUNTS; the sign-in by name alone: true, false, or auto (on when Redis and the database are both embedded)
 	SignupsAddress  int           // -signups-per-address / SIGNUPS_PER_ADDRESS; accounts one address may make per hour, 0 no limit
 	SignupsNetwork  int           // -signups-per-network / SIGNUPS_PER_NETWORK; accounts one IPv4 /24 or IPv6 /64 may make per hour, 0 no limit
@@ -128,6 +130,8 @@ func (c *Config) settings() []setting {
 		{"reconcile-grace", "RECONCILE_GRACE", "how old a take with no order must be before the reconciler returns its unit; 0 is a purchase's whole time budget", dur(&c.ReconcileGrace), "0s"},
 		{"session-secret", "SESSION_SECRET", fmt.Sprintf("key that signs the buyers' tokens (POST /api/sessions), at least %d bytes; every instance must have the same; empty: the first instance on a database makes one and keeps it in the database for every instance, with a copy in Redis (key %s)", session.MinSecret, session.SecretKey), str(&c.SessionSecret), ""},
 		{"session-lifetime", "SESSION_LIFETIME", "how long a buyer's token is good for", dur(&c.SessionLifetime), session.DefaultLifetime.String()},
+		{"rp-id", "RP_ID", "the passkeys' relying party id: the site's domain as the browser sees it (a passkey is bound to it), never an IP address; empty: the listen address's host when it is a name, else localhost", str(&c.RPID), ""},
+		{"rp-origins", "RP_ORIGINS", "comma-separated origins (scheme://host[:port]) of the pages whose passkey ceremonies are taken; empty: http://<rp id>:<the listen port>", list(&c.RPOrigins), ""},
 		{"demo-accounts", "DEMO_ACCOUNTS", "the demo sign-in by name alone, without a password, to accounts that have none (made on their first sign-in): true, false, or auto, on when Redis and the database are both the embedded ones (the lab on one machine) and off otherwise", str(&c.DemoAccounts), "auto"},
 		{"signups-per-address", "SIGNUPS_PER_ADDRESS", "accounts one client address may make per hour (POST /api/accounts); 0 no limit", func(fs *flag.FlagSet, name, def, help string) {
 			fs.IntVar(&c.SignupsAddress, name, session.DefaultSignupsAddress, help)
@@ -248,6 +252,26 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 	return c, fs, nil
 }
 
+// RelyingParty is the passkeys' relying party: -rp-id, or the listen
+// address's host when it is a name, else localhost (browsers refuse an IP
+// address as an id); and -rp-origins, or the page at that name on the
+// listen port.
+func (c Config) RelyingParty() (id string, origins []string) {
+	host, port, _ := net.SplitHostPort(c.Addr)
+	id = c.RPID
+	if id == "" {
+		id = "localhost"
+		if host != "" && net.ParseIP(host) == nil {
+			id = host
+		}
+	}
+	origins = c.RPOrigins
+	if len(origins) == 0 {
+		origins = []string{"http://" + net.JoinHostPort(id, port)}
+	}
+	return id, origins
+}
+
 // Demo reports whether the demo sign-in by name is on: DemoAccounts, or
 // when "auto" (or empty) whether Redis and the database are both the
 // embedded ones, which only a lab on one machine runs.
@@ -297,12 +321,13 @@ func (c Config) String() string {
 			dsn = dsn[:colon+1] + "****" + dsn[at:]
 		}
 	}
+	rpID, rpOrigins := c.RelyingParty()
 	rabbit := c.RabbitMQURL
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s demo-accounts=%v signups-per-address=%d signups-per-network=%d signups-before-captcha=%d",
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s rp-id=%s rp-origins=%q demo-accounts=%v signups-per-address=%d signups-per-network=%d signups-before-captcha=%d",
 		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
 		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.HeaderTimeout, c.IdleTimeout, c.AddressConns, c.MaxConns, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime,
-		c.Demo(), c.SignupsAddress, c.SignupsNetwork, c.SignupsCaptcha)
+		rpID, rpOrigins, c.Demo(), c.SignupsAddress, c.SignupsNetwork, c.SignupsCaptcha)
 }

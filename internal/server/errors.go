@@ -103,6 +103,10 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusUnauthorized, api.CodeSignInRequired, true
 	case errors.Is(err, session.ErrBadName):
 		return http.StatusBadRequest, api.CodeBadRequest, true
+	case errors.Is(err, session.ErrPasskeyFailed):
+		return http.StatusUnauthorized, api.CodePasskeyFailed, true
+	case errors.Is(err, session.ErrChallengeExpired):
+		return http.StatusUnauthorized, api.CodeChallengeExpired, true
 	case errors.Is(err, session.ErrWeakPassword):
 		return http.StatusBadRequest, api.CodeWeakPassword, true
 	case errors.Is(err, session.ErrBadCredentials): // judged, even when it also sets a wait

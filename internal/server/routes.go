@@ -33,6 +33,12 @@ func (s *Server) routes(r *gin.Engine) {
 		g.GET("/sessions/current", s.handleCurrentSession)
 		g.DELETE("/sessions/current", s.handleSignOut)
 	}
+	if s.deps.Sessions != nil && s.deps.Passkeys != nil {
+		g.POST("/accounts/current/passkeys/begin", s.perAddress, s.handlePasskeyBeginRegistration)
+		g.POST("/accounts/current/passkeys/finish", s.perAddress, s.handlePasskeyFinishRegistration)
+		g.POST("/sessions/passkey/begin", s.perAddress, s.handlePasskeyBeginSignIn)
+		g.POST("/sessions/passkey/finish", s.perAddress, s.handlePasskeyFinishSignIn)
+	}
 	g.POST("/captcha", s.perAddress, br.handleNewCaptcha)
 	g.GET("/captcha/:id", s.perAddress, br.handleCaptchaImage)
 	g.POST("/orders", s.handleBuy)

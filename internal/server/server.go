@@ -87,6 +87,12 @@ type Deps struct {
 	// Signups bounds the accounts made per address and network (POST
 	// /api/accounts). Default: none.
 	Signups Signups
+	// Passkeys registers passkeys and signs buyers in with them
+	// (*session.Passkeys). Default: none, the routes are absent.
+	Passkeys Passkeys
+	// PasskeyOrigins are the origins whose pages may use the passkeys,
+	// for the page to say so. Default: none.
+	PasskeyOrigins []string
 	// Gate counts the notices sent to the sold-out gates in front
 	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
 	Gate GateNotices

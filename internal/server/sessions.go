@@ -125,7 +125,8 @@ func (s *Server) handleBulkAccounts(c *gin.Context) {
 
 // handleAccountOptions tells the page which sign-ins there are.
 func (s *Server) handleAccountOptions(c *gin.Context) {
-	c.JSON(http.StatusOK, api.AccountOptions{Demo: s.deps.Sessions.Demo(), MinPassword: session.MinPassword})
+	c.JSON(http.StatusOK, api.AccountOptions{Demo: s.deps.Sessions.Demo(), MinPassword: session.MinPassword,
+		Passkeys: s.deps.Passkeys != nil, PasskeyOrigins: s.deps.PasskeyOrigins})
 }
 
 // handleCurrentSession says whose the token is, and until when.

@@ -90,13 +90,13 @@ type Accounts struct{ db *gorm.DB }
 // NewAccounts keeps the accounts in db; Migrate must have made the table.
 func NewAccounts(db *gorm.DB) *Accounts { return &Accounts{db: db} }
 
-// Migrate creates the buyers table. Two processes migrating one MySQL
+// Migrate creates the buyers table and their passkeys'. Two processes migrating one MySQL
 // database at once may both try to create it, and one fails: then the
 // table exists, and the loser's second try only checks it.
 func Migrate(ctx context.Context, db *gorm.DB) error {
-	err := db.WithContext(ctx).AutoMigrate(&accountRow{})
+	err := db.WithContext(ctx).AutoMigrate(&accountRow{}, &passkeyRow{})
 	if err != nil && db.WithContext(ctx).Migrator().HasTable(&accountRow{}) {
-		err = db.WithContext(ctx).AutoMigrate(&accountRow{})
+		err = db.WithContext(ctx).AutoMigrate(&accountRow{}, &passkeyRow{})
 	}
 	if err != nil {
 		return fmt.Errorf("migrating the buyers: %w", err)

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/go-webauthn/webauthn/protocol"
+
+	"seckill/internal/session"
+)
+
+// Passkeys registers passkeys to accounts and signs buyers in with them
+// (session.Passkeys). The bodies of the finishing calls are the browser's
+// PublicKeyCredential as JSON, handed on whole.
+type Passkeys interface {
+	BeginRegistration(ctx context.Context, token string) (*protocol.CredentialCreation, error)
+	FinishRegistration(ctx context.Context, token string, body []byte) error
+	BeginSignIn(ctx context.Context) (*protocol.CredentialAssertion, error)
+	FinishSignIn(ctx context.Context, body []byte) (session.Token, error)
+}
+
+// handlePasskeyBeginRegistration answers the signed-in buyer with the
+// options for navigator.credentials.create.
+func (s *Server) handlePasskeyBeginRegistration(c *gin.Context) {
+	opts, err := s.deps.Passkeys.BeginRegistration(c.Request.Context(), bearer(c))
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, opts)
+}
+
+// handlePasskeyFinishRegistration keeps the passkey the browser made.
+func (s *Server) handlePasskeyFinishRegistration(c *gin.Context) {
+	var body jsontext.Value
+	if err := s.decode(c, &body); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	if err := s.deps.Passkeys.FinishRegistration(c.Request.Context(), bearer(c), body); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// handlePasskeyBeginSignIn answers with the options for
+// navigator.credentials.get: no name asked, the authenticator offers its
+// passkeys for this site.
+func (s *Server) handlePasskeyBeginSignIn(c *gin.Context) {
+	opts, err := s.deps.Passkeys.BeginSignIn(c.Request.Context())
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, opts)
+}
+
+// handlePasskeyFinishSignIn answers a verified assertion with a session,
+// as POST /api/sessions does a password.
+func (s *Server) handlePasskeyFinishSignIn(c *gin.Context) {
+	var body jsontext.Value
+	if err := s.decode(c, &body); err != nil {
+		s.failErr(c, err)
+		return
+	}
+	tok, err := s.deps.Passkeys.FinishSignIn(c.Request.Context(), body)
+	if err != nil {
+		s.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, sessionOf(tok))
+}

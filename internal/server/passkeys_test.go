@@ -1,0 +1,281 @@
+package server_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
+
+	"seckill/internal/api"
+)
+
+var b64 = base64.RawURLEncoding
+
+// softKey is a software authenticator: one ES256 (ECDSA P-256) credential
+// that answers ceremonies as a browser would hand them on, attestation
+// "none", with user presence and verification. rpID and origin are what
+// it claims; a test changes them to play another site.
+type softKey struct {
+	priv   *ecdsa.PrivateKey
+	id     []byte
+	handle []byte // the user handle the registration gave it
+	rpID   string
+	origin string
+	count  uint32
+}
+
+func newSoftKey(t *testing.T, rpID, origin string) *softKey {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &softKey{priv: priv, id: []byte(rand.Text()), rpID: rpID, origin: origin}
+}
+
+// Authenticator data flags (WebAuthn §6.1).
+const (
+	flagUP = 0x01 // user present
+	flagUV = 0x04 // user verified
+	flagAT = 0x40 // attested credential data follows
+)
+
+// authData is rpIdHash | flags | signCount, then what follows.
+func (k *softKey) authData(flags byte, rest ...byte) []byte {
+	h := sha256.Sum256([]byte(k.rpID))
+	d := append(h[:], flags)
+	d = binary.BigEndian.AppendUint32(d, k.count)
+	return append(d, rest...)
+}
+
+func (k *softKey) clientData(t *testing.T, kind, challenge string) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"type": kind, "challenge": challenge, "origin": k.origin, "crossOrigin": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// create answers creation options: the credential, its COSE key in the
+// attested credential data, an attestation object of format "none".
+func (k *softKey) create(t *testing.T, opts creationOptions) map[string]any {
+	t.Helper()
+	k.handle = mustB64(t, opts.PublicKey.User.ID)
+	pub := k.priv.PublicKey
+	x, y := make([]byte, 32), make([]byte, 32)
+	pub.X.FillBytes(x)
+	pub.Y.FillBytes(y)
+	cose, err := webauthncbor.Marshal(map[int]any{1: 2, 3: -7, -1: 1, -2: x, -3: y}) // EC2, ES256, P-256
+	if err != nil {
+		t.Fatal(err)
+	}
+	attested := make([]byte, 16) // AAGUID: none
+	attested = binary.BigEndian.AppendUint16(attested, uint16(len(k.id)))
+	attested = append(append(attested, k.id...), cose...)
+	att, err := webauthncbor.Marshal(map[string]any{"fmt": "none", "attStmt": map[string]any{}, "authData": k.authData(flagUP|flagUV|flagAT, attested...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"id": b64.EncodeToString(k.id), "rawId": b64.EncodeToString(k.id), "type": "public-key",
+		"response": map[string]any{"clientDataJSON": b64.EncodeToString(k.clientData(t, "webauthn.create", opts.PublicKey.Challenge)),
+			"attestationObject": b64.EncodeToString(att)}}
+}
+
+// get answers a challenge with an assertion at the key's count: a
+// signature over authenticatorData | SHA-256(clientDataJSON).
+func (k *softKey) get(t *testing.T, challenge string) map[string]any {
+	t.Helper()
+	ad := k.authData(flagUP | flagUV)
+	cd := k.clientData(t, "webauthn.get", challenge)
+	cdHash := sha256.Sum256(cd)
+	digest := sha256.Sum256(append(append([]byte{}, ad...), cdHash[:]...))
+	sig, err := ecdsa.SignASN1(rand.Reader, k.priv, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"id": b64.EncodeToString(k.id), "rawId": b64.EncodeToString(k.id), "type": "public-key",
+		"response": map[string]any{"clientDataJSON": b64.EncodeToString(cd), "authenticatorData": b64.EncodeToString(ad),
+			"signature": b64.EncodeToString(sig), "userHandle": b64.EncodeToString(k.handle)}}
+}
+
+func mustB64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		t.Fatalf("%q is not base64url: %v", s, err)
+	}
+	return b
+}
+
+type creationOptions struct {
+	PublicKey struct {
+		Challenge string
+		RP        struct{ ID string }
+		User      struct{ ID string }
+	} `json:"publicKey"`
+}
+
+type requestOptions struct {
+	PublicKey struct {
+		Challenge string
+		RPID      string `json:"rpId"`
+	} `json:"publicKey"`
+}
+
+// relyingParty is the service's passkey origin, as the page learns it.
+func (e *env) relyingParty() (id, origin string) {
+	e.t.Helper()
+	var o api.AccountOptions
+	if st := e.do("GET", "/api/accounts/options", nil, &o); st != http.StatusOK || !o.Passkeys || len(o.PasskeyOrigins) == 0 {
+		e.t.Fatalf("GET /api/accounts/options: %d %+v, want passkeys and their origins", st, o)
+	}
+	u, err := url.Parse(o.PasskeyOrigins[0])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return u.Hostname(), o.PasskeyOrigins[0]
+}
+
+// addPasskey registers a new software passkey to e's signed-in buyer.
+func (e *env) addPasskey() *softKey {
+	e.t.Helper()
+	rpID, origin := e.relyingParty()
+	k := newSoftKey(e.t, rpID, origin)
+	var opts creationOptions
+	if st := e.do("POST", "/api/accounts/current/passkeys/begin", nil, &opts); st != http.StatusOK || opts.PublicKey.RP.ID != rpID {
+		e.t.Fatalf("beginning a registration: %d %+v, want 200 for rp %q", st, opts, rpID)
+	}
+	if st := e.do("POST", "/api/accounts/current/passkeys/finish", k.create(e.t, opts), nil); st != http.StatusNoContent {
+		e.t.Fatalf("finishing the registration: %d, want 204", st)
+	}
+	return k
+}
+
+// challenge begins a passkey sign-in.
+func (e *env) challenge() string {
+	e.t.Helper()
+	var opts requestOptions
+	if st := e.do("POST", "/api/sessions/passkey/begin", nil, &opts); st != http.StatusOK || opts.PublicKey.Challenge == "" {
+		e.t.Fatalf("beginning a passkey sign-in: %d %+v", st, opts)
+	}
+	return opts.PublicKey.Challenge
+}
+
+// finish sends an assertion; a session on success, the refusal otherwise.
+func (e *env) finish(assertion map[string]any) (int, api.Session, api.Error) {
+	e.t.Helper()
+	var raw json.RawMessage
+	st := e.do("POST", "/api/sessions/passkey/finish", assertion, &raw)
+	var (
+		s  api.Session
+		ae api.Error
+	)
+	out := any(&ae)
+	if st == http.StatusCreated {
+		out = &s
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		e.t.Fatalf("decoding %s: %v", raw, err)
+	}
+	return st, s, ae
+}
+
+// TestPasskeySignIn: a buyer who signed up with a password adds a
+// passkey and signs in with it, no name typed, as the same buyer; the
+// session is a password sign-in's: signing out ends it, and so does a
+// change of password.
+func TestPasskeySignIn(t *testing.T) {
+	e := startDefault(t)
+	name := uniqueName("Pat Passkey")
+	pat, acct := e.signUp(name, password)
+	k := pat.addPasskey()
+
+	k.count = 1
+	st, s, ae := e.finish(k.get(t, e.challenge()))
+	if st != http.StatusCreated || s.BuyerID != acct.BuyerID || s.Token == "" {
+		t.Fatalf("signing in with the passkey: %d %+v %+v, want 201 as buyer %d", st, s, ae, acct.BuyerID)
+	}
+	withKey := *e
+	withKey.buyer = s.Token
+	var cur api.CurrentSession
+	if st := withKey.do("GET", "/api/sessions/current", nil, &cur); st != http.StatusOK || cur.BuyerID != acct.BuyerID {
+		t.Fatalf("the passkey's session: %d %+v", st, cur)
+	}
+	if st := withKey.do("DELETE", "/api/sessions/current", nil, nil); st != http.StatusNoContent {
+		t.Fatalf("signing the passkey's session out: %d", st)
+	}
+	if st := withKey.do("GET", "/api/sessions/current", nil, nil); st != http.StatusUnauthorized {
+		t.Errorf("the passkey's session after signing out: %d, want 401", st)
+	}
+
+	k.count = 2
+	_, s, _ = e.finish(k.get(t, e.challenge()))
+	withKey.buyer = s.Token
+	if st := pat.do("POST", "/api/accounts/current/password", api.PasswordChange{Password: password, NewPassword: password + " and more"}, nil); st != http.StatusNoContent {
+		t.Fatalf("changing the password: %d", st)
+	}
+	if st := withKey.do("GET", "/api/sessions/current", nil, nil); st != http.StatusUnauthorized {
+		t.Errorf("the passkey's session after a change of password: %d, want 401", st)
+	}
+}
+
+// TestPasskeyRefusals: what a passkey sign-in refuses, each on its own
+// check: an assertion sent again (its challenge is used up, and its count
+// is not past the last), one made for another origin or another relying
+// party, a fresh signature over a challenge already used, and a signature
+// count that went backwards (a cloned authenticator). None opens a session.
+func TestPasskeyRefusals(t *testing.T) {
+	e := startDefault(t)
+	pat, _ := e.signUp(uniqueName("Pat Refused"), password)
+	k := pat.addPasskey()
+	k.count = 10
+	first := k.get(t, e.challenge())
+	if st, _, ae := e.finish(first); st != http.StatusCreated {
+		t.Fatalf("the honest sign-in: %d %+v", st, ae)
+	}
+	refused := func(what string, assertion map[string]any, code string) {
+		t.Helper()
+		st, s, ae := e.finish(assertion)
+		if st != http.StatusUnauthorized || s.Token != "" || (code != "" && ae.Code != code) {
+			t.Errorf("%s: %d %+v %+v, want 401 %s and no token", what, st, s, ae, code)
+		}
+		t.Logf("%s: %d %s: %s", what, st, ae.Code, ae.Error)
+	}
+
+	refused("the same assertion again", first, "")
+
+	k.count = 11
+	used := first["response"].(map[string]any)["clientDataJSON"].(string)
+	var cd struct{ Challenge string }
+	if err := json.Unmarshal(mustB64(t, used), &cd); err != nil {
+		t.Fatal(err)
+	}
+	refused("a new signature over a used challenge", k.get(t, cd.Challenge), api.CodeChallengeExpired)
+
+	honest := k.origin
+	k.count, k.origin = 12, "http://evil.example"
+	refused("an assertion made for another origin", k.get(t, e.challenge()), api.CodePasskeyFailed)
+	k.origin = honest
+
+	rpID := k.rpID
+	k.count, k.rpID = 13, "evil.example"
+	refused("an assertion for another relying party", k.get(t, e.challenge()), api.CodePasskeyFailed)
+	k.rpID = rpID
+
+	k.count = 9
+	refused("a signature count below the last", k.get(t, e.challenge()), api.CodePasskeyFailed)
+
+	k.count = 14
+	if st, _, ae := e.finish(k.get(t, e.challenge())); st != http.StatusCreated {
+		t.Errorf("the honest key after the refusals: %d %+v, want 201", st, ae)
+	}
+}
