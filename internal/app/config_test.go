@@ -57,3 +57,31 @@ func TestConnectionSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestRelyingPartySettings: the passkeys' relying party defaults to
+// localhost (an IP address is no relying party id to a browser) or the
+// listen address's name, on the listen port; RP_ID and RP_ORIGINS name
+// others, the flag over the environment.
+func TestRelyingPartySettings(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	for _, tc := range []struct {
+		args    []string
+		vars    map[string]string
+		id      string
+		origins string
+	}{
+		{nil, nil, "localhost", "http://localhost:8080"},
+		{[]string{"-addr", "0.0.0.0:9000"}, nil, "localhost", "http://localhost:9000"},
+		{[]string{"-addr", "shop.test:8443"}, nil, "shop.test", "http://shop.test:8443"},
+		{nil, map[string]string{"RP_ID": "shop.example", "RP_ORIGINS": "https://shop.example, https://www.shop.example"}, "shop.example", "https://shop.example,https://www.shop.example"},
+		{[]string{"-rp-id", "flag.example"}, map[string]string{"RP_ID": "env.example"}, "flag.example", "http://flag.example:8080"},
+	} {
+		c, _, err := app.ParseConfig("seckill", tc.args, env(tc.vars))
+		if err != nil {
+			t.Fatalf("%q %v: %v", tc.args, tc.vars, err)
+		}
+		if id, origins := c.RelyingParty(); id != tc.id || strings.Join(origins, ",") != tc.origins {
+			t.Errorf("%q %v: relying party %q %q, want %q %q", tc.args, tc.vars, id, origins, tc.id, tc.origins)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
 
 	"seckill/internal/api"
+	"seckill/internal/testkit/testenv"
 )
 
 var b64 = base64.RawURLEncoding
@@ -32,7 +33,7 @@ type softKey struct {
 	count  uint32
 }
 
-func newSoftKey(t *testing.T, rpID, origin string) *softKey {
+func newSoftKey(t testing.TB, rpID, origin string) *softKey {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -56,7 +57,7 @@ func (k *softKey) authData(flags byte, rest ...byte) []byte {
 	return append(d, rest...)
 }
 
-func (k *softKey) clientData(t *testing.T, kind, challenge string) []byte {
+func (k *softKey) clientData(t testing.TB, kind, challenge string) []byte {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"type": kind, "challenge": challenge, "origin": k.origin, "crossOrigin": false})
 	if err != nil {
@@ -67,7 +68,7 @@ func (k *softKey) clientData(t *testing.T, kind, challenge string) []byte {
 
 // create answers creation options: the credential, its COSE key in the
 // attested credential data, an attestation object of format "none".
-func (k *softKey) create(t *testing.T, opts creationOptions) map[string]any {
+func (k *softKey) create(t testing.TB, opts creationOptions) map[string]any {
 	t.Helper()
 	k.handle = mustB64(t, opts.PublicKey.User.ID)
 	pub := k.priv.PublicKey
@@ -92,7 +93,7 @@ func (k *softKey) create(t *testing.T, opts creationOptions) map[string]any {
 
 // get answers a challenge with an assertion at the key's count: a
 // signature over authenticatorData | SHA-256(clientDataJSON).
-func (k *softKey) get(t *testing.T, challenge string) map[string]any {
+func (k *softKey) get(t testing.TB, challenge string) map[string]any {
 	t.Helper()
 	ad := k.authData(flagUP | flagUV)
 	cd := k.clientData(t, "webauthn.get", challenge)
@@ -107,7 +108,7 @@ func (k *softKey) get(t *testing.T, challenge string) map[string]any {
 			"signature": b64.EncodeToString(sig), "userHandle": b64.EncodeToString(k.handle)}}
 }
 
-func mustB64(t *testing.T, s string) []byte {
+func mustB64(t testing.TB, s string) []byte {
 	t.Helper()
 	b, err := b64.DecodeString(s)
 	if err != nil {
@@ -278,4 +279,33 @@ func TestPasskeyRefusals(t *testing.T) {
 	if st, _, ae := e.finish(k.get(t, e.challenge())); st != http.StatusCreated {
 		t.Errorf("the honest key after the refusals: %d %+v, want 201", st, ae)
 	}
+}
+
+// BenchmarkSignIn is one whole sign-in through the HTTP API, with a
+// password (POST /api/sessions: an argon2id verify) and with a passkey
+// (begin and finish: a challenge kept and taken in Redis, the credential
+// read and its count moved in SQL, one ECDSA P-256 verify), on testenv's
+// backends (REDIS_ADDR and MYSQL_DSN when set).
+func BenchmarkSignIn(b *testing.B) {
+	cfg := testenv.Config(b)
+	cfg.LogLevel = "error"
+	e := start(b, cfg)
+	name := uniqueName("Bench Signin")
+	pat, _ := e.signUp(name, password)
+	k := pat.addPasskey()
+	b.Run("password", func(b *testing.B) {
+		for b.Loop() {
+			if st := e.do("POST", "/api/sessions", api.SessionRequest{Name: name, Password: password}, nil); st != http.StatusCreated {
+				b.Fatalf("a password sign-in: %d", st)
+			}
+		}
+	})
+	b.Run("passkey", func(b *testing.B) {
+		for b.Loop() {
+			k.count++
+			if st, _, ae := e.finish(k.get(b, e.challenge())); st != http.StatusCreated {
+				b.Fatalf("a passkey sign-in: %d %+v", st, ae)
+			}
+		}
+	})
 }

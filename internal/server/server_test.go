@@ -29,7 +29,7 @@ import (
 
 // env is one service under test, spoken to over real HTTP.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	srv    *app.Server // nil when the handler is served alone
 	client *http.Client
@@ -45,9 +45,9 @@ func (e *env) as(name string) *env {
 	return &c
 }
 
-func start(t *testing.T, cfg app.Config) *env { return startWith(t, cfg, app.Extras{}) }
+func start(t testing.TB, cfg app.Config) *env { return startWith(t, cfg, app.Extras{}) }
 
-func startWith(t *testing.T, cfg app.Config, extras app.Extras) *env {
+func startWith(t testing.TB, cfg app.Config, extras app.Extras) *env {
 	t.Helper()
 	srv := testenv.Start(t, cfg, extras)
 	return &env{t: t, url: srv.URL, srv: srv, client: newClient(), token: srv.Config.AdminToken}
@@ -66,7 +66,7 @@ func newClient() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 }
 
-func startDefault(t *testing.T) *env { return start(t, testenv.Config(t)) }
+func startDefault(t testing.TB) *env { return start(t, testenv.Config(t)) }
 
 // do sends a request and decodes the JSON answer into out (when not nil).
 func (e *env) do(method, path string, body any, out any) int {

@@ -39,8 +39,9 @@
     salePhase: "", // the shown product's window: "", "before", "open" or "ended"
     course: null, // course.json: the lessons
     lessonRun: null, // {run, lesson, prediction}: the lab run a lesson started
-    accountOptions: null, // GET /api/accounts/options: {demo, min_password}
+    accountOptions: null, // GET /api/accounts/options: {demo, min_password, passkeys, passkey_origins}
     signupCaptcha: "", // the id of the captcha shown for a sign-up
+    passkeys: null, // {origins}: the service's passkeys, when it and this browser have them
   };
   // The browser test and curious teachers read the charts from here.
   window.seckill = state;
@@ -384,6 +385,8 @@
       ? "Signed in as " + b.name + " (buyer " + b.buyer_id + ") until " + new Date(b.expires_at).toLocaleTimeString()
       : "Not signed in.";
     $("#signout").hidden = !b;
+    $("#passkey-add").hidden = !b || !state.passkeys;
+    $("#passkey-signin").hidden = !!b || !state.passkeys;
   }
 
   // credentials are the sign-in form's name and password; no password is
@@ -397,10 +400,17 @@
   }
 
   // loadAccountOptions reads the service's rules for accounts: the
-  // shortest password it takes, and whether the demo sign-in is on.
+  // shortest password it takes, whether the demo sign-in is on, and
+  // whether it has passkeys: their buttons show when it has and this
+  // browser can make them.
   async function loadAccountOptions() {
     const r = await api("GET", "/api/accounts/options");
-    if (r.ok) state.accountOptions = r.data;
+    if (!r.ok) return;
+    state.accountOptions = r.data;
+    if (r.data.passkeys && window.PublicKeyCredential) {
+      state.passkeys = { origins: r.data.passkey_origins || [] };
+    }
+    showBuyer();
   }
 
   // signUp makes an account with the form's name and password, then signs
@@ -454,16 +464,111 @@
     ev?.preventDefault();
     const r = await api("POST", "/api/sessions", credentials());
     $("#buyer-password").value = "";
-    if (r.ok) {
-      try {
-        localStorage.setItem(BUYER_KEY, JSON.stringify(r.data));
-      } catch {
-        // Storage refused: the sign-in lasts as long as nothing needs it again.
-      }
-      showBuyer();
-    } else {
-      $("#signin-status").textContent = "Sign-in refused: " + r.data.error;
+    keepSession(r, "Sign-in refused: ");
+  }
+
+  // keepSession keeps a sign-in's session in this browser, or says why
+  // there is none.
+  function keepSession(r, refused) {
+    if (!r.ok) {
+      $("#signin-status").textContent = refused + r.data.error;
+      return;
     }
+    try {
+      localStorage.setItem(BUYER_KEY, JSON.stringify(r.data));
+    } catch {
+      // Storage refused: the sign-in lasts as long as nothing needs it again.
+    }
+    showBuyer();
+  }
+
+  // ---- Passkeys: the service's options and the browser's credentials
+  // travel as JSON, their binary fields base64url.
+
+  function fromB64url(s) {
+    const b64 = s.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((s.length + 3) % 4);
+    return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  }
+
+  function toB64url(buf) {
+    let s = "";
+    for (const b of new Uint8Array(buf)) s += String.fromCharCode(b);
+    return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  // passkeyHere says whether this page's origin is one the service takes
+  // passkeys from (a passkey is bound to its site: http://127.0.0.1 is
+  // not http://localhost); when not, it says where to go.
+  function passkeyHere() {
+    if (state.passkeys.origins.includes(location.origin)) return true;
+    $("#signin-status").textContent = "Passkeys work on " + state.passkeys.origins.join(" or ") + ": open the page there.";
+    return false;
+  }
+
+  // addPasskey makes a passkey for the signed-in buyer on this device.
+  async function addPasskey() {
+    if (!passkeyHere()) return;
+    const r = await api("POST", "/api/accounts/current/passkeys/begin", undefined, AS_BUYER);
+    if (!r.ok) {
+      forgetExpired(r);
+      $("#signin-status").textContent = "Adding a passkey refused: " + r.data.error;
+      return;
+    }
+    const pk = r.data.publicKey;
+    pk.challenge = fromB64url(pk.challenge);
+    pk.user.id = fromB64url(pk.user.id);
+    for (const c of pk.excludeCredentials || []) c.id = fromB64url(c.id);
+    let cred;
+    try {
+      cred = await navigator.credentials.create({ publicKey: pk });
+    } catch (e) {
+      $("#signin-status").textContent = "No passkey made: " + e.message;
+      return;
+    }
+    const done = await api("POST", "/api/accounts/current/passkeys/finish", {
+      id: cred.id, rawId: toB64url(cred.rawId), type: cred.type,
+      response: {
+        clientDataJSON: toB64url(cred.response.clientDataJSON),
+        attestationObject: toB64url(cred.response.attestationObject),
+        transports: cred.response.getTransports ? cred.response.getTransports() : [],
+      },
+      clientExtensionResults: cred.getClientExtensionResults(),
+    }, AS_BUYER);
+    $("#signin-status").textContent = done.ok
+      ? "Passkey added: next time, Sign in with a passkey."
+      : "Passkey refused: " + done.data.error;
+  }
+
+  // passkeySignIn signs in with a passkey this device keeps: no name typed.
+  async function passkeySignIn() {
+    if (!passkeyHere()) return;
+    const r = await api("POST", "/api/sessions/passkey/begin");
+    if (!r.ok) {
+      $("#signin-status").textContent = "Passkey sign-in refused: " + r.data.error;
+      return;
+    }
+    const pk = r.data.publicKey;
+    pk.challenge = fromB64url(pk.challenge);
+    for (const c of pk.allowCredentials || []) c.id = fromB64url(c.id);
+    let cred;
+    try {
+      cred = await navigator.credentials.get({ publicKey: pk });
+    } catch (e) {
+      $("#signin-status").textContent = "No passkey used: " + e.message;
+      return;
+    }
+    const res = cred.response;
+    const done = await api("POST", "/api/sessions/passkey/finish", {
+      id: cred.id, rawId: toB64url(cred.rawId), type: cred.type,
+      response: {
+        clientDataJSON: toB64url(res.clientDataJSON),
+        authenticatorData: toB64url(res.authenticatorData),
+        signature: toB64url(res.signature),
+        userHandle: res.userHandle ? toB64url(res.userHandle) : null,
+      },
+      clientExtensionResults: cred.getClientExtensionResults(),
+    });
+    keepSession(done, "Passkey sign-in refused: ");
   }
 
   // asOwner is how a request about order o authenticates: a signed-in
@@ -1269,6 +1374,8 @@
     $("#signin-form").addEventListener("submit", signIn);
     $("#signup").addEventListener("click", signUp);
     $("#signout").addEventListener("click", signOut);
+    $("#passkey-add").addEventListener("click", addPasskey);
+    $("#passkey-signin").addEventListener("click", passkeySignIn);
     $("#captcha-new").addEventListener("click", newCaptcha);
     $("#signup-captcha-new").addEventListener("click", newSignupCaptcha);
     showBuyer();
