@@ -194,18 +194,25 @@ func (p *Passkeys) FinishSignIn(ctx context.Context, body []byte) (Token, error)
 	if err != nil {
 		return Token{}, err
 	}
-	var row passkeyRow
-	find := func(rawID, handle []byte) (webauthn.User, error) {
+	var (
+		row    passkeyRow
+		broken error // the database's failure, not the answer's: not a 401
+	)
+	find := func(rawID, _ []byte) (webauthn.User, error) {
 		err := p.db.WithContext(ctx).Where("credential_id = ?", rawID).Take(&row).Error
 		switch {
 		case errors.Is(err, gorm.ErrRecordNotFound):
 			return nil, errors.New("no passkey has this id")
 		case err != nil:
-			return nil, fmt.Errorf("reading a passkey: %w", err)
+			broken = fmt.Errorf("reading a passkey: %w", err)
+			return nil, broken
 		}
 		return passkeyUser{id: row.Buyer, creds: []webauthn.Credential{row.credential()}}, nil
 	}
 	if _, err := p.rp.ValidateDiscoverableLogin(find, sd, parsed); err != nil {
+		if broken != nil {
+			return Token{}, broken
+		}
 		return Token{}, fmt.Errorf("%w: %w", ErrPasskeyFailed, err)
 	}
 	if err := p.counted(ctx, row, parsed.Response.AuthenticatorData.Counter); err != nil {
