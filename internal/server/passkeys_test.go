@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
 
@@ -279,6 +280,36 @@ func TestPasskeyRefusals(t *testing.T) {
 	if st, _, ae := e.finish(k.get(t, e.challenge())); st != http.StatusCreated {
 		t.Errorf("the honest key after the refusals: %d %+v, want 201", st, ae)
 	}
+}
+
+// TestPasskeyRoutesInsideTheAddressRate: the passkey sign-in's begin and
+// finish count in the client address's rate as a password sign-in does:
+// a burst from one address gets at most the rate through per second, the
+// rest 429 rate_limited.
+func TestPasskeyRoutesInsideTheAddressRate(t *testing.T) {
+	const rate, burst = 3, 20
+	e := rateLimited(t, rate)
+	for _, path := range []string{"/api/sessions/passkey/begin", "/api/sessions/passkey/finish"} {
+		cl := fromOwnAddress(e)
+		answers := make([]answer, burst)
+		begin := time.Now()
+		for i := range answers {
+			answers[i] = cl.call(nil, "POST", path, map[string]any{}, nil)
+		}
+		tally(t, path, answers, rate, windows(begin, time.Now()))
+		if n := count429(answers); n == 0 {
+			t.Errorf("%s: none of %d requests from one address was refused at a rate of %d a second", path, burst, rate)
+		}
+	}
+}
+
+func count429(answers []answer) (n int) {
+	for _, a := range answers {
+		if a.status == http.StatusTooManyRequests {
+			n++
+		}
+	}
+	return n
 }
 
 // BenchmarkSignIn is one whole sign-in through the HTTP API, with a
