@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 	"seckill/internal/order"
 	"seckill/internal/outbox"
 	"seckill/internal/testkit"
+	"seckill/internal/testkit/child"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -442,93 +440,29 @@ func testCrashAfterTake(t *testing.T, url string) {
 // reconciler to settle once the queue is empty. Given back on a guess, the
 // unit would be sold again beside the order the consumer then writes.
 func testUnconfirmedPublish(t *testing.T, url string) {
-	p := newHoldingProxy(t, url)
-	srv, product := service(t, p.url, queueOnly)
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := child.StartProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	srv, product := service(t, u.String(), queueOnly)
 	createProduct(t, srv.URL, product, 2)
 	if _, e, code := buy(t, srv.URL, product, 1, false); code != http.StatusAccepted {
 		t.Fatalf("buy before the hold: %d %+v", code, e)
 	}
-	p.hold.Store(true)
+	p.Hold()
 	_, e, code := buy(t, srv.URL, product, 2, false)
-	p.hold.Store(false)
+	p.Release()
 	if code != http.StatusServiceUnavailable || e.Code != api.CodeOutcomeUnknown || e.OrderID == "" {
 		t.Fatalf("a purchase whose publish was not confirmed: %d %+v; want 503 %s with the order id", code, e, api.CodeOutcomeUnknown)
 	}
 	waitDepth(t, srv.Broker(), 2) // the unconfirmed message is there
 	if a := audit(t, srv.URL, product); a.Remaining != 0 {
 		t.Errorf("audit %+v: want both units out of the store (the unconfirmed one's order is queued)", a)
-	}
-}
-
-// holdingProxy forwards AMQP between the service and RabbitMQ; while hold
-// is set, what the broker sends (its confirmations) is held back, and what
-// the service sends still goes through.
-type holdingProxy struct {
-	url  string
-	hold atomic.Bool
-}
-
-func newHoldingProxy(t *testing.T, rawURL string) *holdingProxy {
-	t.Helper()
-	u, err := neturl.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := u.Host
-	u.Host = ln.Addr().String()
-	p := &holdingProxy{url: u.String()}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			wg.Go(func() { io.Copy(s, c); s.Close() })
-			wg.Go(func() { p.copyHeld(c, s); c.Close() })
-		}
-	})
-	return p
-}
-
-// copyHeld copies src to dst, waiting while hold is set before each write.
-func (p *holdingProxy) copyHeld(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		for n > 0 && p.hold.Load() {
-			time.Sleep(5 * time.Millisecond) // the poll interval
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
 	}
 }

@@ -11,12 +11,16 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Proxy forwards connections from its loopback address to a target.
 type Proxy struct {
 	target string
 	ln     net.Listener
+
+	held atomic.Bool // the target's replies wait (Hold)
 
 	mu    sync.Mutex
 	cut   bool
@@ -56,6 +60,14 @@ func (p *Proxy) Restore() {
 	defer p.mu.Unlock()
 	p.cut = false
 }
+
+// Hold keeps back what the target sends, while what the clients send
+// still reaches it: requests run and their answers are lost to the
+// clients for as long as it lasts (until Release), on every connection.
+func (p *Proxy) Hold() { p.held.Store(true) }
+
+// Release sends the held replies on, and the later ones.
+func (p *Proxy) Release() { p.held.Store(false) }
 
 // Close stops the proxy and closes every connection through it.
 func (p *Proxy) Close() error {
@@ -117,7 +129,26 @@ func (p *Proxy) forward(c net.Conn) {
 		src.Close()
 	}
 	wg.Go(func() { pipe(up, c) })
-	wg.Go(func() { pipe(c, up) })
+	wg.Go(func() {
+		_, _ = io.Copy(c, heldReader{up, &p.held})
+		c.Close()
+		up.Close()
+	})
 	wg.Wait()
 	p.untrack(c, up)
+}
+
+// heldReader reads from r, and waits while held is set before handing on
+// what it read.
+type heldReader struct {
+	r    io.Reader
+	held *atomic.Bool
+}
+
+func (h heldReader) Read(b []byte) (int, error) {
+	n, err := h.r.Read(b)
+	for n > 0 && h.held.Load() {
+		time.Sleep(5 * time.Millisecond) // the poll interval
+	}
+	return n, err
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
@@ -20,7 +19,6 @@ import (
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
-	"seckill/internal/testkit/child"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -157,18 +155,9 @@ func accepted202(outs []outcome) int {
 func testAsyncDatabaseCut(t *testing.T) {
 	t.Parallel()
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{})
-	dsn, err := mysqldrv.ParseDSN(db.Database(t, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := child.StartProxy(dsn.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	dsn.Addr = p.Addr()
+	dsn, p := behindProxy(t, db.Database(t, ""))
 	r := ownRedis(t)
-	srv := testenv.Start(t, config(t, r.Addr, dsn.FormatDSN()), app.Extras{})
+	srv := testenv.Start(t, config(t, r.Addr, dsn), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(3000, "none", "async")
 	outs := s.startBurst(200, 20).wait(t)
