@@ -186,15 +186,27 @@ func (a *Accounts) byID(ctx context.Context, id int64) (accountRow, error) {
 
 // setPassword stores a new hash for the account, if its generation is
 // still gen (a change made meanwhile wins), and returns the generation it
-// made.
+// made. The account's passkeys go with the old password, in the same
+// transaction: a change of password is how an owner takes the account
+// back, and a passkey added with a stolen token or password must not
+// outlive it.
 func (a *Accounts) setPassword(ctx context.Context, id uint64, gen int64, hash string) (int64, error) {
-	res := a.db.WithContext(ctx).Model(&accountRow{}).Where("id = ? AND generation = ?", id, gen).
-		Updates(map[string]any{"password": hash, "generation": gen + 1})
-	switch {
-	case res.Error != nil:
-		return 0, fmt.Errorf("changing a password: %w", res.Error)
-	case res.RowsAffected == 0:
-		return 0, fmt.Errorf("%w: the password changed meanwhile", ErrBadCredentials)
+	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&accountRow{}).Where("id = ? AND generation = ?", id, gen).
+			Updates(map[string]any{"password": hash, "generation": gen + 1})
+		switch {
+		case res.Error != nil:
+			return fmt.Errorf("changing a password: %w", res.Error)
+		case res.RowsAffected == 0:
+			return fmt.Errorf("%w: the password changed meanwhile", ErrBadCredentials)
+		}
+		if err := tx.Where("buyer = ?", api.FirstNamedBuyer+int64(id)).Delete(&passkeyRow{}).Error; err != nil {
+			return fmt.Errorf("removing the passkeys of a changed password: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return gen + 1, nil
 }
