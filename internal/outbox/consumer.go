@@ -140,6 +140,9 @@ type Consumer struct {
 	batches, orders, writing atomic.Int64
 	// refused counts the orders the database refused for the row.
 	refused atomic.Int64
+	// readFailures counts the reads of the queue that failed (its server
+	// down or unreachable), each followed by another after Block.
+	readFailures atomic.Int64
 }
 
 // NewConsumer returns a consumer of src into sink; Start runs it. name is
@@ -158,6 +161,12 @@ func (c *Consumer) Retries() int64 { return c.retries.Load() }
 // acknowledge: they stay queued, and are skipped as written when they are
 // delivered again.
 func (c *Consumer) Unacknowledged() int64 { return c.unacked.Load() }
+
+// ReadFailures is how many times the consumer could not read its queue
+// (its Redis killed, say) and tried again after Options.Block: it reads
+// for as long as its process lives, so that what a restarted server kept
+// is written.
+func (c *Consumer) ReadFailures() int64 { return c.readFailures.Load() }
 
 // Batches is how many batches the consumer wrote (each in one go, or
 // order by order when the database refused one).
@@ -219,6 +228,7 @@ func (c *Consumer) run() {
 			return // unwritten, and stopping: the queue hands it on
 		}
 		if err != nil {
+			c.readFailures.Add(1)
 			c.opt.Log.Warn("the consumer cannot read its queue", "consumer", c.name, "error", err)
 			c.sleep(c.opt.Block)
 		}
