@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,8 @@ var (
 	// authenticator).
 	ErrPasskeyFailed = errors.New("session: passkey refused")
 	// ErrChallengeExpired: the answer's challenge is not one this service
-	// has open: never issued, used already, or older than ChallengeTTL.
+	// has open: never issued (or tampered with), used already, or older
+	// than ChallengeTTL.
 	ErrChallengeExpired = errors.New("session: passkey challenge expired or already used")
 )
 
@@ -32,10 +34,12 @@ var (
 // challenge is not worth collecting.
 const ChallengeTTL = 2 * time.Minute
 
-// ChallengeStore keeps the open challenges, shared by every instance: an
-// answer may reach another instance than its challenge came from.
+// ChallengeStore keeps the registrations' open challenges and the
+// sign-ins' used ones, shared by every instance: an answer may reach
+// another instance than its challenge came from.
 type ChallengeStore interface {
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	GetDel(ctx context.Context, key string) *redis.StringCmd
 }
 
@@ -47,9 +51,12 @@ type PasskeyOptions struct {
 	// Origins are the pages' origins (scheme://host[:port]) whose
 	// ceremonies are taken. Required.
 	Origins []string
-	Desk    *Desk
-	DB      *gorm.DB
-	Redis   ChallengeStore
+	// Desk opens the sessions; its keys' secret signs the sign-in
+	// challenges (a key derived from it) and its clock dates them.
+	// Required.
+	Desk  *Desk
+	DB    *gorm.DB
+	Redis ChallengeStore
 }
 
 // Passkeys registers WebAuthn credentials to accounts and signs buyers in
@@ -57,10 +64,11 @@ type PasskeyOptions struct {
 // the password, whose session is the password's kind (Desk's tokens,
 // ended by signing out or changing the password alike).
 type Passkeys struct {
-	rp   *webauthn.WebAuthn
-	desk *Desk
-	db   *gorm.DB
-	rdb  ChallengeStore
+	rp         *webauthn.WebAuthn
+	desk       *Desk
+	db         *gorm.DB
+	rdb        ChallengeStore
+	challenges challenges
 }
 
 // passkeyRow is a row of the passkeys table: a credential and whose it is.
@@ -90,7 +98,7 @@ func NewPasskeys(opt PasskeyOptions) (*Passkeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("passkeys: %w", err)
 	}
-	return &Passkeys{rp: rp, desk: opt.Desk, db: opt.DB, rdb: opt.Redis}, nil
+	return &Passkeys{rp: rp, desk: opt.Desk, db: opt.DB, rdb: opt.Redis, challenges: newChallenges(opt.Desk.keys, opt.Desk.now)}, nil
 }
 
 // passkeyUser is an account as the WebAuthn library sees it.
@@ -172,28 +180,46 @@ func (p *Passkeys) FinishRegistration(ctx context.Context, token string, body []
 
 // BeginSignIn opens a sign-in: the options for navigator.credentials.get,
 // with no credentials named, so that the authenticator offers the
-// discoverable ones it holds for this site.
-func (p *Passkeys) BeginSignIn(ctx context.Context) (*protocol.CredentialAssertion, error) {
-	opts, sd, err := p.rp.BeginDiscoverableLogin(webauthn.WithUserVerification(protocol.VerificationRequired))
+// discoverable ones it holds for this site. It stores nothing: the
+// challenge is signed (challenges), and anyone may ask for one.
+func (p *Passkeys) BeginSignIn(context.Context) (*protocol.CredentialAssertion, error) {
+	opts, _, err := p.signIn(p.challenges.mint())
+	return opts, err
+}
+
+// signIn is a sign-in's options and session data for challenge: the same
+// at begin and at finish, where the session data is made again.
+func (p *Passkeys) signIn(challenge []byte) (*protocol.CredentialAssertion, *webauthn.SessionData, error) {
+	opts, sd, err := p.rp.BeginDiscoverableLogin(webauthn.WithChallenge(challenge), webauthn.WithUserVerification(protocol.VerificationRequired))
 	if err != nil {
-		return nil, fmt.Errorf("beginning a passkey sign-in: %w", err)
+		return nil, nil, fmt.Errorf("beginning a passkey sign-in: %w", err)
 	}
-	return opts, p.open(ctx, protocol.AssertCeremony, sd)
+	return opts, sd, nil
 }
 
 // FinishSignIn verifies the authenticator's assertion (body, the
-// PublicKeyCredential as JSON) against its challenge, which it uses up,
-// moves the credential's signature counter forward, and opens a session
-// for its account as a password sign-in does.
+// PublicKeyCredential as JSON) against its challenge, which must be one
+// of ours and unexpired, uses the challenge up, moves the credential's
+// signature counter forward, and opens a session for its account as a
+// password sign-in does.
 func (p *Passkeys) FinishSignIn(ctx context.Context, body []byte) (Token, error) {
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(body)
 	if err != nil {
 		return Token{}, fmt.Errorf("%w: %w", ErrPasskeyFailed, err)
 	}
-	sd, err := p.take(ctx, protocol.AssertCeremony, parsed.Response.CollectedClientData.Challenge)
+	challenge, err := base64.RawURLEncoding.DecodeString(parsed.Response.CollectedClientData.Challenge)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w: the challenge is not base64url", ErrChallengeExpired)
+	}
+	expires, err := p.challenges.check(challenge)
 	if err != nil {
 		return Token{}, err
 	}
+	_, sd, err := p.signIn(challenge)
+	if err != nil {
+		return Token{}, err
+	}
+	sd.Expires = expires // the library's check of it, beside ours
 	var (
 		row    passkeyRow
 		broken error // the database's failure, not the answer's: not a 401
@@ -209,11 +235,14 @@ func (p *Passkeys) FinishSignIn(ctx context.Context, body []byte) (Token, error)
 		}
 		return passkeyUser{id: row.Buyer, creds: []webauthn.Credential{row.credential()}}, nil
 	}
-	if _, err := p.rp.ValidateDiscoverableLogin(find, sd, parsed); err != nil {
+	if _, err := p.rp.ValidateDiscoverableLogin(find, *sd, parsed); err != nil {
 		if broken != nil {
 			return Token{}, broken
 		}
 		return Token{}, fmt.Errorf("%w: %w", ErrPasskeyFailed, err)
+	}
+	if err := p.spend(ctx, challenge, expires); err != nil {
+		return Token{}, err
 	}
 	if err := p.counted(ctx, row, parsed.Response.AuthenticatorData.Counter); err != nil {
 		return Token{}, err
@@ -270,7 +299,25 @@ func (p *Passkeys) user(ctx context.Context, token string) (passkeyUser, error) 
 	return u, nil
 }
 
-// open keeps a ceremony's session data under its challenge for
+// spend uses a verified sign-in's challenge up, on every instance, in one
+// round trip (SET NX): of two answers to one challenge, one finds it
+// unused. The mark lives as long as the challenge could still be taken
+// (with a second for clocks that disagree), so only a verified assertion
+// writes to Redis, never a begin.
+func (p *Passkeys) spend(ctx context.Context, challenge []byte, expires time.Time) error {
+	key := challengeKey(protocol.AssertCeremony, "used:"+base64.RawURLEncoding.EncodeToString(challenge))
+	ttl := max(expires.Sub(p.desk.now()), 0) + leeway // never 0: no expiry at all
+	fresh, err := p.rdb.SetNX(ctx, key, 1, ttl).Result()
+	switch {
+	case err != nil:
+		return fmt.Errorf("using a passkey challenge up: %w", err)
+	case !fresh:
+		return fmt.Errorf("%w: used already", ErrChallengeExpired)
+	}
+	return nil
+}
+
+// open keeps a registration's session data under its challenge for
 // ChallengeTTL.
 func (p *Passkeys) open(ctx context.Context, kind protocol.CeremonyType, sd *webauthn.SessionData) error {
 	data, err := json.Marshal(sd)
@@ -283,8 +330,9 @@ func (p *Passkeys) open(ctx context.Context, kind protocol.CeremonyType, sd *web
 	return nil
 }
 
-// take uses up the challenge an answer names, in one round trip (GETDEL):
-// of two answers to one challenge, on any instances, one finds it.
+// take uses up the registration challenge an answer names, in one round
+// trip (GETDEL): of two answers to one challenge, on any instances, one
+// finds it.
 func (p *Passkeys) take(ctx context.Context, kind protocol.CeremonyType, challenge string) (webauthn.SessionData, error) {
 	var sd webauthn.SessionData
 	data, err := p.rdb.GetDel(ctx, challengeKey(kind, challenge)).Bytes()

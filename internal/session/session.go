@@ -6,6 +6,8 @@
 package session
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -153,6 +155,17 @@ func (k *Keys) Parse(token string) (Claims, error) {
 }
 
 func (k *Keys) key(*jwt.Token) (any, error) { return k.secret, nil }
+
+// derive is a key of its own for purpose, made from the signing secret
+// (HKDF-SHA256, RFC 5869): every instance sharing the secret derives the
+// same, and what it signs is never mistaken for a token.
+func (k *Keys) derive(purpose string) []byte {
+	key, err := hkdf.Key(sha256.New, k.secret, nil, "seckill "+purpose, sha256.Size)
+	if err != nil { // only for a length past 255 hashes
+		panic(fmt.Sprintf("session: deriving the %s key: %v", purpose, err))
+	}
+	return key
+}
 
 // SecretKey is where Redis keeps its copy of the signing key when
 // SESSION_SECRET is not set. The key itself lives in the database (table
