@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,6 +311,103 @@ func TestPasskeyRoutesInsideTheAddressRate(t *testing.T) {
 	}
 }
 
+// TestPasskeyChallengeAcrossInstances: a sign-in's challenge is signed,
+// not stored: one begun on an instance finishes on another that shares
+// the session secret, and one begun on an instance with a secret of its
+// own is refused elsewhere (and elsewhere's there), though all three share
+// one Redis and one database.
+func TestPasskeyChallengeAcrossInstances(t *testing.T) {
+	all := startSharing(t, "", "", rand.Text()+rand.Text()) // the third: 52 bytes of its own
+	a, b, other := all[0], all[1], all[2]
+	pat, acct := a.signUp(uniqueName("Pat Across"), password)
+	k := pat.addPasskey()
+
+	k.count = 1
+	if st, s, ae := b.finish(k.get(t, a.challenge())); st != http.StatusCreated || s.BuyerID != acct.BuyerID {
+		t.Errorf("begun on a, finished on b: %d %+v %+v, want 201 as buyer %d", st, s, ae, acct.BuyerID)
+	}
+	for i, pair := range []struct{ begin, finish *env }{{other, a}, {a, other}} {
+		k.count = uint32(2 + i)
+		if st, s, ae := pair.finish.finish(k.get(t, pair.begin.challenge())); st != http.StatusUnauthorized || s.Token != "" || ae.Code != api.CodeChallengeExpired {
+			t.Errorf("a challenge under another secret (%d): %d %+v %+v, want 401 %s", i, st, s, ae, api.CodeChallengeExpired)
+		}
+	}
+	k.count = 4
+	if st, _, ae := a.finish(k.get(t, b.challenge())); st != http.StatusCreated {
+		t.Errorf("begun on b, finished on a after the refusals: %d %+v, want 201", st, ae)
+	}
+}
+
+// TestPasskeyAssertionOnce: an authenticator that keeps no signature
+// count (it sends 0 each time), so that only the challenge's use stops a
+// replay: the same assertion sent at once to two instances, several times
+// each, opens exactly one session, and sent again after, none; the
+// refused are 401 challenge_expired.
+func TestPasskeyAssertionOnce(t *testing.T) {
+	both := startSharing(t, "", "")
+	a, b := both[0], both[1]
+	pat, _ := a.signUp(uniqueName("Pat Once"), password)
+	k := pat.addPasskey() // count 0, and it stays 0
+	assertion := k.get(t, a.challenge())
+
+	const each = 4
+	type result struct {
+		st int
+		ae api.Error
+	}
+	results := make(chan result, 2*each)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 2 * each {
+		e := []*env{a, b}[i%2]
+		wg.Go(func() {
+			<-gate
+			st, _, ae := e.finish(assertion)
+			results <- result{st, ae}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	close(results)
+	sessions := 0
+	for r := range results {
+		switch {
+		case r.st == http.StatusCreated:
+			sessions++
+		case r.st != http.StatusUnauthorized || r.ae.Code != api.CodeChallengeExpired:
+			t.Errorf("a finish that lost: %d %+v, want 401 %s", r.st, r.ae, api.CodeChallengeExpired)
+		}
+	}
+	if sessions != 1 {
+		t.Errorf("%d finishes of one assertion at once opened %d sessions, want 1", 2*each, sessions)
+	}
+	if st, s, ae := b.finish(assertion); st != http.StatusUnauthorized || s.Token != "" || ae.Code != api.CodeChallengeExpired {
+		t.Errorf("the assertion again: %d %+v %+v, want 401 %s", st, s, ae, api.CodeChallengeExpired)
+	}
+	if st, _, ae := a.finish(k.get(t, b.challenge())); st != http.StatusCreated {
+		t.Errorf("the same key on a fresh challenge: %d %+v, want 201", st, ae)
+	}
+}
+
+// startSharing starts an instance for each secret, on one Redis and one
+// database, all the relying party of one page (an instance's default
+// origin has its own port); secret "" is the one the first instance keeps
+// in the database.
+func startSharing(t *testing.T, secrets ...string) []*env {
+	cfg := testenv.Config(t)
+	if cfg.MySQLDSN == "" {
+		cfg.SQLitePath = t.TempDir() + "/shared.db"
+	}
+	cfg.RPOrigins = []string{"http://localhost:8080"}
+	all := make([]*env, len(secrets))
+	for i, s := range secrets {
+		cfg.SessionSecret = s
+		all[i] = start(t, cfg)
+		cfg.RedisAddr = all[0].srv.RedisAddr()
+	}
+	return all
+}
+
 func count429(answers []answer) (n int) {
 	for _, a := range answers {
 		if a.status == http.StatusTooManyRequests {
@@ -321,7 +419,7 @@ func count429(answers []answer) (n int) {
 
 // BenchmarkSignIn is one whole sign-in through the HTTP API, with a
 // password (POST /api/sessions: an argon2id verify) and with a passkey
-// (begin and finish: a challenge kept and taken in Redis, the credential
+// (begin and finish: a signed challenge, used up in Redis, the credential
 // read and its count moved in SQL, one ECDSA P-256 verify), on testenv's
 // backends (REDIS_ADDR and MYSQL_DSN when set).
 func BenchmarkSignIn(b *testing.B) {
