@@ -31,6 +31,7 @@ const (
 	CodeBadRequest           = "bad_request"            // 400, and 405
 	CodeUnauthorized         = "unauthorized"           // 401
 	CodeSignInRequired       = "sign_in_required"       // 401
+	CodeNoAccount            = "no_account"             // 401
 	CodeBadCredentials       = "bad_credentials"        // 401
 	CodePasskeyFailed        = "passkey_failed"         // 401
 	CodeChallengeExpired     = "challenge_expired"      // 401

@@ -99,6 +99,8 @@ func classify(err error) (status int, code string, known bool) {
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, true
 	case errors.Is(err, errBadBody), errors.Is(err, order.ErrInvalid), errors.Is(err, lab.ErrInvalid):
 		return http.StatusBadRequest, api.CodeBadRequest, true
+	case errors.Is(err, session.ErrNoAccount):
+		return http.StatusUnauthorized, api.CodeNoAccount, true
 	case errors.Is(err, order.ErrSignIn), errors.Is(err, session.ErrNoToken), errors.Is(err, session.ErrInvalid):
 		return http.StatusUnauthorized, api.CodeSignInRequired, true
 	case errors.Is(err, session.ErrBadName):

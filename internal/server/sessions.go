@@ -191,7 +191,7 @@ func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) 
 	case errors.Is(err, session.ErrInvalid):
 		s.fail(c, http.StatusUnauthorized, api.CodeSignInRequired, "the buyer's token is not valid ("+err.Error()+"): sign in again with POST /api/sessions")
 		return b, false
-	case err != nil: // the account or its revocation could not be read
+	case err != nil: // no account (401 no_account), or it or the revocation could not be read
 		s.failErr(c, err)
 		return b, false
 	}

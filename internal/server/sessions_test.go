@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -172,5 +173,40 @@ func TestLabProductsKeepUserIDs(t *testing.T) {
 	var ae api.Error
 	if st := e.do("POST", "/api/orders", map[string]any{"user_id": api.FirstNamedBuyer + 1, "product_id": id}, &ae); st != http.StatusBadRequest {
 		t.Errorf("a named buyer's id in the body: %d %+v, want 400", st, ae)
+	}
+}
+
+// TestTokenOfNoAccountIs401 (issue 36, finding 10): a token signed with
+// the service's key for a buyer who has no account, a lab product's user
+// id or an id no sign-in gave, neither buys nor reads: 401 no_account.
+// A numbered buyer given an account buys. The numbered ids are drawn, so
+// that accounts other tests marked in a shared Redis are not these.
+func TestTokenOfNoAccountIs401(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.SessionSecret = testenv.SessionSecret
+	e := start(t, cfg)
+	id := e.reset(product{"stock": 10, "shards": 1, "lab": false})
+	alice := testenv.SignIn(t, e.url, "alice")
+	lab, with := 1+rand.Int64N(api.FirstNamedBuyer-1), 1+rand.Int64N(api.FirstNamedBuyer-1)
+	for what, buyer := range map[string]int64{"a lab product's user id": lab, "an id no sign-in gave": alice.BuyerID ^ 1} {
+		c := *e
+		c.buyer = testenv.Token(buyer)
+		for _, req := range []struct{ method, path string }{{"POST", "/api/orders"}, {"GET", "/api/sessions/current"}, {"GET", "/api/orders/123456789012345678"}} {
+			var body any
+			if req.method == "POST" {
+				body = map[string]any{"product_id": id}
+			}
+			var ae api.Error
+			if st := c.do(req.method, req.path, body, &ae); st != http.StatusUnauthorized || ae.Code != api.CodeNoAccount {
+				t.Errorf("%s: %s %s: %d %+v, want 401 %s", what, req.method, req.path, st, ae, api.CodeNoAccount)
+			}
+		}
+	}
+	testenv.Accounts(t, e.srv, with)
+	c := *e
+	c.buyer = testenv.Token(with)
+	var o api.Order
+	if st := c.do("POST", "/api/orders", map[string]any{"product_id": id}, &o); st != http.StatusCreated || o.UserID != with {
+		t.Errorf("numbered buyer %d with an account: %d %+v, want 201", with, st, o)
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -24,8 +26,9 @@ var (
 	ErrBadName = errors.New("session: bad name")
 	// ErrNameTaken: an account has the name already.
 	ErrNameTaken = errors.New("session: name taken")
-	// errNoAccount: no account has the name or the id.
-	errNoAccount = errors.New("session: no such account")
+	// ErrNoAccount: no account has the name or the id; a token whose
+	// buyer has none is refused with it (401), whatever key signed it.
+	ErrNoAccount = errors.New("session: no such account")
 )
 
 // MaxName bounds a name, in characters.
@@ -34,6 +37,11 @@ const MaxName = 40
 // idSpan is how many buyer ids there are: from api.FirstNamedBuyer up to
 // 2^53, so that a JavaScript number holds each.
 const idSpan = 1<<53 - api.FirstNamedBuyer
+
+// numberedRows is where the rows of numbered buyers start (see Numbered):
+// numbered buyer n is row numberedRows+n, above every drawn id (drawID
+// stays below idSpan) and, n being below api.FirstNamedBuyer, below 2^53.
+const numberedRows = uint64(idSpan)
 
 // idTries bounds the draws for a fresh id: two draws from 2^51 collide
 // once in about 10^15 accounts, so a second try is already a curiosity.
@@ -75,7 +83,20 @@ type accountRow struct {
 func (accountRow) TableName() string { return "buyers" }
 
 func (r accountRow) buyer() Buyer {
-	return Buyer{ID: api.FirstNamedBuyer + int64(r.ID), Name: r.Name, Created: r.CreatedAt}
+	id := api.FirstNamedBuyer + int64(r.ID)
+	if r.ID >= numberedRows {
+		id = int64(r.ID - numberedRows)
+	}
+	return Buyer{ID: id, Name: r.Name, Created: r.CreatedAt}
+}
+
+// rowID is the row of buyer id: a named buyer's from api.FirstNamedBuyer,
+// a numbered buyer's from numberedRows.
+func rowID(id int64) uint64 {
+	if id < api.FirstNamedBuyer {
+		return numberedRows + uint64(id)
+	}
+	return uint64(id - api.FirstNamedBuyer)
 }
 
 // Accounts keeps names to buyer ids durably: the same name is the same
@@ -142,7 +163,7 @@ func (a *Accounts) create(ctx context.Context, name, hash string) (accountRow, e
 		// Nothing inserted: the name is taken, or (once in 10^15) the id.
 		if _, err := a.byName(ctx, name); err == nil {
 			return accountRow{}, fmt.Errorf("%w: %q", ErrNameTaken, name)
-		} else if !errors.Is(err, errNoAccount) {
+		} else if !errors.Is(err, ErrNoAccount) {
 			return accountRow{}, err
 		}
 	}
@@ -160,7 +181,7 @@ func drawID() uint64 {
 // on its first sign-in (the demo sign-in).
 func (a *Accounts) named(ctx context.Context, name string) (accountRow, error) {
 	row, err := a.byName(ctx, name)
-	if errors.Is(err, errNoAccount) {
+	if errors.Is(err, ErrNoAccount) {
 		row, err = a.create(ctx, name, "")
 		if errors.Is(err, ErrNameTaken) { // two first sign-ins at once
 			row, err = a.byName(ctx, name)
@@ -177,12 +198,58 @@ func (a *Accounts) byName(ctx context.Context, name string) (accountRow, error) 
 
 func (a *Accounts) byID(ctx context.Context, id int64) (accountRow, error) {
 	var row accountRow
-	if id < api.FirstNamedBuyer {
-		return row, errNoAccount
+	if id <= 0 || id >= 1<<53 {
+		return row, ErrNoAccount
 	}
-	err := a.db.WithContext(ctx).Where("id = ?", uint64(id-api.FirstNamedBuyer)).Take(&row).Error
+	err := a.db.WithContext(ctx).Where("id = ?", rowID(id)).Take(&row).Error
 	return row, found(err, "reading an account")
 }
+
+// Numbered makes accounts, without a password, for numbered buyers: ids
+// below api.FirstNamedBuyer, the range of a lab product's user_id, which
+// no sign-in ever gives. A token for such an id is refused (ErrNoAccount)
+// unless its account was made here: for tests and drills that keep their
+// numbered buyers on products that are not lab products, minting their
+// tokens with the key (testenv.Token). An id that has its account already
+// is left as it is. Each account is marked in rdb (the service's Redis,
+// see MarkTTL), so that the service takes its tokens without reading SQL.
+// Their names ("#7") hold a key no sign-in can reach: it starts with a
+// byte CleanName refuses.
+func (a *Accounts) Numbered(ctx context.Context, rdb redis.Cmdable, ids ...int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows := make([]accountRow, 0, len(ids))
+	rowIDs := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		if id <= 0 || id >= api.FirstNamedBuyer {
+			return fmt.Errorf("%w: %d is not a numbered buyer (1 to %d)", ErrBadName, id, api.FirstNamedBuyer-1)
+		}
+		name := "#" + strconv.FormatInt(id, 10)
+		rows = append(rows, accountRow{ID: rowID(id), Key: []byte("\x00" + name), Name: name})
+		rowIDs = append(rowIDs, rowID(id))
+	}
+	err := a.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, numberedBatch).Error
+	if err != nil {
+		return fmt.Errorf("making %d numbered accounts: %w", len(ids), err)
+	}
+	// Marked as they are kept: an account made before keeps its time.
+	for len(rowIDs) > 0 {
+		n := min(len(rowIDs), numberedBatch)
+		var kept []accountRow
+		if err := a.db.WithContext(ctx).Where("id IN ?", rowIDs[:n]).Find(&kept).Error; err != nil {
+			return fmt.Errorf("reading %d numbered accounts: %w", n, err)
+		}
+		if err := mark(ctx, rdb, kept...); err != nil {
+			return err
+		}
+		rowIDs = rowIDs[n:]
+	}
+	return nil
+}
+
+// numberedBatch is how many numbered accounts one statement makes or reads.
+const numberedBatch = 500
 
 // setPassword stores a new hash for the account, if its generation is
 // still gen (a change made meanwhile wins), and returns the generation it
@@ -214,7 +281,7 @@ func (a *Accounts) setPassword(ctx context.Context, id uint64, gen int64, hash s
 func found(err error, doing string) error {
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return errNoAccount
+		return ErrNoAccount
 	case err != nil:
 		return fmt.Errorf("%s: %w", doing, err)
 	}

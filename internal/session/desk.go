@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,22 +22,11 @@ var (
 	ErrRevoked = fmt.Errorf("%w: the session was ended", ErrInvalid)
 )
 
-// AccountCacheTTL is how long an instance trusts what it read of an
-// account (that it exists, its creation time, its password generation)
-// before reading it again: the staleness of the liveness check on the
-// purchase path, which pays a SQL read per buyer per this, not per
-// request. Ending sessions does not wait for it: that is read from Redis
-// on every request (see Desk.Verify).
-const AccountCacheTTL = 5 * time.Second
-
-// cacheCap bounds the accounts an instance remembers; past it the cache
-// starts afresh (an opening's buyers are its hot set).
-const cacheCap = 1 << 17
-
 // RedisClient is what the desk needs of Redis: the sign-in throttle's
-// script and counts, and the sessions' revocations.
+// script and counts, the sessions' revocations and the accounts' marks.
 type RedisClient interface {
 	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
@@ -70,16 +58,6 @@ type Desk struct {
 	demo     bool
 	throttle throttle
 	now      func() time.Time
-
-	mu    sync.Mutex
-	cache map[int64]cached
-}
-
-// cached is what an instance read of an account, and when.
-type cached struct {
-	row  accountRow
-	none bool // no account has the id
-	at   time.Time
 }
 
 // NewDesk builds a Desk from opt.
@@ -88,7 +66,7 @@ func NewDesk(opt DeskOptions) *Desk {
 		opt.Now = time.Now
 	}
 	return &Desk{keys: opt.Keys, accounts: opt.Accounts, rdb: opt.Redis, demo: opt.Demo, now: opt.Now,
-		throttle: throttle{rdb: opt.Redis, opt: opt.Throttle.withDefaults()}, cache: map[int64]cached{}}
+		throttle: throttle{rdb: opt.Redis, opt: opt.Throttle.withDefaults()}}
 }
 
 // Demo reports whether names without a password sign in.
@@ -112,6 +90,9 @@ func (d *Desk) Create(ctx context.Context, name, password string) (Buyer, error)
 	if err != nil {
 		return Buyer{}, err
 	}
+	if err := mark(ctx, d.rdb, row); err != nil {
+		return Buyer{}, err
+	}
 	return row.buyer(), nil
 }
 
@@ -133,7 +114,7 @@ func (d *Desk) SignIn(ctx context.Context, addr, name, password string) (Token, 
 		return Token{}, err
 	}
 	row, err := d.accounts.byName(ctx, name)
-	if err != nil && !errors.Is(err, errNoAccount) {
+	if err != nil && !errors.Is(err, ErrNoAccount) {
 		return Token{}, err
 	}
 	hash := row.Password
@@ -153,7 +134,7 @@ func (d *Desk) SignIn(ctx context.Context, addr, name, password string) (Token, 
 	if err := d.throttle.succeeded(ctx, name, addr); err != nil {
 		return Token{}, err
 	}
-	return d.open(row, name)
+	return d.open(ctx, row, name)
 }
 
 // demoSignIn signs a cleaned name in without a password.
@@ -169,14 +150,17 @@ func (d *Desk) demoSignIn(ctx context.Context, name string) (Token, error) {
 		passwordMatches(dummyHash, "") // the time of a password sign-in
 		return Token{}, fmt.Errorf("%w: no account has this name and password", ErrBadCredentials)
 	}
-	return d.open(row, name)
+	return d.open(ctx, row, name)
 }
 
 // open issues a token for a new session of row, showing the name as the
 // buyer spelled it this time (not as the account was first spelled, which
 // would tell a stranger that the name exists and how its owner writes it).
-func (d *Desk) open(row accountRow, spelled string) (Token, error) {
-	d.remember(row)
+// The account is marked (see MarkTTL) for as long as its token can live.
+func (d *Desk) open(ctx context.Context, row accountRow, spelled string) (Token, error) {
+	if err := mark(ctx, d.rdb, row); err != nil {
+		return Token{}, err
+	}
 	b := row.buyer()
 	b.Name = spelled
 	return d.keys.Issue(b, newSessionID(), row.Generation)
@@ -186,25 +170,30 @@ func (d *Desk) open(row accountRow, spelled string) (Token, error) {
 func newSessionID() string { return rand.Text() }
 
 // Verify says whose a token is: its signature and times (Keys.Parse), an
-// account that exists (read at most every AccountCacheTTL per instance),
-// and a session not ended, read from Redis on every call in one round trip
-// (MGET of the session's revocation and the account's generation, keys of
-// one slot): logging out or changing the password on one instance ends the
-// session on every other at once.
+// account that exists (ErrNoAccount if none: a token signed with a leaked
+// key for a made-up buyer or a lab user id), and a session not ended. All
+// of it is read from Redis in one round trip on every call (MGET of the
+// session's revocation, the account's generation and the account's mark,
+// keys of one slot): logging out or changing the password on one instance
+// ends the session on every other at once. An account without a mark is
+// read from SQL, for at most AccountReadTimeout, and marked.
 func (d *Desk) Verify(ctx context.Context, token string) (Buyer, error) {
 	c, err := d.keys.Parse(token)
 	if err != nil {
 		return Buyer{}, err
 	}
-	row, err := d.account(ctx, c.Buyer.ID)
-	if err != nil && !errors.Is(err, errNoAccount) {
-		return Buyer{}, err
-	}
-	vals, err := d.rdb.MGet(ctx, revokedKey(c.Buyer.ID, c.Session), generationKey(c.Buyer.ID)).Result()
+	id := c.Buyer.ID
+	vals, err := d.rdb.MGet(ctx, revokedKey(id, c.Session), generationKey(id), markKey(id)).Result()
 	if err != nil {
 		return Buyer{}, fmt.Errorf("reading the session's revocation: %w", err)
 	}
-	gen := row.Generation
+	mv, _ := vals[2].(string)
+	created, gen, ok := parseMark(mv)
+	if !ok {
+		if created, gen, err = d.unmarked(ctx, id); err != nil {
+			return Buyer{}, err // ErrNoAccount, signed with the key or not
+		}
+	}
 	if s, ok := vals[1].(string); ok {
 		if g, err := strconv.ParseInt(s, 10, 64); err == nil && g > gen {
 			gen = g
@@ -213,7 +202,22 @@ func (d *Desk) Verify(ctx context.Context, token string) (Buyer, error) {
 	if vals[0] != nil || c.Generation < gen {
 		return Buyer{}, ErrRevoked
 	}
-	return Buyer{ID: c.Buyer.ID, Name: c.Buyer.Name, Created: row.CreatedAt}, nil
+	return Buyer{ID: id, Name: c.Buyer.Name, Created: created}, nil
+}
+
+// unmarked reads the account of id from SQL, within AccountReadTimeout,
+// and marks it.
+func (d *Desk) unmarked(ctx context.Context, id int64) (created time.Time, gen int64, err error) {
+	sqlCtx, cancel := context.WithTimeout(ctx, AccountReadTimeout)
+	defer cancel()
+	row, err := d.accounts.byID(sqlCtx, id)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	if err := mark(ctx, d.rdb, row); err != nil {
+		return time.Time{}, 0, err
+	}
+	return row.CreatedAt, row.Generation, nil
 }
 
 // Bulk opens a session for each name, making its account, without a
@@ -234,7 +238,7 @@ func (d *Desk) Bulk(ctx context.Context, names []string) ([]Token, error) {
 		if row.Password != "" {
 			return nil, fmt.Errorf("%w: %q has a password", ErrNameTaken, name)
 		}
-		if toks[i], err = d.open(row, name); err != nil {
+		if toks[i], err = d.open(ctx, row, name); err != nil {
 			return nil, err
 		}
 	}
@@ -298,55 +302,16 @@ func (d *Desk) ChangePassword(ctx context.Context, addr, token, password, fresh 
 	if err != nil {
 		return err
 	}
-	d.forget(b.ID)
 	if err := d.rdb.Set(ctx, generationKey(b.ID), gen, d.keys.Lifetime()+leeway).Err(); err != nil {
 		return fmt.Errorf("ending the sessions of a changed password: %w", err)
 	}
-	return nil
-}
-
-// account returns the account of id, from the cache when it is fresh.
-func (d *Desk) account(ctx context.Context, id int64) (accountRow, error) {
-	now := d.now()
-	d.mu.Lock()
-	e, ok := d.cache[id]
-	d.mu.Unlock()
-	if ok && now.Sub(e.at) < AccountCacheTTL {
-		if e.none {
-			return accountRow{}, errNoAccount
-		}
-		return e.row, nil
-	}
-	row, err := d.accounts.byID(ctx, id)
-	switch {
-	case errors.Is(err, errNoAccount):
-		d.put(id, cached{none: true, at: now})
-	case err == nil:
-		d.put(id, cached{row: row, at: now})
-	}
-	return row, err
-}
-
-func (d *Desk) remember(row accountRow) { d.put(row.buyer().ID, cached{row: row, at: d.now()}) }
-
-func (d *Desk) put(id int64, e cached) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.cache) >= cacheCap {
-		clear(d.cache)
-	}
-	d.cache[id] = e
-}
-
-func (d *Desk) forget(id int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.cache, id)
+	row.Generation = gen
+	return mark(ctx, d.rdb, row)
 }
 
 // revokedKey marks a session ended; generationKey holds an account's
-// password generation. One hash tag per account: one MGET reads both on a
-// cluster.
+// password generation. One hash tag per account (markKey's too): one MGET
+// reads them on a cluster.
 func revokedKey(buyer int64, sid string) string {
 	return "seckill:session:{" + strconv.FormatInt(buyer, 10) + "}:revoked:" + sid
 }

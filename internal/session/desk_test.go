@@ -1,8 +1,11 @@
 package session_test
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
+	mrand "math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -320,4 +323,150 @@ func TestForgedTokensAreRefused(t *testing.T) {
 	if _, err := d.Verify(t.Context(), claims(tok.Buyer, now.Add(time.Minute), "s1")); err != nil {
 		t.Errorf("the same claims within the lifetime: %v, want the token taken", err)
 	}
+}
+
+// TestTokensOfNoAccountAreRefused (issue 36, finding 10): signed with the
+// right key, a token whose buyer has no account (an id no one was given,
+// a lab product's user id) is refused with ErrNoAccount; a numbered buyer
+// given an account (Accounts.Numbered) and a signed-in one are taken. The
+// numbered ids are drawn, so that accounts other tests marked in a shared
+// Redis are not these.
+func TestTokensOfNoAccountAreRefused(t *testing.T) {
+	rdb, db := backends(t)
+	d := desk(t, rdb, db, true)
+	tok, err := d.SignIn(t.Context(), "127.0.0.1", unique("ivy"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	minted := mint(t)
+	lab, with, also := numbered(), numbered(), numbered()
+	nobody := tok.Buyer ^ 1 // a named buyer's id beside ivy's: no account has it
+	for what, sub := range map[string]int64{
+		"a named buyer's id no account has": nobody,
+		"a lab product's user id":           lab,
+		"the last id below the named ones":  api.FirstNamedBuyer - 1,
+	} {
+		if b, err := d.Verify(t.Context(), minted(sub)); !errors.Is(err, session.ErrNoAccount) {
+			t.Errorf("%s (%d): %+v %v, want ErrNoAccount", what, sub, b, err)
+		}
+	}
+	if _, err := d.Verify(t.Context(), minted(tok.Buyer)); err != nil {
+		t.Errorf("ivy's id: %v, want the token taken", err)
+	}
+	if err := session.NewAccounts(db).Numbered(t.Context(), rdb, with, also, with); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []int64{with, also} {
+		if b, err := d.Verify(t.Context(), minted(sub)); err != nil || b.ID != sub {
+			t.Errorf("numbered buyer %d with an account: %+v %v, want taken", sub, b, err)
+		}
+	}
+	if _, err := d.Verify(t.Context(), minted(lab)); !errors.Is(err, session.ErrNoAccount) {
+		t.Errorf("numbered buyer %d, no account made: %v, want ErrNoAccount", lab, err)
+	}
+	if err := session.NewAccounts(db).Numbered(t.Context(), rdb, api.FirstNamedBuyer); err == nil {
+		t.Error("a numbered account for a named buyer's id: made, want refused")
+	}
+}
+
+// TestAccountMarkSparesSQL: a token's account is known from its mark in
+// Redis, without SQL, so a database that does not answer holds no
+// signed-in purchase back; an account whose mark is gone (a Redis
+// restarted empty) is read from SQL within AccountReadTimeout (an error,
+// not a hang, when the database does not answer) and marked again. The
+// silent database is a TCP listener that never answers the handshake.
+func TestAccountMarkSparesSQL(t *testing.T) {
+	rdb, db := backends(t)
+	d := desk(t, rdb, db, true)
+	silent := session.NewDesk(session.DeskOptions{Keys: keys(t, secret, nil), Accounts: session.NewAccounts(silentDB(t)), Redis: rdb})
+	tok, err := d.SignIn(t.Context(), "127.0.0.1", unique("june"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := numbered()
+	if err := session.NewAccounts(db).Numbered(t.Context(), rdb, n); err != nil {
+		t.Fatal(err)
+	}
+	minted := mint(t)
+	verify := func(d *session.Desk, token string) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*session.AccountReadTimeout)
+		defer cancel()
+		began := time.Now()
+		_, err := d.Verify(ctx, token)
+		return time.Since(began), err
+	}
+	for what, token := range map[string]string{"signed in": tok.Token, "numbered": minted(n)} {
+		if _, err := verify(silent, token); err != nil {
+			t.Errorf("%s, marked, the database silent: %v, want the token taken", what, err)
+		}
+	}
+	for _, id := range []int64{tok.Buyer, n} { // Redis restarted empty
+		if err := rdb.Del(t.Context(), session.MarkKey(id)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took, err := verify(silent, tok.Token)
+	if err == nil || errors.Is(err, session.ErrNoAccount) || took > 3*session.AccountReadTimeout {
+		t.Errorf("unmarked, the database silent: %v after %v, want an error within about %v", err, took, session.AccountReadTimeout)
+	}
+	for what, token := range map[string]string{"signed in": tok.Token, "numbered": minted(n)} {
+		if _, err := verify(d, token); err != nil {
+			t.Errorf("%s, unmarked, the database up: %v, want the token taken", what, err)
+		}
+		if _, err := verify(silent, token); err != nil {
+			t.Errorf("%s, marked again by that read, the database silent: %v, want the token taken", what, err)
+		}
+	}
+}
+
+// mint signs a token for buyer sub with the desks' key, as a leaked key
+// would.
+func mint(t *testing.T) func(sub int64) string {
+	now := time.Now()
+	return func(sub int64) string {
+		return signHS256(t, secret, map[string]any{"sub": strconv.FormatInt(sub, 10), "iss": "seckill",
+			"iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "sid": "s1"})
+	}
+}
+
+// numbered draws a numbered buyer's id (below api.FirstNamedBuyer).
+func numbered() int64 { return 1 + mrand.Int64N(api.FirstNamedBuyer-1) }
+
+// silentDB is a database that accepts connections and never answers.
+func silentDB(t *testing.T) *gorm.DB {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	db, err := gorm.Open(mysql.New(mysql.Config{DSN: "root@tcp(" + ln.Addr().String() + ")/silent", SkipInitializeWithVersion: true}),
+		&gorm.Config{Logger: logger.Discard, DisableAutomaticPing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		t.Cleanup(func() { sqlDB.Close() })
+	}
+	return db
 }

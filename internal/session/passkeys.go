@@ -251,7 +251,7 @@ func (p *Passkeys) FinishSignIn(ctx context.Context, body []byte) (Token, error)
 	if err != nil {
 		return Token{}, err
 	}
-	return p.desk.open(acct, acct.Name)
+	return p.desk.open(ctx, acct, acct.Name)
 }
 
 // counted moves the credential's signature counter to n, which must be

@@ -579,7 +579,7 @@
 
   // forgetExpired drops the kept session when the service refused its token.
   function forgetExpired(r) {
-    if (r.status === 401 && r.data.code === "sign_in_required") {
+    if (r.status === 401 && (r.data.code === "sign_in_required" || r.data.code === "no_account")) {
       try {
         localStorage.removeItem(BUYER_KEY);
       } catch {

@@ -22,7 +22,6 @@ import (
 	"seckill/internal/outbox"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
-	"seckill/internal/testkit/testenv"
 )
 
 // lostReplies is a client hook that lets the async take's script run and
@@ -69,7 +68,7 @@ func asyncTake(cmd redis.Cmder) bool {
 // outcome_unknown naming the order that will settle: the id is drawn
 // before the take, and it is the row the consumer writes.
 func TestAsyncUnknownOutcomeNamesTheOrder(t *testing.T) {
-	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	srv := start(t, config(t, "", ""), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(3, "token", "async")
 	lose := new(lostReplies)
@@ -110,7 +109,7 @@ func TestAsyncUnknownOutcomeNamesTheOrder(t *testing.T) {
 func TestAsyncOrdersPayableInAOneSecondWindow(t *testing.T) {
 	cfg := config(t, "", "")
 	cfg.Consume = false // started below, late
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	const buyers = 30
 	units, shards, window := buyers, 3, time.Second
@@ -171,7 +170,7 @@ func TestAsyncOrdersPayableInAOneSecondWindow(t *testing.T) {
 // dead-lettered; the first sale holds exactly the orders told in it, and
 // the new sale's audit is exact.
 func TestResetMidAsyncBurst(t *testing.T) {
-	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	srv := start(t, config(t, "", ""), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(100, "token", "async")
 	b := s.startBurst(300, 30)
@@ -248,11 +247,12 @@ func TestSoldOutNotFinalWhileUnitsUnsettled(t *testing.T) {
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{})
 	cfg := config(t, "", db.Database(t, ""))
 	cfg.ReconcileGrace = time.Hour // only the unsettled purchases' takes may skip it
-	s := newSale(t, testenv.Start(t, cfg, app.Extras{}))
+	s := newSale(t, start(t, cfg, app.Extras{}))
 	s.reset(4, "none", "lua")
 	if o := s.buy(1, "warm"); o.status != http.StatusCreated { // the order ids' block is reserved
 		t.Fatalf("before the pause: %v", o)
 	}
+	s.accounts(10, 11, 12, 100, 300) // the buyers while the database is paused
 	db.Pause(t)
 	var wg sync.WaitGroup
 	outs := make([]outcome, 3)
@@ -274,7 +274,7 @@ func TestSoldOutNotFinalWhileUnitsUnsettled(t *testing.T) {
 		hr, _ := http.NewRequest(http.MethodPost, s.urls[0]+"/api/orders", strings.NewReader(string(b)))
 		hr.Header = h
 		hr.Header.Set("Content-Type", api.MediaType)
-		hr.Header.Set("Authorization", "Bearer "+testenv.Token(user))
+		hr.Header.Set("Authorization", "Bearer "+mustToken(t, s.urls[0], user))
 		resp, err := s.client.Do(hr)
 		if err != nil {
 			t.Fatal(err)

@@ -19,7 +19,6 @@ import (
 	"seckill/internal/order"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
-	"seckill/internal/testkit/testenv"
 )
 
 // claimIdle is the consumers' claim idle in these tests: short, so that a
@@ -37,7 +36,7 @@ func TestAsyncConsumerKilledMidDrain(t *testing.T) {
 	if cfg.MySQLDSN == "" {
 		cfg.SQLitePath = filepath.Join(t.TempDir(), "orders.db")
 	}
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	in := startChild(t, cfg) // a consumer only: every purchase goes to srv
 	s := newSale(t, srv)
 	s.reset(1500, "none", "async")
@@ -157,12 +156,13 @@ func testAsyncDatabaseCut(t *testing.T) {
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{})
 	dsn, p := behindProxy(t, db.Database(t, ""))
 	r := ownRedis(t)
-	srv := testenv.Start(t, config(t, r.Addr, dsn), app.Extras{})
+	srv := start(t, config(t, r.Addr, dsn), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(3000, "none", "async")
 	outs := s.startBurst(200, 20).wait(t)
 
 	const cut = 10 * time.Second
+	s.accountsFor(cut, 8, 2*burstUsers)
 	before := srv.Consumer.Retries()
 	p.Cut()
 	during := s.buyFor(cut, 8, 2*burstUsers)
@@ -183,14 +183,28 @@ func testAsyncDatabaseCut(t *testing.T) {
 	s.checkNoDeadLetters()
 }
 
+// buyEvery is buyFor's pace: one purchase a tick, across its clients.
+const buyEvery = 5 * time.Millisecond
+
+// accountsFor makes the accounts of every buyer buyFor(d, concurrency,
+// base) may send: before a fault that holds the database back.
+func (s *sale) accountsFor(d time.Duration, concurrency int, base int64) {
+	ids := make([]int64, int(d/buyEvery)+concurrency+1)
+	for i := range ids {
+		ids[i] = base + int64(i) + 1
+	}
+	s.accounts(ids...)
+}
+
 // buyFor sends purchases of fresh buyers from user base up, concurrency at
 // a time, for d, at most 200 a second in all, and returns what each
 // client was told.
 func (s *sale) buyFor(d time.Duration, concurrency int, base int64) []outcome {
+	s.accountsFor(d, concurrency, base)
 	var mu sync.Mutex
 	var outs []outcome
 	var next atomic.Int64
-	tick := time.NewTicker(5 * time.Millisecond)
+	tick := time.NewTicker(buyEvery)
 	defer tick.Stop()
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -222,7 +236,7 @@ func testAsyncPoison(t *testing.T) {
 	t.Parallel()
 	r := ownRedis(t)
 	cfg := config(t, r.Addr, testkit.OwnMySQL(t, testkit.OwnMySQLOptions{}).Database(t, ""))
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	units := 200
 	lab := true
@@ -294,7 +308,7 @@ func testIDsPastWrittenAfterRestart(t *testing.T) {
 	if r.Kind != "redis-server" {
 		t.Skip("needs redis-server on PATH: the embedded Redis keeps no snapshot across a restart and tells no run id")
 	}
-	srv := testenv.Start(t, config(t, r.Addr, ""), app.Extras{})
+	srv := start(t, config(t, r.Addr, ""), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(300, "none", "async")
 	// The snapshot holds a block already: a first order drew it.
@@ -334,7 +348,7 @@ func testIDsPastWrittenAfterRestart(t *testing.T) {
 // the lost server drew (it drew none past the block reserved in SQL).
 func testNoIDTwiceAcrossEmptyRestart(t *testing.T) {
 	r := ownRedis(t)
-	srv := testenv.Start(t, config(t, r.Addr, ""), app.Extras{})
+	srv := start(t, config(t, r.Addr, ""), app.Extras{})
 	s := newSale(t, srv)
 	const buyers = 4000
 	s.reset(buyers, "none", "async")

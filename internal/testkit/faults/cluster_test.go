@@ -72,7 +72,7 @@ func TestRedisCluster(t *testing.T) {
 	t.Run("one order per buyer across 3 processes", func(t *testing.T) {
 		needClusterProcesses(t)
 		cfg := clusterConfig(t, testkit.NewRedisCluster(t))
-		srv := testenv.Start(t, cfg, app.Extras{})
+		srv := start(t, cfg, app.Extras{})
 		a, b := startChild(t, cfg), startChild(t, cfg)
 		s := newSale(t, srv, a.URL, b.URL)
 		for i, mode := range []string{api.ModeLua, api.ModeRMW, api.ModeAsync} {
@@ -114,7 +114,7 @@ func TestRedisCluster(t *testing.T) {
 			}
 		})
 		cfg := clusterConfig(t, c)
-		srv := testenv.Start(t, cfg, app.Extras{})
+		srv := start(t, cfg, app.Extras{})
 		s := newSale(t, srv)
 		s.reset(400, "none", "lua")
 		p := stock.Layout{ID: s.product}

@@ -18,7 +18,6 @@ import (
 	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 // TestDurabilityDecides: what a 202 survives is read from the Redis of a
@@ -34,7 +33,7 @@ func TestDurabilityDecides(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Kill() })
-	srv := testenv.Start(t, config(t, r.Addr, ""), app.Extras{})
+	srv := start(t, config(t, r.Addr, ""), app.Extras{})
 	s := newSale(t, srv)
 	create := func(mode string, lab bool) (int, api.Error) {
 		t.Helper()
@@ -261,7 +260,7 @@ func aofSale(t *testing.T, p string, claimIdle time.Duration, units, shards int)
 		t.Skip("needs MYSQL_DSN: a row lock holds the consumer between its read of a batch and its write (holdConsumer), which SQLite cannot")
 	}
 	cfg.ClaimIdle = claimIdle
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	if status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeAsync}); status != http.StatusOK {
 		t.Fatalf("creating a non-lab async product on a Redis with appendonly yes: %d %s", status, body)
@@ -305,7 +304,7 @@ func TestAuditAfterRebuildSaysWhatItCannotCount(t *testing.T) {
 	r := ownRedis(t)
 	cfg := config(t, r.Addr, "")
 	cfg.Consume = false // every 202's order stays queued in Redis
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	s.reset(200, "none", api.ModeAsync) // a lab product: the Redis keeps nothing
 	outs := s.startBurst(100, 10).wait(t)

@@ -38,7 +38,7 @@ func TestFailoverLeavesNoOrderBehind(t *testing.T) {
 	})
 	cfg := clusterConfig(t, c)
 	cfg.ClaimIdle = 5 * time.Minute
-	s := newSale(t, testenv.Start(t, cfg, app.Extras{}))
+	s := newSale(t, start(t, cfg, app.Extras{}))
 
 	// A first sale puts the day's order id key and the stream registry on
 	// their masters; purchases need both, so the victim holds neither. It
@@ -183,7 +183,7 @@ func TestAsync202SurvivesATakeover(t *testing.T) {
 	c := replicatedCluster(t)
 	cfg := clusterConfig(t, c)
 	cfg.Consume = false // the instance started after the takeover drains the queue
-	s := newSale(t, testenv.Start(t, cfg, app.Extras{}))
+	s := newSale(t, start(t, cfg, app.Extras{}))
 	l := s.createAsyncOnReplicas(30, 3)
 	p := pairOf(t, c, l.StreamKey(0))
 	p.promoteReplica(t, c)

@@ -25,7 +25,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 		t.Run("token="+strconv.FormatBool(configured != ""), func(t *testing.T) {
 			cfg := config(t, "", "")
 			cfg.AdminToken = configured
-			srv := testenv.Start(t, cfg, app.Extras{Runs: lab.New(lab.Options{})})
+			srv := start(t, cfg, app.Extras{Runs: lab.New(lab.Options{})})
 			token := srv.Config.AdminToken // the service's own when none was configured
 			s := newSale(t, srv)
 			units, one := 10, 1
@@ -52,7 +52,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 				user := int64(i + 1)
 				for _, p := range []int64{sold, labProduct} {
 					req.ProductID = &p
-					status, body, err := postAs(ctx, s.client, srv.URL+"/api/orders", testenv.Token(user), req)
+					status, body, err := postAs(ctx, s.client, srv.URL+"/api/orders", mustToken(t, srv.URL, user), req)
 					switch {
 					case err != nil:
 						t.Fatal(err)
@@ -105,7 +105,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 // attempt is still in flight; another key for the same buyer is told which
 // order the buyer has.
 func TestSameKeySameOrderOverHTTP(t *testing.T) {
-	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	srv := start(t, config(t, "", ""), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(10, "none", "lua")
 	first := s.buy(1, "key-1")
@@ -159,7 +159,7 @@ func TestSameKeySameOrderOverHTTP(t *testing.T) {
 // exact — a purchase in flight across the reset lands in one sale or the
 // other, never as a unit lost between them.
 func TestResetMidBurst(t *testing.T) {
-	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	srv := start(t, config(t, "", ""), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(100, "token", "rmw")
 	b := s.startBurst(300, 30)
@@ -176,7 +176,7 @@ func TestResetMidBurst(t *testing.T) {
 			continue
 		}
 		var ord api.Order
-		s.getAs("/api/orders/"+o.order, testenv.Token(o.user), &ord)
+		s.getAs("/api/orders/"+o.order, mustToken(t, s.urls[0], o.user), &ord)
 		if ord.UserID != o.user {
 			t.Errorf("%v: order %+v", o, ord)
 		}

@@ -9,7 +9,6 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 // An INSERT that commits and whose answer is lost (the database's replies
@@ -25,8 +24,9 @@ func TestInsertAnswerLost(t *testing.T) {
 	}
 	dsn, p := behindProxy(t, cfg.MySQLDSN)
 	cfg.MySQLDSN = dsn
-	s := newSale(t, testenv.Start(t, cfg, app.Extras{}))
+	s := newSale(t, start(t, cfg, app.Extras{}))
 	s.reset(10, "none", "lua")
+	s.accounts(1, 2) // made before the proxy holds the database's replies
 	first := s.buy(1, "")
 	if first.status != http.StatusCreated {
 		t.Fatalf("a purchase before the hold: %v", first)

@@ -87,7 +87,7 @@ func TestKilledExpirerLosesNoDeadline(t *testing.T) {
 	killed := time.Now()
 
 	// Process B, started after the kill.
-	b := testenv.Start(t, cfg, app.Extras{})
+	b := start(t, cfg, app.Extras{})
 	var unpaid int64
 	if err := b.DB().WithContext(t.Context()).Model(&order.Order{}).Where("product_id = ? AND status = ?", product, order.Unpaid).
 		Count(&unpaid).Error; err != nil {

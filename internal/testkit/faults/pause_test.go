@@ -12,7 +12,6 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 // An instance paused (SIGSTOP) past its lease in the middle of a burst, on a
@@ -54,7 +53,7 @@ func TestInstancePausedPastItsLease(t *testing.T) {
 		cfg.RedisAddrs = append(cfg.RedisAddrs, n.Addr())
 	}
 	cfg.EtcdEndpoints = testkit.EtcdEndpoints(t)
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	args := append(childArgs(cfg), "-lock-ttl", ttl.String(),
 		"-redis-nodes", strings.Join(cfg.RedisAddrs, ","), "-etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","))
 	paused := startChildArgs(t, args)

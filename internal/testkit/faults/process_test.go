@@ -15,7 +15,6 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
-	"seckill/internal/testkit/testenv"
 )
 
 // A service instance killed mid-burst (SIGKILL of a separate process):
@@ -30,7 +29,7 @@ func TestInstanceKilledMidBurst(t *testing.T) {
 		// The instances share one SQLite file (WAL lets both write).
 		cfg.SQLitePath = filepath.Join(t.TempDir(), "orders.db")
 	}
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	in := startChild(t, cfg)
 	s := newSale(t, srv, in.URL)
 	s.reset(400, "none", "lua") // more than the buyers: whoever is stranded can buy again
@@ -76,7 +75,7 @@ func testDatabasePausedThenInstanceKilled(t *testing.T) {
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{})
 	r := ownRedis(t)
 	cfg := config(t, r.Addr, db.Database(t, ""))
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	in := startChild(t, cfg)
 	s := newSale(t, srv, in.URL)
 	s.reset(400, "token", "rmw")
@@ -116,7 +115,7 @@ func testDatabasePausedMidBurst(t *testing.T) {
 	t.Parallel()
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{})
 	r := ownRedis(t)
-	s := newSale(t, testenv.Start(t, config(t, r.Addr, db.Database(t, "")), app.Extras{}))
+	s := newSale(t, start(t, config(t, r.Addr, db.Database(t, "")), app.Extras{}))
 	s.reset(400, "none", "lua")
 	b := s.startBurst(300, 40)
 	b.waitAnswered(t, 40)
@@ -145,8 +144,8 @@ func testMySQLLockBurstLeavesRoomForOthers(t *testing.T) {
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{MaxConnections: 3*perInstance + 10})
 	r := ownRedis(t)
 	cfg := config(t, r.Addr, db.Database(t, ""))
-	srv := testenv.Start(t, cfg, app.Extras{})
-	s := newSale(t, srv, testenv.Start(t, cfg, app.Extras{}).URL, testenv.Start(t, cfg, app.Extras{}).URL)
+	srv := start(t, cfg, app.Extras{})
+	s := newSale(t, srv, start(t, cfg, app.Extras{}).URL, start(t, cfg, app.Extras{}).URL)
 	s.reset(300, "mysql", "rmw")
 
 	other := testkit.OpenMySQL(t, db.DSN(""))
@@ -214,7 +213,7 @@ func TestChineseNameOnLatin1Database(t *testing.T) {
 	if err != nil || charset != "latin1" {
 		t.Fatalf("the database's character set is %q (%v), want latin1", charset, err)
 	}
-	s := newSale(t, testenv.Start(t, config(t, "", dsn), app.Extras{}))
+	s := newSale(t, start(t, config(t, "", dsn), app.Extras{}))
 	const name = "限量手机"
 	units := 10
 	if status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Name: name, Stock: &units}); status != http.StatusOK {

@@ -15,7 +15,6 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/idgen"
 	"seckill/internal/stock"
-	"seckill/internal/testkit/testenv"
 )
 
 // A Redis paused mid-burst (the whole process, SIGSTOP, for 3s): commands
@@ -30,7 +29,7 @@ func TestRedisPausedMidBurst(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
 			r := ownRedis(t)
-			s := newSale(t, testenv.Start(t, config(t, r.Addr, ""), app.Extras{}))
+			s := newSale(t, start(t, config(t, r.Addr, ""), app.Extras{}))
 			s.reset(100, tc.lock, tc.mode)
 			b := s.startBurst(200, 30)
 			b.waitAnswered(t, 20)
@@ -53,7 +52,7 @@ func TestRedisPausedMidBurst(t *testing.T) {
 // audit is exact and nobody buys twice.
 func TestRedisRestartedEmptyMidSale(t *testing.T) {
 	r := ownRedis(t)
-	s := newSale(t, testenv.Start(t, config(t, r.Addr, ""), app.Extras{}))
+	s := newSale(t, start(t, config(t, r.Addr, ""), app.Extras{}))
 	s.reset(500, "none", "lua") // more than the buyers: "sold out" is never true
 	b := s.startBurst(300, 30)
 	b.waitAnswered(t, 60)
@@ -119,11 +118,12 @@ func TestRedisRestartedEmptyMidSale(t *testing.T) {
 // the two apart without timing anything tightly.
 func TestRedisDownAnswersQuickly(t *testing.T) {
 	r := ownRedis(t)
-	s := newSale(t, testenv.Start(t, config(t, r.Addr, ""), app.Extras{}))
+	s := newSale(t, start(t, config(t, r.Addr, ""), app.Extras{}))
 	s.reset(10, "none", "lua")
 	if o := s.buy(1, ""); o.status != http.StatusCreated {
 		t.Fatalf("a purchase before Redis went down: %v", o)
 	}
+	s.accounts(2) // its mark written while Redis answers
 	r.Kill()
 	start := time.Now()
 	o := s.buy(2, "")
@@ -214,7 +214,7 @@ func TestRedisPausedSoldOutNotFinal(t *testing.T) {
 	r := ownRedis(t)
 	cfg := config(t, r.Addr, "")
 	cfg.ReconcileGrace = time.Hour // only the takes marked unsettled may skip it
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	s.reset(150, "none", "lua")
 	cut := new(unreachableMarks)

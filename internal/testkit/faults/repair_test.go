@@ -18,7 +18,6 @@ import (
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 var repairRuns = flag.Int("repair-runs", 10, "how many times TestRepairForgottenTakes repeats each reproduction")
@@ -132,12 +131,12 @@ func TestRepairForgottenTakes(t *testing.T) {
 		if r.Kind != "redis-server" {
 			t.Skip("needs redis-server on PATH: the embedded Redis keeps no snapshot across a restart and tells no run id")
 		}
-		srv := testenv.Start(t, config(t, r.Addr, ""), app.Extras{})
+		srv := start(t, config(t, r.Addr, ""), app.Extras{})
 		for run := range *repairRuns {
 			t.Run(strconv.Itoa(run), func(t *testing.T) { testRepairAfterRestartFromSnapshot(t, r, srv) })
 		}
 	})
-	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	srv := start(t, config(t, "", ""), app.Extras{})
 	for run := range *repairRuns {
 		t.Run(fmt.Sprintf("ReconcilerPass/%d", run), func(t *testing.T) {
 			s := newSale(t, srv)
@@ -235,7 +234,7 @@ func TestRepairOnCluster(t *testing.T) {
 			t.Logf("the cluster's logs:\n%s", c.Procs().Logs(25))
 		}
 	})
-	srv := testenv.Start(t, clusterConfig(t, c), app.Extras{})
+	srv := start(t, clusterConfig(t, c), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(300, "none", "lua")
 	master := masterOf(t, c, stock.Layout{ID: s.product}.StockKey(0))

@@ -71,7 +71,7 @@ func replicaPair(t testing.TB) (master, replica *child.Redis, replicaClient *red
 // replica too; and the audit ends exact.
 func TestReplicatedProduct(t *testing.T) {
 	master, replica, rc := replicaPair(t)
-	s := newSale(t, testenv.Start(t, config(t, master.Addr, ""), app.Extras{}))
+	s := newSale(t, start(t, config(t, master.Addr, ""), app.Extras{}))
 	for _, mode := range []string{api.ModeLua, api.ModeRMW, api.ModeAsync} {
 		t.Run(mode, func(t *testing.T) {
 			s.t = t
@@ -153,7 +153,7 @@ func TestReplicatedProduct(t *testing.T) {
 func TestReplicatedProductOnCluster(t *testing.T) {
 	needClusterProcesses(t)
 	c := testkit.ProcessRedisCluster(t)
-	s := newSale(t, testenv.Start(t, clusterConfig(t, c), app.Extras{}))
+	s := newSale(t, start(t, clusterConfig(t, c), app.Extras{}))
 	units, shards := 20, 3
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Mode: api.ModeLua, Replicated: true}
 	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
@@ -253,7 +253,7 @@ func BenchmarkReplicated(b *testing.B) {
 	cfg := testenv.Config(b)
 	cfg.RedisAddr = master.Addr
 	cfg.SessionSecret = testenv.SessionSecret // buy signs its buyers in
-	srv := testenv.Start(b, cfg, app.Extras{})
+	srv := start(b, cfg, app.Extras{})
 	c := &http.Client{Timeout: time.Minute}
 	var users atomic.Int64
 	// Rounds alternate without and with, so that a shared machine's
@@ -368,7 +368,7 @@ func BenchmarkReplicatedTake(b *testing.B) {
 func TestAsyncReplicatedByDefaultOnCluster(t *testing.T) {
 	needClusterProcesses(t)
 	c := replicatedCluster(t)
-	s := newSale(t, testenv.Start(t, clusterConfig(t, c), app.Extras{}))
+	s := newSale(t, start(t, clusterConfig(t, c), app.Extras{}))
 	l := s.createAsyncOnReplicas(20, 3)
 	slow := masterOf(t, c, l.LedgerKey(0))
 	mc := redis.NewClient(&redis.Options{Addr: slow})

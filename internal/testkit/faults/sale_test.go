@@ -77,8 +77,8 @@ func config(t *testing.T, redisAddr, dsn string) app.Config {
 	}
 	cfg.ReconcileEvery = 0
 	cfg.ReconcileGrace = grace
-	// The buyers' tokens are minted with it (testenv.Token), for the
-	// numbered buyers of products that are not lab products.
+	// The buyers' tokens are minted with it (token), for the numbered
+	// buyers of products that are not lab products, who have accounts.
 	cfg.SessionSecret = testenv.SessionSecret
 	cfg.LockWait = 10 * time.Second
 	return cfg
@@ -122,6 +122,7 @@ func newSale(t *testing.T, srv *app.Server, urls ...string) *sale {
 	t.Helper()
 	s := &sale{t: t, urls: append([]string{srv.URL}, urls...), db: srv.DB(), rdb: srv.Redis(),
 		product: testenv.ProductID(t), client: &http.Client{Timeout: 3 * time.Minute}}
+	keepsAccounts(t, s.db, s.rdb, s.urls...)
 	return s
 }
 
@@ -224,7 +225,12 @@ func buy(ctx context.Context, c *http.Client, url string, product, user int64, k
 	if key != "" {
 		h.Set(api.HeaderIdempotencyKey, key)
 	}
-	h.Set("Authorization", "Bearer "+testenv.Token(user))
+	tok, err := token(url, user)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	h.Set("Authorization", "Bearer "+tok)
 	status, body, err := send(ctx, c, url+"/api/orders", h, api.OrderRequest{ProductID: &product})
 	o.at = time.Now()
 	if err != nil {
@@ -266,6 +272,11 @@ const burstUsers = 1_000_000
 func (s *sale) startBurst(users, concurrency int) *burst {
 	b := &burst{done: make(chan struct{}), outs: make([]outcome, users)}
 	base := int64(burstUsers)
+	ids := make([]int64, users)
+	for i := range ids {
+		ids[i] = base + int64(i)
+	}
+	s.accounts(ids...)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range concurrency {

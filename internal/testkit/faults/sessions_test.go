@@ -11,7 +11,6 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/testkit/child"
-	"seckill/internal/testkit/testenv"
 )
 
 // TestQueuedOrderIsItsBuyersOnly: an order of a product that is not a lab
@@ -28,7 +27,7 @@ func TestQueuedOrderIsItsBuyersOnly(t *testing.T) {
 	t.Cleanup(func() { r.Kill() })
 	cfg := config(t, r.Addr, "")
 	cfg.Consume = false
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	units := 5
 	if status, body := s.operator(s.urls[0]+"/api/products", api.ProductRequest{ID: &s.product, Stock: &units, Mode: api.ModeAsync}); status != http.StatusOK {
@@ -69,17 +68,17 @@ func TestQueuedOrderIsItsBuyersOnly(t *testing.T) {
 		what, method, path, token string
 		want                      int
 	}{
-		{"bob reads it", http.MethodGet, path, testenv.Token(bob), http.StatusNotFound},
-		{"bob pays it", http.MethodPost, path + "/pay", testenv.Token(bob), http.StatusNotFound},
-		{"bob cancels it", http.MethodPost, path + "/cancel", testenv.Token(bob), http.StatusNotFound},
+		{"bob reads it", http.MethodGet, path, mustToken(t, s.urls[0], bob), http.StatusNotFound},
+		{"bob pays it", http.MethodPost, path + "/pay", mustToken(t, s.urls[0], bob), http.StatusNotFound},
+		{"bob cancels it", http.MethodPost, path + "/cancel", mustToken(t, s.urls[0], bob), http.StatusNotFound},
 		{"nobody reads it", http.MethodGet, path, "", http.StatusUnauthorized},
-		{"alice pays it before its row", http.MethodPost, path + "/pay", testenv.Token(alice), http.StatusConflict},
+		{"alice pays it before its row", http.MethodPost, path + "/pay", mustToken(t, s.urls[0], alice), http.StatusConflict},
 	} {
 		if status, _ := ask(tc.method, tc.path, tc.token); status != tc.want {
 			t.Errorf("%s: %d, want %d", tc.what, status, tc.want)
 		}
 	}
-	if status, got := ask(http.MethodGet, path, testenv.Token(alice)); status != http.StatusOK || got.Status != "pending" || got.UserID != alice {
+	if status, got := ask(http.MethodGet, path, mustToken(t, s.urls[0], alice)); status != http.StatusOK || got.Status != "pending" || got.UserID != alice {
 		t.Errorf("alice reads her queued order: %d %+v, want it pending", status, got)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/stock"
-	"seckill/internal/testkit/testenv"
 )
 
 // holdAfterTake is a client hook of the service's Redis that, once armed,
@@ -81,7 +80,7 @@ func TestRebuildingOnlyWhenNothingWasTakenOnATakeover(t *testing.T) {
 		}
 	})
 	cfg := clusterConfig(t, c)
-	srv := testenv.Start(t, cfg, app.Extras{})
+	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
 	units, shards := 600, 3
 	req := api.ProductRequest{ID: &s.product, Stock: &units, Shards: &shards, Lock: "none", Mode: api.ModeLua}

@@ -8,7 +8,6 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/order"
 	"seckill/internal/stock"
-	"seckill/internal/testkit/testenv"
 )
 
 // An order whose buyer was told 201 and that is then lost whole — its row,
@@ -18,7 +17,7 @@ import (
 // sees it all the same, because the instances count the orders they told
 // of beside the stock, and it says TOLD_NOT_STORED, never OK.
 func TestAuditSeesToldNotStored(t *testing.T) {
-	srv := testenv.Start(t, config(t, "", ""), app.Extras{})
+	srv := start(t, config(t, "", ""), app.Extras{})
 	s := newSale(t, srv)
 	s.reset(20, "none", api.ModeLua)
 	outs := s.startBurst(10, 5).wait(t)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"seckill/internal/api"
+	"seckill/internal/app"
 	"seckill/internal/session"
 )
 
@@ -42,13 +43,24 @@ const SessionSecret = "the tests' session secret, 32 bytes or more"
 var minter, _ = session.NewKeys(session.Options{Secret: []byte(SessionSecret)})
 
 // Token mints a token for buyer id with SessionSecret, as a service
-// configured with it would sign one in: any id, so that a test keeps its
-// numbered buyers on products that are not lab products. Safe for
-// goroutines that have no *testing.T at hand.
+// configured with it would sign one in, so that a test keeps its numbered
+// buyers on products that are not lab products. The service takes it only
+// if the buyer has an account: a numbered buyer's is made by Accounts.
+// Safe for goroutines that have no *testing.T at hand.
 func Token(buyer int64) string {
 	tok, err := minter.Issue(session.Buyer{ID: buyer}, "minted-"+strconv.FormatInt(buyer, 10), 0)
 	if err != nil {
 		panic(err) // HMAC signing does not fail
 	}
 	return tok.Token
+}
+
+// Accounts makes the accounts of numbered buyers for srv (in its database,
+// marked in its Redis), so that the service takes their tokens (Token);
+// an id that has one already keeps it.
+func Accounts(t testing.TB, srv *app.Server, ids ...int64) {
+	t.Helper()
+	if err := session.NewAccounts(srv.DB()).Numbered(t.Context(), srv.Redis(), ids...); err != nil {
+		t.Fatal(err)
+	}
 }
