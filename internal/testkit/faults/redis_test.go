@@ -160,6 +160,77 @@ type unreachableMarks struct {
 	refused atomic.Int32
 }
 
+// heldTakes is how many takes holdTakes holds for the pause.
+const heldTakes = 5
+
+// takeHold is a hook on the service's Redis client that, once armed,
+// holds the next n takes of a product (the lua take's EVALSHA, keyed by a
+// shard's stock and ledger) until released.
+type takeHold struct {
+	takes    map[string]string // a shard's stock key: its ledger key
+	n        int
+	armed    atomic.Int32
+	arrived  chan struct{}
+	released chan struct{}
+}
+
+func holdTakes(l stock.Layout, n int) *takeHold {
+	h := &takeHold{takes: map[string]string{}, n: n, arrived: make(chan struct{}, n), released: make(chan struct{})}
+	for shard := range l.Shards {
+		h.takes[l.StockKey(shard)] = l.LedgerKey(shard)
+	}
+	return h
+}
+
+// arm holds the next n takes and returns once they are held.
+func (h *takeHold) arm(t *testing.T) {
+	t.Helper()
+	t.Cleanup(h.release) // never a purchase held past its test
+	h.armed.Store(int32(h.n))
+	for range h.n {
+		select {
+		case <-h.arrived:
+		case <-time.After(patience):
+			t.Fatalf("%d takes to hold: not within %s", h.n, patience)
+		}
+	}
+}
+
+// release lets the held takes go on, once.
+func (h *takeHold) release() {
+	select {
+	case <-h.released:
+	default:
+		close(h.released)
+	}
+}
+
+func (h *takeHold) isTake(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if name := cmd.Name(); (name != "evalsha" && name != "eval") || len(args) < 5 {
+		return false
+	}
+	stockKey, _ := args[3].(string)
+	ledger, ok := h.takes[stockKey]
+	return ok && args[4] == ledger
+}
+
+func (h *takeHold) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *takeHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.isTake(cmd) && h.armed.Add(-1) >= 0 {
+			h.arrived <- struct{}{}
+			<-h.released
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *takeHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 var errUnreachable = errors.New("dial tcp: i/o timeout (the test's hook: Redis is paused)")
 
 func (h *unreachableMarks) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -216,13 +287,28 @@ func TestRedisPausedSoldOutNotFinal(t *testing.T) {
 	cfg.ReconcileGrace = time.Hour // only the takes marked unsettled may skip it
 	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv)
-	s.reset(150, "none", "lua")
+	// Stock enough that the pause strikes with units left, whatever the
+	// speed of the purchases before it, and buyers enough to sell out
+	// after it.
+	s.reset(400, "none", "lua")
+	st := s.read()
 	cut := new(unreachableMarks)
+	held := holdTakes(stock.Layout{ID: s.product, Shards: st.p.Shards, Epoch: st.p.Epoch}, heldTakes)
 	srv.Redis().AddHook(cut)
+	srv.Redis().AddHook(held)
 	b := s.startBurst(1500, 40)
 	b.waitAnswered(t, 50)
+	// Which stage each purchase is at when the process stops is chance; the
+	// takes held here are sent after it stopped, so that some surely wait
+	// in its socket buffers, as a take does that was sent just before.
+	held.arm(t)
 	cut.on.Store(true)
-	err := r.PauseFor(t.Context(), 10*time.Second)
+	if err := r.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	held.release()
+	time.Sleep(10 * time.Second)
+	err := r.Resume()
 	cut.on.Store(false)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +316,7 @@ func TestRedisPausedSoldOutNotFinal(t *testing.T) {
 	resumed := time.Now()
 	outs := b.wait(t)
 
-	st := s.read()
+	st = s.read()
 	var stranded []idgen.ID // takes that stand without their order
 	for _, e := range st.ledger {
 		if _, ok := st.orders[e.Order]; !ok {
