@@ -272,7 +272,7 @@ func (s *Service) sellInTx(ctx context.Context, p catalogue.Product, req stock.R
 			return Order{}, fmt.Errorf("holding before the commit: %w", err)
 		}
 	}
-	err = tx.Commit().Error
+	err = commit(tx, req.Hooks)
 	s.release(ctx, held, rc)
 	if err == nil {
 		s.life.schedule(ctx, o)
@@ -309,4 +309,12 @@ func (s *Service) duplicateInSQL(ctx context.Context, p catalogue.Product, req s
 		return other, nil
 	}
 	return Order{}, &stock.TakenBefore{Prior: stock.Entry{User: other.UserID, Order: other.ID, Key: other.Key, Shard: other.Shard}}
+}
+
+// commit sends tx's COMMIT and notes the moment in the purchase's hooks
+// (the trace's CommitUS) as it does, so that a trace tells a lock released
+// before the COMMIT from one released after it by the order of the two.
+func commit(tx *gorm.DB, h *stock.Hooks) error {
+	h.SendingCommit()
+	return tx.Commit().Error
 }

@@ -46,6 +46,9 @@ type Hooks struct {
 	// for after it (Taken.Held); it does nothing when none is. The caller
 	// runs it through BeforeCommit.
 	Committing func(ctx context.Context, release func()) error
+	// Commit: that COMMIT is sent now, its Committing hooks run. The
+	// caller runs it through SendingCommit, beside the COMMIT itself.
+	Commit func()
 }
 
 // Compose returns hooks that call each of hs's at every moment, in the
@@ -90,6 +93,7 @@ func composed(hs []*Hooks) *Hooks {
 		Committing: func(ctx context.Context, release func()) error {
 			return first(hs, func(h *Hooks) error { return h.BeforeCommit(ctx, release) })
 		},
+		Commit: func() { each(hs, (*Hooks).SendingCommit) },
 	}
 }
 
@@ -177,4 +181,12 @@ func (h *Hooks) BeforeCommit(ctx context.Context, release func()) error {
 		return nil
 	}
 	return h.Committing(ctx, release)
+}
+
+// SendingCommit runs Commit, for the caller of a take in SQL in the
+// statement that sends its COMMIT; nil hooks do nothing.
+func (h *Hooks) SendingCommit() {
+	if h != nil && h.Commit != nil {
+		h.Commit()
+	}
 }

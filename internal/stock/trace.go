@@ -1,7 +1,6 @@
 package stock
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -60,8 +59,7 @@ func (t *Trace) Hooks() *Hooks {
 		return nil
 	}
 	return &Hooks{Acquired: t.acquired, Sent: t.sent, Read: t.read, Write: t.write,
-		Releasing: t.releasing, LeaseLost: t.leaseLost, Done: t.done,
-		Committing: func(context.Context, func()) error { t.commit(); return nil }}
+		Releasing: t.releasing, LeaseLost: t.leaseLost, Done: t.done, Commit: t.commit}
 }
 
 // Began is when the trace began, on the wall clock.

@@ -88,7 +88,7 @@ var ledger = []Mutation{
 		File: "internal/stock/take.go", Find: `Where("product_id = ? AND shard = ? AND stock > 0", p.ID, t.Shard).`, Replace: `Where("product_id = ? AND shard = ? AND stock > -1000000", p.ID, t.Shard).`,
 		Pkg: "./internal/server", Run: "^TestEveryBuyerGetsExactlyTheStock$/^none$/^db$"},
 	{Name: "sqlrmw-releases-before-commit", Promise: "the sqlrmw mode",
-		File: "internal/order/record.go", Find: "\terr = tx.Commit().Error\n\ts.release(ctx, held, rc)\n", Replace: "\ts.release(ctx, held, rc)\n\terr = tx.Commit().Error\n",
+		File: "internal/order/record.go", Find: "\terr = commit(tx, req.Hooks)\n\ts.release(ctx, held, rc)\n", Replace: "\ts.release(ctx, held, rc)\n\terr = commit(tx, req.Hooks)\n",
 		Pkg: "./internal/order", Run: "^TestSQLRMWReleaseBeforeCommit$/^after_commit$"},
 	{Name: "sqlrmw-write-unguarded", Promise: "a holder paused past its lease between its SELECT and its UPDATE",
 		File: "internal/stock/sqlrmw.go", Find: `update, args = update+" AND stock = ?", append(args, n)`, Replace: `update, args = update+" AND ? IS NOT NULL", append(args, n)`,
