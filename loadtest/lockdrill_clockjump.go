@@ -99,8 +99,8 @@ func (c ClockJump) Run(ctx context.Context, variant string) (Outcome, error) {
 	}
 	defer purge(store, p)
 	take := func(ctx context.Context, locker lock.Locker, user int64, hold time.Duration) (stock.Taken, error) {
-		return s.Take(ctx, stock.Request{Product: p, Mode: stock.RMW, Locker: locker, Hooks: order.Faults{Hold: hold}.Hooks(),
-			Lock:   lock.Options{TTL: clockJumpTTL},
+		return s.Take(ctx, stock.Request{Product: p, Hooks: order.Faults{Hold: hold}.Hooks(),
+			Taker:  stock.RMW{Locked: stock.Locked{Locker: locker, Lock: lock.Options{TTL: clockJumpTTL}}},
 			Ticket: stock.Ticket{User: user, Order: idgen.ID(1000 + user), Key: fmt.Sprint("drill-", user)}})
 	}
 

@@ -58,7 +58,7 @@ type taken struct {
 }
 
 func (d *duel) take(ctx context.Context, user int64, h hand) taken {
-	t, err := d.s.Take(ctx, stock.Request{Product: d.p, Mode: stock.RMW, Locker: h.locker, Lock: h.opt, Hooks: order.Faults{Hold: h.hold, Abandon: h.abandon}.Hooks(),
+	t, err := d.s.Take(ctx, stock.Request{Product: d.p, Taker: stock.RMW{Locked: stock.Locked{Locker: h.locker, Lock: h.opt}}, Hooks: order.Faults{Hold: h.hold, Abandon: h.abandon}.Hooks(),
 		Ticket: stock.Ticket{User: user, Order: idgen.ID(1000 + user), Key: fmt.Sprint("drill-", user)}})
 	return taken{t: t, err: err, at: time.Now()}
 }

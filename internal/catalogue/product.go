@@ -98,6 +98,7 @@ func (p Product) Stock() stock.Product {
 		Layout: stock.Layout{ID: p.ID, Shards: p.Shards, Epoch: p.Epoch},
 		Where:  stock.Where(p.Store), Fallback: p.Fallback, Sale: p.Sale, PayTimeout: p.PayTimeout,
 		Replicated: p.Replicated,
+		Guarded:    !p.Lab, // a lab product shows what a lease alone allows
 	}
 }
 

@@ -43,8 +43,8 @@ func newEtcdStock(t *testing.T) etcdStock {
 // take buys one unit for user under l, holding its read for hold; abandon
 // stops the lease's keep-alive first, as a paused process's stops.
 func (e etcdStock) take(ctx context.Context, l lock.Locker, user int64, hold time.Duration, abandon bool) error {
-	_, err := e.s.Take(ctx, stock.Request{Product: e.p, Mode: stock.RMW, Locker: l, Hooks: order.Faults{Hold: hold, Abandon: abandon}.Hooks(),
-		Lock:   lock.Options{TTL: time.Second, Wait: 10 * time.Second},
+	_, err := e.s.Take(ctx, stock.Request{Product: e.p, Hooks: order.Faults{Hold: hold, Abandon: abandon}.Hooks(),
+		Taker:  stock.RMW{Locked: stock.Locked{Locker: l, Lock: lock.Options{TTL: time.Second, Wait: 10 * time.Second}}},
 		Ticket: stock.Ticket{User: user, Order: idgen.ID(1000 + user), Key: "k"}})
 	return err
 }

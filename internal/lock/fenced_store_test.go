@@ -31,8 +31,8 @@ func TestFencedStaleHolder(t *testing.T) {
 	}
 	t.Cleanup(func() { stock.Purge(t.Context(), rdb, []int64{p.ID}) })
 	take := func(user int64, hold time.Duration) error {
-		_, err := s.Take(t.Context(), stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Hooks: order.Faults{Hold: hold}.Hooks(),
-			Lock:   lock.Options{TTL: 100 * time.Millisecond, Wait: 5 * time.Second},
+		_, err := s.Take(t.Context(), stock.Request{Product: p, Hooks: order.Faults{Hold: hold}.Hooks(),
+			Taker:  stock.RMW{Locked: stock.Locked{Locker: fenced, Lock: lock.Options{TTL: 100 * time.Millisecond, Wait: 5 * time.Second}}},
 			Ticket: stock.Ticket{User: user, Order: idgen.ID(1000 + user), Key: "k"}})
 		return err
 	}

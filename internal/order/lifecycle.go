@@ -218,8 +218,8 @@ func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Orde
 	if ModeOf(p).Locked {
 		locker, _ = lc.locker(p.Lock)
 	}
-	req := stock.Request{Product: p.Stock(), Mode: ModeOf(p).Take, Locker: locker,
-		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.Budget().GiveBackWait(), Guard: !p.Lab}
+	req := stock.Request{Product: p.Stock(), Taker: ModeOf(p).Taker(stock.Locked{Locker: locker,
+		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.Budget().GiveBackWait()})}
 	lc.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }
 

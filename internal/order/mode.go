@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/catalogue"
+	"seckill/internal/lock"
 	"seckill/internal/stock"
 )
 
@@ -29,9 +32,13 @@ type Mode struct {
 	// Test names the test that shows it, as `go test -run Test Package`
 	// takes them.
 	Test, Package string
-	// Take is how the store takes the unit (stock's primitive), and so
-	// which store holds the product's stock.
-	Take stock.Mode
+	// where is the store the mode takes its units from, and so the store
+	// that holds its products' stock.
+	where stock.Where
+	// taker is how the unit leaves the store (stock's Taker), built under
+	// locked for the modes that take inside the product's lock, and in tx
+	// for those that take in SQL (tx is nil outside a purchase).
+	taker func(locked stock.Locked, tx *gorm.DB) stock.Taker
 	// Locked: the take reads and then writes an absolute value, so it runs
 	// inside the product's lock, and whatever else writes that shard's stock
 	// (a unit given back) must take the lock too.
@@ -81,14 +88,14 @@ func ModeNames() []string {
 }
 
 // ModeNamed returns the mode of a user-facing name, or an error wrapping
-// ErrInvalid and stock.ErrUnknownMode.
+// ErrInvalid and ErrUnknownMode.
 func ModeNamed(name string) (Mode, error) {
 	for _, m := range modes {
 		if m.Name == name {
 			return m, nil
 		}
 	}
-	return Mode{}, fmt.Errorf("%w: %w %q (want one of %s)", ErrInvalid, stock.ErrUnknownMode, name, strings.Join(ModeNames(), ", "))
+	return Mode{}, fmt.Errorf("%w: %w %q (want one of %s)", ErrInvalid, ErrUnknownMode, name, strings.Join(ModeNames(), ", "))
 }
 
 // modeOf is a stored product's mode, known to be in the table (validate
@@ -127,13 +134,27 @@ func (m Mode) Command() string {
 }
 
 // Store is where the mode takes its units from.
-func (m Mode) Store() stock.Where { return m.Take.Store() }
+func (m Mode) Store() stock.Where { return m.where }
+
+// Taker is the mode's taker outside a purchase, for a give-back or a
+// restore: those of a Locked mode take the shard's lock under locked.
+func (m Mode) Taker(locked stock.Locked) stock.Taker { return m.taker(locked, nil) }
+
+// locked is what a purchase's taker needs of the product's lock, for the
+// Locked modes; the others take no lock.
+func (s *Service) locked(locker lock.Locker, lab LabOptions) stock.Locked {
+	return stock.Locked{Locker: locker, Lock: lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Faults.Lock},
+		GiveBackWait: s.Budget().GiveBackWait()}
+}
 
 // sale is one purchase on its way through a mode.
 type sale struct {
-	p   catalogue.Product
-	req stock.Request
-	lab LabOptions
+	p    catalogue.Product
+	mode Mode
+	// locked is the take's lock, for the taker of a Locked mode.
+	locked stock.Locked
+	req    stock.Request // its Taker takes outside SQL (tx nil)
+	lab    LabOptions
 	// gen is what Repairs.AwaitRepair returned: the server changes the product's
 	// shards were repaired after.
 	gen uint64

@@ -3,6 +3,8 @@ package order
 import (
 	"context"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/api"
 	"seckill/internal/stock"
 )
@@ -16,7 +18,8 @@ var asyncMode = Mode{
 	Breaks: "Until its row is written an order is only in Redis: a Redis that keeps nothing (no AOF) forgets 202s it answered. " +
 		"The service refuses the mode on such a Redis for products that are not lab products (409 not_durable).",
 	Test: "TestAsyncDurability", Package: "./internal/testkit/faults",
-	Take: stock.Async, Queued: true,
+	where: stock.InRedis, Queued: true,
+	taker:   func(stock.Locked, *gorm.DB) stock.Taker { return stock.Async{} },
 	moments: moments{poison: true},
 	seller:  async{},
 }

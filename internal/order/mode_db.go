@@ -3,6 +3,8 @@ package order
 import (
 	"context"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/api"
 	"seckill/internal/stock"
 )
@@ -16,7 +18,8 @@ var dbMode = Mode{
 	Breaks: "Nothing of the promise; the cost is speed: every buyer of a shard queues on one row lock in the database, " +
 		"which sells a fraction of what Redis does (docs/BENCHMARKS.md).",
 	Test: "TestEveryBuyerGetsExactlyTheStock/none/db", Package: "./internal/server",
-	Take:   stock.DB,
+	where:  stock.InSQL,
+	taker:  func(_ stock.Locked, tx *gorm.DB) stock.Taker { return stock.DB{Tx: tx} },
 	seller: db{},
 }
 
@@ -25,5 +28,5 @@ type db struct{}
 func (db) admit(*Service, LabOptions) error { return nil }
 
 func (db) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
-	return s.sellInSQL(ctx, sl.p, sl.req, rc)
+	return s.sellInSQL(ctx, sl, rc)
 }

@@ -3,6 +3,8 @@ package order
 import (
 	"context"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/api"
 	"seckill/internal/stock"
 )
@@ -16,7 +18,8 @@ var luaMode = Mode{
 	Breaks: "The take and the row are two systems: a process that dies between them leaves a unit out of the store and no order, " +
 		"until the reconciler finds the take in the ledger and returns it. On a Redis that forgets (no AOF), a take it forgot is restored from the orders.",
 	Test: "TestEveryBuyerGetsExactlyTheStock/none/lua", Package: "./internal/server",
-	Take:    stock.Lua,
+	where:   stock.InRedis,
+	taker:   func(stock.Locked, *gorm.DB) stock.Taker { return stock.Lua{} },
 	moments: moments{crashAfterTake: true},
 	seller:  lua{},
 }

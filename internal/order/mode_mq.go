@@ -7,6 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/outbox"
@@ -23,7 +25,8 @@ var mqMode = Mode{
 	Breaks: "Redis and the broker share no transaction: a process that dies between the take and the publish (the fault crash_after_take) " +
 		"strands a unit, out of the store and in no order, until the reconciler finds the take and returns it.",
 	Test: "TestMQ/CrashAfterTake", Package: "./internal/outbox",
-	Take: stock.MQ, Queued: true,
+	where: stock.InRedis, Queued: true,
+	taker:   func(stock.Locked, *gorm.DB) stock.Taker { return stock.Lua{Published: true} },
 	moments: moments{crashAfterTake: true},
 	seller:  mqSeller{},
 }
@@ -59,7 +62,7 @@ func (mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Ord
 // told the outcome is unknown and the reconciler settles it.
 func (s *Service) publish(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
 	q := stock.QueuedOrder{Layout: p.Stock().Layout, Shard: e.Shard, Order: e.Order, Sale: p.Sale, User: e.User,
-		Key: e.Key, At: e.At, Due: due(p, e.At), Mode: stock.MQ}
+		Key: e.Key, At: e.At, Due: due(p, e.At), Mode: api.ModeMQ}
 	pctx, cancel := context.WithTimeout(ctx, s.Budget().Record())
 	defer cancel()
 	// The message carries this span's context (its traceparent header), for

@@ -3,6 +3,8 @@ package order
 import (
 	"context"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/api"
 	"seckill/internal/stock"
 )
@@ -16,7 +18,8 @@ var rmwMode = Mode{
 	Breaks: "With no lock, or a lock that does not exclude (local across processes, setnx-expire after a crash...), two buyers read the same " +
 		"stock and each writes back its own decrement: more orders than stock. A lab product's write is not guarded, so a holder paused past its lease oversells.",
 	Test: "TestOversellWithoutLock", Package: "./internal/server",
-	Take: stock.RMW, Locked: true,
+	where: stock.InRedis, Locked: true,
+	taker:   func(l stock.Locked, _ *gorm.DB) stock.Taker { return stock.RMW{Locked: l} },
 	moments: moments{crashAfterTake: true},
 	seller:  rmw{},
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/api"
 	"seckill/internal/stock"
 )
@@ -17,7 +19,8 @@ var sqlrmwMode = Mode{
 	Breaks: "A lock released before the COMMIT (the fault release_before_commit, or a lease that expired) lets the next holder read the stock " +
 		"before the last write is visible: both sell the same unit.",
 	Test: "TestSQLRMWReleaseBeforeCommit", Package: "./internal/order",
-	Take: stock.SQLRMW, Locked: true,
+	where: stock.InSQL, Locked: true,
+	taker:   func(l stock.Locked, tx *gorm.DB) stock.Taker { return stock.SQLRMW{Tx: tx, Locked: l} },
 	moments: moments{releaseBeforeCommit: true},
 	seller:  sqlrmw{},
 }
@@ -32,5 +35,5 @@ func (sqlrmw) admit(s *Service, lab LabOptions) error {
 }
 
 func (sqlrmw) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
-	return s.sellInSQL(ctx, sl.p, sl.req, rc)
+	return s.sellInSQL(ctx, sl, rc)
 }

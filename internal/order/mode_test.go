@@ -21,8 +21,8 @@ func TestModesTable(t *testing.T) {
 		if m.Short == "" || m.Summary == "" || m.Promises == "" || m.Breaks == "" || m.Test == "" || m.Package == "" || m.seller == nil {
 			t.Errorf("%s: Summary, Promises, Breaks, Test, Package and its seller must all be filled (and Short)", m.Name)
 		}
-		if !slices.Contains(stock.Modes(), m.Take) {
-			t.Errorf("%s: takes with %q, which the stock store has not", m.Name, m.Take)
+		if m.taker == nil || m.Taker(stock.Locked{}).Where() != m.Store() {
+			t.Errorf("%s: its taker must take from the store it names, %s", m.Name, m.Store())
 		}
 		fn, _, _ := strings.Cut(m.Test, "/")
 		if !testkit.TestFuncs(t, filepath.Join("../..", m.Package))[fn] {

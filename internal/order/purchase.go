@@ -138,7 +138,7 @@ func (s *Service) plan(p catalogue.Product, in Purchase, rc *Receipt) (plan, err
 	if err != nil {
 		return plan{}, err
 	}
-	if err := p.Stock().Accepts(mode.Take); err != nil {
+	if err := p.Stock().Accepts(mode.Name, mode.Store()); err != nil {
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := refuseFaults(mode, in.Lab); err != nil {
@@ -288,13 +288,9 @@ func purchaseOwner(product, user int64, key string) string {
 // sell takes a unit for t and writes its order, as the plan's mode does;
 // gen is what Repairs.AwaitRepair returned.
 func (s *Service) sell(ctx context.Context, p catalogue.Product, pl plan, lab LabOptions, t stock.Ticket, gen uint64, rc *Receipt) (Order, error) {
-	req := stock.Request{
-		Product: p.Stock(), Ticket: t, Mode: pl.mode.Take, Locker: pl.locker,
-		Lock:         lock.Options{TTL: s.opt.LockTTL, Wait: s.opt.LockWait, Fault: lab.Faults.Lock},
-		GiveBackWait: s.Budget().GiveBackWait(), Hooks: lab.hooks(),
-		Guard: !p.Lab, // a lab product shows what a lease alone allows
-	}
-	return pl.mode.seller.sell(ctx, s, sale{p: p, req: req, lab: lab, gen: gen, retry: pl.retry}, rc)
+	locked := s.locked(pl.locker, lab)
+	req := stock.Request{Product: p.Stock(), Ticket: t, Taker: pl.mode.taker(locked, nil), Hooks: lab.hooks()}
+	return pl.mode.seller.sell(ctx, s, sale{p: p, mode: pl.mode, locked: locked, req: req, lab: lab, gen: gen, retry: pl.retry}, rc)
 }
 
 // takeInRedis takes the unit in Redis, for the modes whose stock is there,
@@ -306,7 +302,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 	tctx, span := telemetry.Start(ctx, "stock.take")
 	taken, err := s.take(tctx, sl.req)
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("seckill.order_id", sl.req.Ticket.Order.String()), attribute.String("seckill.mode", string(sl.req.Mode)),
+		span.SetAttributes(attribute.String("seckill.order_id", sl.req.Ticket.Order.String()), attribute.String("seckill.mode", sl.mode.Name),
 			attribute.Int("seckill.shard", taken.Shard), attribute.Int64("seckill.lock_wait_us", taken.LockWait.Microseconds()))
 		if err != nil {
 			span.SetAttributes(attribute.String("seckill.refusal", err.Error()))

@@ -208,11 +208,11 @@ func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, c
 // and the order's INSERT in one transaction, so that they commit together
 // or not at all. Only the COMMIT's own failure can leave the outcome
 // unknown; a void row settles it.
-func (s *Service) sellInSQL(ctx context.Context, p catalogue.Product, req stock.Request, rc *Receipt) (Order, error) {
+func (s *Service) sellInSQL(ctx context.Context, sl sale, rc *Receipt) (Order, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Budget().Take()+s.Budget().Record())
 	defer cancel()
 	for try := 1; ; try++ {
-		o, err := s.sellInTx(ctx, p, req, rc)
+		o, err := s.sellInTx(ctx, sl, rc)
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || me.Number != mysqlDeadlock || try == maxDeadlocks {
 			return o, err
@@ -228,7 +228,8 @@ const (
 	maxDeadlocks  = 5
 )
 
-func (s *Service) sellInTx(ctx context.Context, p catalogue.Product, req stock.Request, rc *Receipt) (Order, error) {
+func (s *Service) sellInTx(ctx context.Context, sl sale, rc *Receipt) (Order, error) {
+	p, req := sl.p, sl.req
 	// READ COMMITTED, so that a shard found empty is not kept locked while
 	// the purchase falls back to the next: under REPEATABLE READ the
 	// scans' row locks cross and deadlock. The fence against a reset is the
@@ -241,7 +242,7 @@ func (s *Service) sellInTx(ctx context.Context, p catalogue.Product, req stock.R
 	if tx.Error != nil {
 		return Order{}, fmt.Errorf("beginning the purchase's transaction: %w", tx.Error)
 	}
-	req.Tx = tx
+	req.Taker = sl.mode.taker(sl.locked, tx)
 	var held *stock.Held // sqlrmw's lock, held until the COMMIT
 	o, err := func() (Order, error) {
 		taken, err := s.stock.Take(ctx, req)

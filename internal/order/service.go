@@ -28,6 +28,8 @@ var (
 	// ErrLabOnly: a purchase asked for a lab option (another lock or mode,
 	// a hold, a fault) on a product that is not a lab product.
 	ErrLabOnly = errors.New("order: lab option on a product that is not a lab product")
+	// ErrUnknownMode: no mode of the table has the name asked for.
+	ErrUnknownMode = errors.New("order: unknown mode")
 	// ErrRebuilding: Redis lost the product's stock and it is being rebuilt
 	// from the orders; nothing was sold, try again shortly.
 	ErrRebuilding = errors.New("order: stock being rebuilt")

@@ -281,7 +281,7 @@ func (c *Consumer) batchSpan(ctx context.Context, qs []stock.QueuedOrder) (conte
 		return []attribute.KeyValue{attribute.String("seckill.order_id", qs[i].Order.String())}
 	})
 	span.SetAttributes(attribute.String("seckill.consumer", c.name), attribute.Int("seckill.batch_size", len(qs)),
-		attribute.String("seckill.mode", string(qs[0].Mode)))
+		attribute.String("seckill.mode", qs[0].Mode))
 	return ctx, span
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/idgen"
 	"seckill/internal/stock"
 )
@@ -49,7 +50,7 @@ func parseMessage(body []byte) (stock.QueuedOrder, error) {
 		return stock.QueuedOrder{}, fmt.Errorf("malformed order message %q", body)
 	}
 	q := stock.QueuedOrder{Layout: stock.Layout{ID: m.Product, Epoch: m.Epoch}, Shard: m.Shard, Order: id, Sale: m.Sale,
-		User: m.User, Key: m.Key, At: time.UnixMilli(m.At), Mode: stock.MQ}
+		User: m.User, Key: m.Key, At: time.UnixMilli(m.At), Mode: api.ModeMQ}
 	if m.Due > 0 {
 		d := time.UnixMilli(m.Due)
 		q.Due = &d

@@ -26,7 +26,7 @@ func TestStreamsIdleOnCluster(t *testing.T) {
 	const shards = clusterShards
 	// One unit per shard: a take on each, so one stream each.
 	for i := range shards {
-		if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+		if _, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 			Ticket: stock.Ticket{User: int64(i + 1), Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestStreamsIdleOnCluster(t *testing.T) {
 		}
 		time.Sleep(rand.N(time.Second)) // decorrelation, not a condition awaited
 		start := time.Now()
-		if _, err := s.Take(ctx, stock.Request{Product: q, Mode: stock.Async,
+		if _, err := s.Take(ctx, stock.Request{Product: q, Taker: stock.Async{},
 			Ticket: stock.Ticket{User: 1, Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestStreamsReadsPerOrderOnCluster(t *testing.T) {
 	const shards = clusterShards
 	var user atomic.Int64
 	take := func() {
-		if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+		if _, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 			Ticket: stock.Ticket{User: user.Add(1), Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}}); err != nil {
 			t.Error(err)
 		}

@@ -290,8 +290,8 @@ func (pr *passRun) settle(ctx context.Context, candidates []stock.Entry) error {
 		// Void now, or the live order of a take on another shard: this
 		// take's unit is in no order.
 		req := stock.Request{Product: p.Stock(), Ticket: stock.Ticket{User: e.User, Order: e.Order, Key: e.Key},
-			Mode: order.ModeOf(p).Take, Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
-			GiveBackWait: rec.orders.Budget().GiveBackWait(), Guard: !p.Lab}
+			Taker: order.ModeOf(p).Taker(stock.Locked{Locker: pr.locker, Lock: lock.Options{TTL: rec.opt.LockTTL},
+				GiveBackWait: rec.orders.Budget().GiveBackWait()})}
 		back, err := rec.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
 		if err != nil {
 			return err

@@ -104,7 +104,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	// A process took a unit for buyer 2 and died before its INSERT.
 	store := stock.NewStore(f.RDB, f.DB)
 	sp := stock.Product{Layout: stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}, Where: stock.InRedis, Fallback: true}
-	if _, err := store.Take(t.Context(), stock.Request{Product: sp, Mode: stock.Lua,
+	if _, err := store.Take(t.Context(), stock.Request{Product: sp, Taker: stock.Lua{},
 		Ticket: stock.Ticket{User: 2, Order: 123456789, Key: "died"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestScheduledPassMissesNoStrandedTake(t *testing.T) {
 		// A process took a unit for buyer 4 and died before its INSERT.
 		store := stock.NewStore(f.RDB, f.DB)
 		sp := stock.Product{Layout: stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}, Where: stock.InRedis, Fallback: true}
-		if _, err := store.Take(t.Context(), stock.Request{Product: sp, Mode: stock.Lua,
+		if _, err := store.Take(t.Context(), stock.Request{Product: sp, Taker: stock.Lua{},
 			Ticket: stock.Ticket{User: 4, Order: 123456789, Key: "died"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -35,8 +35,8 @@ func (rec *Reconciler) restoreForgotten(ctx context.Context, p catalogue.Product
 	if err != nil {
 		return r, fmt.Errorf("reading the live orders of product %d: %w", p.ID, err)
 	}
-	req := stock.Request{Product: p.Stock(), Mode: order.ModeOf(p).Take, Locker: locker,
-		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.orders.Budget().GiveBackWait(), Guard: !p.Lab}
+	req := stock.Request{Product: p.Stock(), Taker: order.ModeOf(p).Taker(stock.Locked{Locker: locker,
+		Lock: lock.Options{TTL: rec.opt.LockTTL}, GiveBackWait: rec.orders.Budget().GiveBackWait()})}
 	var restored []stock.Entry
 	for _, o := range rows {
 		if recorded[o.ID] {

@@ -34,7 +34,7 @@ func TestAsyncTakeQueuesTheOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Del(ctx, "ids:asynctest:"+id.Time().UTC().Format("2006:01:02")) })
-	taken, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+	taken, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 		Ticket: stock.Ticket{User: 42, Order: id, Key: "k-42"}})
 	if err != nil {
 		t.Fatal(err)

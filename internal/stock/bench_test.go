@@ -12,7 +12,7 @@ import (
 	"seckill/internal/testkit/testenv"
 )
 
-// BenchmarkRMWGuard is the cost of the guarded rmw write (Request.Guard)
+// BenchmarkRMWGuard is the cost of the guarded rmw write (Product.Guarded)
 // against the unchecked one, in one run: under token, the write script's
 // GET of the lock key; under none, the token drawn at the read (a script
 // instead of a GET). Each iteration is one take of each, for one buyer, on
@@ -37,13 +37,13 @@ func BenchmarkRMWGuard(b *testing.B) {
 			ctx := context.Background()
 			var reqs [2]stock.Request
 			for i, guard := range []bool{false, true} {
-				p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(b), Shards: 1, Epoch: 1}, Where: stock.InRedis}
+				p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(b), Shards: 1, Epoch: 1}, Where: stock.InRedis, Guarded: guard}
 				const units = 1 << 30
 				if err := s.LayOut(ctx, p, []int{units}, units); err != nil {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { s.Drop(context.Background(), p.Layout) })
-				reqs[i] = stock.Request{Product: p, Mode: stock.RMW, Locker: l, Guard: guard}
+				reqs[i] = stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: l}}}
 			}
 			var spent [2]time.Duration
 			user := int64(0)

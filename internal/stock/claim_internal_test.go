@@ -54,12 +54,12 @@ func TestClaimRetries(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond) // the first attempt's claim time is now past the window
-		_, err := s.Take(ctx, Request{Product: p, Mode: Lua, Ticket: Ticket{User: user, Order: idgen.ID(2001), Key: "kB"}})
+		_, err := s.Take(ctx, Request{Product: p, Taker: Lua{}, Ticket: Ticket{User: user, Order: idgen.ID(2001), Key: "kB"}})
 		if err == nil {
 			t.Error("another purchase took while the retry's take ran")
 		}
 		st := s.state(p.ID)
-		_, _ = s.takeAny(ctx, Request{Product: p, Mode: Lua, Ticket: retry}, st, st.flag.Load())
+		_, _ = s.takeAny(ctx, Request{Product: p, Taker: Lua{}, Ticket: retry}, st, st.flag.Load())
 		oneTake(t, p)
 	})
 
@@ -67,7 +67,7 @@ func TestClaimRetries(t *testing.T) {
 		p := claimProduct(t, c, s, 8_000_000, 2)
 		const user = 43
 		c.Client.Set(ctx, p.BuyerKey(user), claimOf(Ticket{User: user, Order: idgen.ID(1001), Key: "kA"}, time.Now()), 0)
-		r := Request{Product: p, Mode: Lua, Ticket: Ticket{User: user, Order: idgen.ID(1002), Key: "kA"}}
+		r := Request{Product: p, Taker: Lua{}, Ticket: Ticket{User: user, Order: idgen.ID(1002), Key: "kA"}}
 		tk, err := s.Take(ctx, r)
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +75,7 @@ func TestClaimRetries(t *testing.T) {
 		if back, err := s.GiveBack(ctx, r, tk); err != nil || !back {
 			t.Fatal(back, err)
 		}
-		_, err = s.Take(ctx, Request{Product: p, Mode: Lua, Ticket: Ticket{User: user, Order: idgen.ID(3001), Key: "kC"}})
+		_, err = s.Take(ctx, Request{Product: p, Taker: Lua{}, Ticket: Ticket{User: user, Order: idgen.ID(3001), Key: "kC"}})
 		if err != nil {
 			t.Errorf("a purchase after the give-back: %v, want a take", err)
 		}
@@ -87,7 +87,7 @@ func TestClaimRetries(t *testing.T) {
 	t.Run("SettleBuyers from an old ledger leaves a retry's claim", func(t *testing.T) {
 		p := claimProduct(t, c, s, 9_000_000, 3)
 		const user = 44
-		first := Request{Product: p, Mode: Lua, Ticket: Ticket{User: user, Order: idgen.ID(1001), Key: "k"}}
+		first := Request{Product: p, Taker: Lua{}, Ticket: Ticket{User: user, Order: idgen.ID(1001), Key: "k"}}
 		tk, err := s.Take(ctx, first)
 		if err != nil {
 			t.Fatal(err)
@@ -107,10 +107,10 @@ func TestClaimRetries(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := s.state(p.ID)
-		if _, err := s.takeAny(ctx, Request{Product: p, Mode: Lua, Ticket: retry}, st, st.flag.Load()); err != nil {
+		if _, err := s.takeAny(ctx, Request{Product: p, Taker: Lua{}, Ticket: retry}, st, st.flag.Load()); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = s.Take(ctx, Request{Product: p, Mode: Lua, Ticket: Ticket{User: user, Order: idgen.ID(2001), Key: "kB"}})
+		_, _ = s.Take(ctx, Request{Product: p, Taker: Lua{}, Ticket: Ticket{User: user, Order: idgen.ID(2001), Key: "kB"}})
 		oneTake(t, p)
 	})
 }

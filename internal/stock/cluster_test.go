@@ -77,12 +77,15 @@ func TestClusterTakes(t *testing.T) {
 	c := testkit.NewRedisCluster(t)
 	_, db, _ := testenv.Local(t)
 	s := stock.NewStore(c.Client, db)
-	for _, mode := range []stock.Mode{stock.Lua, stock.RMW, stock.Async} {
-		t.Run(string(mode), func(t *testing.T) {
+	rmw := stock.RMW{Locked: stock.Locked{Locker: lock.NewToken(c.Client), Lock: lock.Options{TTL: 5e9, Wait: 10e9}}}
+	for _, mode := range []struct {
+		name  string
+		taker stock.Taker
+	}{{"lua", stock.Lua{}}, {"rmw", rmw}, {"async", stock.Async{}}} {
+		t.Run(mode.name, func(t *testing.T) {
 			ctx := t.Context()
 			req := func(p stock.Product, user int64, key string) stock.Request {
-				return stock.Request{Product: p, Mode: mode, Locker: lock.NewToken(c.Client),
-					Lock:   lock.Options{TTL: 5e9, Wait: 10e9},
+				return stock.Request{Product: p, Taker: mode.taker,
 					Ticket: stock.Ticket{User: user, Order: idgen.ID(rand.Int64N(1 << 50)), Key: key}}
 			}
 			run := func(n int, r func(i int) stock.Request) (taken []stock.Taken, errs []error) {
@@ -197,7 +200,7 @@ func TestSettleBuyers(t *testing.T) {
 	}
 	var taken [3]stock.Taken
 	for u := range taken {
-		tk, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Lua, Ticket: stock.Ticket{User: int64(u + 1), Order: idgen.ID(100 + u), Key: "k" + strconv.Itoa(u)}})
+		tk, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Lua{}, Ticket: stock.Ticket{User: int64(u + 1), Order: idgen.ID(100 + u), Key: "k" + strconv.Itoa(u)}})
 		if err != nil {
 			t.Fatal(err)
 		}

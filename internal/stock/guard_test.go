@@ -22,7 +22,7 @@ import (
 // it (its key deleted, as the lease's expiry would; its MySQL session
 // killed; on the local lock, another process's mutex, which never excluded
 // A), and B takes a unit under it. On a product sold to the public
-// (Request.Guard) A's write is refused and the store holds exactly what was
+// (Product.Guarded) A's write is refused and the store holds exactly what was
 // sold, under every lock; on a lab product A writes the stock it read
 // before B, and one unit is sold twice, unless the lock's own fencing token
 // refuses it (fenced, etcd).
@@ -147,7 +147,7 @@ func killSessions(t *testing.T, admin, db *sql.DB) {
 func (g *guardCase) run(t *testing.T, lab bool) {
 	ctx := t.Context()
 	const units = 5
-	p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(t), Shards: 1, Epoch: 1}, Where: stock.InRedis}
+	p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(t), Shards: 1, Epoch: 1}, Where: stock.InRedis, Guarded: !lab}
 	if err := g.s.LayOut(ctx, p, []int{units}, units); err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +156,11 @@ func (g *guardCase) run(t *testing.T, lab bool) {
 	// lease (and the watchdog's renewal does not run before A writes).
 	opt := lock.Options{TTL: 10 * time.Second}
 	var errB error
-	a := stock.Request{Product: p, Ticket: ticket(1), Mode: stock.RMW, Locker: g.a, Lock: opt, Guard: !lab}
+	a := stock.Request{Product: p, Ticket: ticket(1), Taker: stock.RMW{Locked: stock.Locked{Locker: g.a, Lock: opt}}}
 	a.Hooks = &stock.Hooks{Inside: func(context.Context) error {
 		g.steal(t, p.LockKey(0))
-		b := stock.Request{Product: p, Ticket: ticket(2), Mode: stock.RMW, Locker: g.b,
-			Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}, Guard: !lab}
+		b := stock.Request{Product: p, Ticket: ticket(2), Taker: stock.RMW{Locked: stock.Locked{Locker: g.b,
+			Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}}}}
 		_, errB = g.s.Take(ctx, b)
 		return nil
 	}}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/idgen"
 )
 
@@ -42,9 +43,10 @@ type QueuedOrder struct {
 	At     time.Time  // when it was taken, to the millisecond
 	Due    *time.Time // when its payment window ends, if its product has one
 	Fields map[string]any
-	// Mode is the mode that took it: Async, or MQ for an order that came
-	// through the broker (then Stream and MsgID are empty).
-	Mode Mode
+	// Mode is the name of the mode that took it: api.ModeAsync, or
+	// api.ModeMQ for an order that came through the broker (then Stream and
+	// MsgID are empty).
+	Mode string
 	// Trace is the W3C traceparent of the purchase's span that queued it
 	// (the stream entry's field "trace", the message's header
 	// "traceparent"); "" when the purchase was not traced.
@@ -72,7 +74,7 @@ func parseStream(key string) (Layout, int, error) {
 // parseQueued reads one stream entry. A malformed entry is returned with
 // the error, so that it can go to the dead letters.
 func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
-	q := QueuedOrder{Stream: stream, MsgID: m.ID, Fields: m.Values, Mode: Async}
+	q := QueuedOrder{Stream: stream, MsgID: m.ID, Fields: m.Values, Mode: api.ModeAsync}
 	l, shard, err := parseStream(stream)
 	if err != nil {
 		return q, err

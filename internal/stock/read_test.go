@@ -54,7 +54,7 @@ func blockingCluster(t *testing.T) (*redis.ClusterClient, *stock.Store, stock.Pr
 }
 
 func asyncTake(ctx context.Context, s *stock.Store, p stock.Product, user int64) (stock.Taken, error) {
-	return s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+	return s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 		Ticket: stock.Ticket{User: user, Order: idgen.ID(1 + rand.Int64N(1<<50)), Key: "k"}})
 }
 

@@ -30,7 +30,7 @@ func TestRegistryKeepsAStreamOpenedDuringAClose(t *testing.T) {
 	stream := p.StreamKey(0)
 	take := func(user int64) {
 		t.Helper()
-		_, err := s.Take(ctx, Request{Product: p, Mode: Async, Ticket: Ticket{User: user, Order: idgen.ID(1000 + user), Key: "k"}})
+		_, err := s.Take(ctx, Request{Product: p, Taker: Async{}, Ticket: Ticket{User: user, Order: idgen.ID(1000 + user), Key: "k"}})
 		if err != nil {
 			t.Fatalf("buyer %d: %v", user, err)
 		}

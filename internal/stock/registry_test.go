@@ -102,7 +102,7 @@ func TestAsyncTakeOnAClusterIsOneScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	buy := func(user int64, key string) (stock.Taken, error) {
-		return s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+		return s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 			Ticket: stock.Ticket{User: user, Order: idgen.ID(rand.Int64N(1 << 50)), Key: key}})
 	}
 	take := func(user int64) {
@@ -185,7 +185,7 @@ func TestDrainedStreamsLeaveTheRegistry(t *testing.T) {
 			take := func(user int64) idgen.ID {
 				t.Helper()
 				id := idgen.ID(1<<53 + rand.Int64N(1<<50))
-				if _, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+				if _, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 					Ticket: stock.Ticket{User: user, Order: id, Key: "k"}}); err != nil {
 					t.Fatalf("buyer %d: %v", user, err)
 				}
@@ -313,7 +313,7 @@ func TestNoOrderLeftOutsideTheRegistry(t *testing.T) {
 				<-gate
 				id := idgen.ID(1<<53 + rand.Int64N(1<<50))
 				user := int64(w*buyers + b + 1)
-				_, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async, Ticket: stock.Ticket{User: user, Order: id, Key: "k"}})
+				_, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{}, Ticket: stock.Ticket{User: user, Order: id, Key: "k"}})
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -421,7 +421,7 @@ func TestLostEnrolmentsAreFound(t *testing.T) {
 	}
 	var taken []stock.Entry
 	for user := range int64(2) { // two shards; the third's stream is never opened
-		tk, err := s.Take(ctx, stock.Request{Product: p, Mode: stock.Async,
+		tk, err := s.Take(ctx, stock.Request{Product: p, Taker: stock.Async{},
 			Ticket: stock.Ticket{User: user + 1, Order: idgen.ID(1<<53 + rand.Int64N(1<<50)), Key: "k"}})
 		if err != nil {
 			t.Fatal(err)

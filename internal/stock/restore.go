@@ -39,7 +39,7 @@ const (
 // out of the stock, in one atomic step: once, however often it runs. On
 // one Redis the buyer's key is written too unless it holds something; on a
 // cluster the caller settles the buyer keys after (SettleBuyers). With a
-// Locker (the rmw mode) it changes the stock under the shard's lock, as a
+// write lock (the rmw mode's taker) it changes the stock under the shard's lock, as a
 // give-back does.
 func (s *Store) Restore(ctx context.Context, r Request, e Entry) (Restoration, error) {
 	p := r.Product
@@ -50,7 +50,7 @@ func (s *Store) Restore(ctx context.Context, r Request, e Entry) (Restoration, e
 	defer release()
 	// Guarded without a token: move the fence on, as GiveBack does.
 	drawn := 0
-	if r.Guard && token == 0 {
+	if p.Guarded && token == 0 {
 		drawn = 1
 	}
 	keys := append([]string{p.StockKey(e.Shard), p.FenceKey(e.Shard), p.LedgerKey(e.Shard), p.RepairKey(e.Shard)},

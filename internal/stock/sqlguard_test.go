@@ -71,7 +71,7 @@ func sqlGuardCase(t *testing.T, cfg app.Config, iso sql.IsolationLevel, lab bool
 	db, mysql := a.DB(), a.DB().Dialector.Name() == "mysql"
 	s := stock.NewStore(a.Redis(), db)
 	const units = 5
-	p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(t), Shards: 1, Epoch: 1}, Where: stock.InSQL}
+	p := stock.Product{Layout: stock.Layout{ID: testenv.ProductID(t), Shards: 1, Epoch: 1}, Where: stock.InSQL, Guarded: !lab}
 	if err := stock.LayOutSQL(db, p, []int{units}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func sqlGuardCase(t *testing.T, cfg app.Config, iso sql.IsolationLevel, lab bool
 	txA := begin()
 	defer txA.Rollback()
 	const inside = 2 // B and C
-	reqA := stock.Request{Product: p, Ticket: ticket(1), Mode: stock.SQLRMW, Locker: locker, Lock: opt, Tx: txA, Guard: !lab}
+	reqA := stock.Request{Product: p, Ticket: ticket(1), Taker: stock.SQLRMW{Tx: txA, Locked: stock.Locked{Locker: locker, Lock: opt}}}
 	reqA.Hooks = &stock.Hooks{Inside: func(context.Context) error {
 		if err := a.Redis().Del(ctx, p.LockKey(0)).Err(); err != nil { // A's lease expired
 			t.Fatal(err)
@@ -114,8 +114,8 @@ func sqlGuardCase(t *testing.T, cfg app.Config, iso sql.IsolationLevel, lab bool
 			if mysql {
 				txB = begin()
 			}
-			reqB := stock.Request{Product: p, Ticket: ticket(user), Mode: stock.SQLRMW, Locker: locker,
-				Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}, Tx: txB, Guard: !lab}
+			reqB := stock.Request{Product: p, Ticket: ticket(user), Taker: stock.SQLRMW{Tx: txB, Locked: stock.Locked{Locker: locker,
+				Lock: lock.Options{TTL: opt.TTL, Wait: 5 * time.Second}}}}
 			takenB, errB := s.Take(ctx, reqB)
 			if mysql {
 				if errB == nil {

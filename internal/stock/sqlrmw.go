@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
+
 	"seckill/internal/lock"
 )
 
-// sqlReadModifyWrite is the sqlrmw mode: under the shard's lock, in the
-// order's transaction, SELECT the shard's stock, then UPDATE it to the value
+// SQLRMW is the sqlrmw mode's take: under the shard's lock, in the order's
+// transaction, SELECT the shard's stock, then UPDATE it to the value
 // read minus one. The UPDATE's value is absolute, as rmw's SET is: only the
 // lock stands between two holders that read the same value (on a guarded
 // request the UPDATE also requires the value read), and it must be
@@ -18,12 +20,27 @@ import (
 // whatever another transaction has written and not committed. So on a take
 // the lock stays held: Taken.Held, which the caller releases after its
 // COMMIT. An empty shard's lock is released here.
-func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (taken bool, err error) {
-	if r.Tx == nil {
+type SQLRMW struct {
+	// Tx is the order's transaction.
+	Tx *gorm.DB
+	Locked
+}
+
+var _ Taker = SQLRMW{}
+
+// Where is SQL.
+func (SQLRMW) Where() Where { return InSQL }
+
+// writeLock is none: a unit in SQL goes back with the transaction's
+// rollback, and nothing else writes a shard's row.
+func (SQLRMW) writeLock() *Locked { return nil }
+
+func (m SQLRMW) takeShard(ctx context.Context, s *Store, r Request, t *Taken) (taken bool, err error) {
+	if m.Tx == nil {
 		return false, errors.New("stock: the sqlrmw mode takes in the order's transaction, and none was given")
 	}
 	p := r.Product
-	lease, err := s.acquire(ctx, r, t)
+	lease, err := s.acquire(ctx, r, m.Locked, t)
 	if err != nil {
 		return false, err
 	}
@@ -44,7 +61,7 @@ func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (ta
 	}()
 	t.Token = lease.Token()
 	var n int
-	row := r.Tx.WithContext(ctx).Raw("SELECT stock FROM product_shards WHERE product_id = ? AND shard = ?", p.ID, t.Shard).Row()
+	row := m.Tx.WithContext(ctx).Raw("SELECT stock FROM product_shards WHERE product_id = ? AND shard = ?", p.ID, t.Shard).Row()
 	if err := row.Scan(&n); err != nil {
 		return false, fmt.Errorf("reading SQL shard %d of product %d: %w", t.Shard, p.ID, err)
 	}
@@ -63,14 +80,14 @@ func (s *Store) sqlReadModifyWrite(ctx context.Context, r Request, t *Taken) (ta
 	// Lab products keep the unconditional write, the lesson of
 	// release_before_commit and of a lock that excludes nobody.
 	update, args := "UPDATE product_shards SET stock = ? WHERE product_id = ? AND shard = ?", []any{n - 1, p.ID, t.Shard}
-	if r.Guard {
+	if p.Guarded {
 		update, args = update+" AND stock = ?", append(args, n)
 	}
-	res := r.Tx.WithContext(ctx).Exec(update, args...)
+	res := m.Tx.WithContext(ctx).Exec(update, args...)
 	if res.Error != nil {
 		return false, fmt.Errorf("writing SQL shard %d of product %d: %w", t.Shard, p.ID, res.Error)
 	}
-	if r.Guard && res.RowsAffected == 0 {
+	if p.Guarded && res.RowsAffected == 0 {
 		return false, fmt.Errorf("%w: SQL shard %d of product %d: another holder wrote its stock after this purchase read %d", ErrLeaseLost, t.Shard, p.ID, n)
 	}
 	return true, nil

@@ -42,28 +42,6 @@ import (
 	"seckill/internal/api"
 )
 
-// Mode is a way to take one unit.
-type Mode string
-
-// The modes, by their user-facing names (the API's).
-const (
-	RMW Mode = api.ModeRMW
-	Lua Mode = api.ModeLua
-	DB  Mode = api.ModeDB
-	// SQLRMW is the read-modify-write of stock in SQL under a lock: see
-	// sqlrmw.go.
-	SQLRMW Mode = api.ModeSQLRMW
-	// Async is Lua's take that also queues the order (async.lua); a
-	// consumer writes it (internal/order's Consumer).
-	Async Mode = api.ModeAsync
-	// MQ is Lua's take, recorded in the ledger as such; internal/order then
-	// publishes the order to RabbitMQ, outside the take's atomic step.
-	MQ Mode = api.ModeMQ
-)
-
-// Modes lists the modes in teaching order.
-func Modes() []Mode { return []Mode{RMW, Lua, DB, SQLRMW, Async, MQ} }
-
 // Where says which store holds a product's stock.
 type Where string
 
@@ -73,23 +51,15 @@ const (
 	InSQL   Where = "sql"
 )
 
-// Store is where m takes its units from.
-func (m Mode) Store() Where {
-	if m == DB || m == SQLRMW {
-		return InSQL
-	}
-	return InRedis
-}
-
 // Outcomes a caller branches on.
 var (
 	ErrSoldOut = errors.New("stock: sold out")
 	// ErrAlreadyBought: the buyer took a unit of this product already. The
 	// error is a *TakenBefore that carries that take's record.
 	ErrAlreadyBought = errors.New("stock: already bought")
-	ErrUnknownMode   = errors.New("stock: unknown mode")
-	// ErrWrongStore: the request's mode takes from a store that does not hold
-	// this product's stock (db on a Redis product, or rmw/lua on an SQL one).
+	// ErrWrongStore: the request's taker takes from a store that does not
+	// hold this product's stock (db on a Redis product, or rmw/lua on an SQL
+	// one).
 	ErrWrongStore = errors.New("stock: mode does not match the product's store")
 	// ErrLockTimeout: the shard's lock was not obtained within the wait.
 	ErrLockTimeout = errors.New("stock: lock not obtained in time")

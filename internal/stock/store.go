@@ -45,16 +45,23 @@ type Product struct {
 	// Replicated: a take in Redis returns once a replica has it, or with
 	// ErrNotReplicated (see awaitReplica).
 	Replicated bool
+	// Guarded: a read-modify-write (RMW, SQLRMW) refuses to write for a
+	// holder whose lock is no longer its own, and a give-back or restore
+	// without a token moves the fence on for a holder that drew one at its
+	// read. Products sold to the public are guarded; lab products are not,
+	// so that a holder paused past its lease shows what a lease alone
+	// allows. A lease with a fencing token of its own is fenced either way.
+	Guarded bool
 }
 
-// Accepts returns ErrWrongStore, explained, unless m takes its units from
-// the store that holds p's stock.
-func (p Product) Accepts(m Mode) error {
-	if m.Store() == p.Where {
+// Accepts returns ErrWrongStore, explained, unless the mode named takes its
+// units from w, the store that holds p's stock.
+func (p Product) Accepts(mode string, w Where) error {
+	if w == p.Where {
 		return nil
 	}
 	return fmt.Errorf("%w: product %d keeps its stock in %s; mode %s takes from %s (reset the product with that mode)",
-		ErrWrongStore, p.ID, p.Where, m, m.Store())
+		ErrWrongStore, p.ID, p.Where, mode, w)
 }
 
 // Store takes units of stock. It keeps, per product and per process, the

@@ -3,6 +3,7 @@ package stock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -52,12 +53,12 @@ func (f *fixture) layOut(p stock.Product, levels ...int) {
 // take takes a unit for user, in a transaction of its own for the db mode.
 func (f *fixture) take(r stock.Request, user int64) (stock.Taken, error) {
 	r.Ticket = ticket(user)
-	if r.Mode.Store() != stock.InSQL {
+	if r.Taker.Where() != stock.InSQL {
 		return f.s.Take(f.t.Context(), r)
 	}
 	var taken stock.Taken
 	err := f.db.Transaction(func(tx *gorm.DB) error {
-		r.Tx = tx
+		r.Taker = inTx(r.Taker, tx)
 		var err error
 		taken, err = f.s.Take(f.t.Context(), r)
 		return err
@@ -67,6 +68,35 @@ func (f *fixture) take(r stock.Request, user int64) (stock.Taken, error) {
 		f.t.Fatal(rerr)
 	}
 	return taken, err
+}
+
+// inTx is tk taking in tx, for the takers that take in SQL.
+func inTx(tk stock.Taker, tx *gorm.DB) stock.Taker {
+	switch tk := tk.(type) {
+	case stock.DB:
+		tk.Tx = tx
+		return tk
+	case stock.SQLRMW:
+		tk.Tx = tx
+		return tk
+	}
+	return tk
+}
+
+// takers are every taker, named by the sale mode that uses it, the locked
+// ones under a lock of this process.
+func takers() []struct {
+	name  string
+	taker stock.Taker
+} {
+	locked := stock.Locked{Locker: lock.NewLocal()}
+	return []struct {
+		name  string
+		taker stock.Taker
+	}{
+		{"rmw", stock.RMW{Locked: locked}}, {"lua", stock.Lua{}}, {"db", stock.DB{}},
+		{"sqlrmw", stock.SQLRMW{Locked: locked}}, {"async", stock.Async{}}, {"mq", stock.Lua{Published: true}},
+	}
 }
 
 func ticket(user int64) stock.Ticket {
@@ -117,12 +147,12 @@ func TestKeys(t *testing.T) {
 }
 
 func TestTakeEveryUnitThenSoldOut(t *testing.T) {
-	for _, mode := range stock.Modes() {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, tk := range takers() {
+		t.Run(tk.name, func(t *testing.T) {
 			f := newFixture(t)
-			p := product(5, mode.Store())
+			p := product(5, tk.taker.Where())
 			f.layOut(p, stock.Split(7, 5)...)
-			r := stock.Request{Product: p, Mode: mode, Locker: lock.NewLocal()}
+			r := stock.Request{Product: p, Taker: tk.taker}
 			var last stock.Taken
 			for u := int64(1); u <= 7; u++ {
 				tk, err := f.take(r, u)
@@ -140,7 +170,7 @@ func TestTakeEveryUnitThenSoldOut(t *testing.T) {
 			if diff := cmp.Diff([]int{0, 0, 0, 0, 0}, f.levels(p)); diff != "" {
 				t.Errorf("levels after selling out (-want +got):\n%s", diff)
 			}
-			if mode.Store() == stock.InSQL {
+			if tk.taker.Where() == stock.InSQL {
 				return // its takes roll back with their transaction: nothing to give back
 			}
 			// A unit given back is in its shard again and can be sold.
@@ -169,7 +199,7 @@ func TestWithoutFallbackOnlyThePickedShard(t *testing.T) {
 	f.layOut(p, 1, 0) // shard 0 holds the only unit
 	var soldOut int
 	for u := int64(1); u <= 2; u++ {
-		_, err := f.take(stock.Request{Product: p, Mode: stock.Lua}, u)
+		_, err := f.take(stock.Request{Product: p, Taker: stock.Lua{}}, u)
 		if errors.Is(err, stock.ErrSoldOut) {
 			soldOut++
 		} else if err != nil {
@@ -185,12 +215,12 @@ func TestWithoutFallbackOnlyThePickedShard(t *testing.T) {
 // takes nothing and returns the record of the first, whichever shard it
 // tries; the record names the first take's order, key and shard.
 func TestSecondTakeReturnsTheFirst(t *testing.T) {
-	for _, mode := range []stock.Mode{stock.Lua, stock.RMW} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, tk := range []stock.Taker{stock.Lua{}, stock.RMW{Locked: stock.Locked{Locker: lock.NewLocal()}}} {
+		t.Run(fmt.Sprintf("%T", tk), func(t *testing.T) {
 			f := newFixture(t)
 			p := product(3, stock.InRedis)
 			f.layOut(p, 5, 5, 5)
-			r := stock.Request{Product: p, Mode: mode, Locker: lock.NewLocal()}
+			r := stock.Request{Product: p, Taker: tk}
 			first, err := f.take(r, 9)
 			if err != nil {
 				t.Fatal(err)
@@ -227,7 +257,7 @@ func TestGiveBackIsIdempotent(t *testing.T) {
 	f := newFixture(t)
 	p := product(1, stock.InRedis)
 	f.layOut(p, 3)
-	r := stock.Request{Product: p, Mode: stock.Lua}
+	r := stock.Request{Product: p, Taker: stock.Lua{}}
 	tk, err := f.take(r, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +287,7 @@ func TestLedgerAndDrop(t *testing.T) {
 	f := newFixture(t)
 	p := product(2, stock.InRedis)
 	f.layOut(p, 2, 2)
-	r := stock.Request{Product: p, Mode: stock.Lua}
+	r := stock.Request{Product: p, Taker: stock.Lua{}}
 	for u := int64(1); u <= 3; u++ {
 		if _, err := f.take(r, u); err != nil {
 			t.Fatal(err)
@@ -302,7 +332,7 @@ func TestModeMustMatchTheStore(t *testing.T) {
 	f := newFixture(t)
 	p := product(1, stock.InRedis)
 	f.layOut(p, 1)
-	if _, err := f.take(stock.Request{Product: p, Mode: stock.DB}, 1); !errors.Is(err, stock.ErrWrongStore) {
+	if _, err := f.take(stock.Request{Product: p, Taker: stock.DB{}}, 1); !errors.Is(err, stock.ErrWrongStore) {
 		t.Errorf("db mode on a Redis product: %v, want ErrWrongStore", err)
 	}
 }
@@ -317,7 +347,7 @@ func TestHeldLockTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Release(context.Background())
-	_, err = f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: locker}, 1)
+	_, err = f.take(stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: locker}}}, 1)
 	if !errors.Is(err, stock.ErrLockTimeout) {
 		t.Errorf("taking under a held lock with no wait: %v, want ErrLockTimeout", err)
 	}
@@ -347,7 +377,7 @@ func TestReleaseErrorAfterTheWriteKeepsTheUnitTaken(t *testing.T) {
 	f := newFixture(t)
 	p := product(1, stock.InRedis)
 	f.layOut(p, 5)
-	tk, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: failingRelease{lock.NewLocal()}}, 1)
+	tk, err := f.take(stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: failingRelease{lock.NewLocal()}}}}, 1)
 	if err != nil {
 		t.Fatalf("take with a failing release: %v, want the unit taken", err)
 	}
@@ -370,7 +400,7 @@ func TestFencedStaleHolderIsRefused(t *testing.T) {
 	opt := lock.Options{TTL: 100 * time.Millisecond, Wait: 5 * time.Second}
 	stale := make(chan error, 1)
 	go func() {
-		_, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Lock: opt, Hooks: holding(time.Second)}, 1)
+		_, err := f.take(stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: fenced, Lock: opt}}, Hooks: holding(time.Second)}, 1)
 		stale <- err
 	}()
 	// The first holder has read and is paused in its hold; its lease runs
@@ -384,7 +414,7 @@ func TestFencedStaleHolderIsRefused(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	f.mr.FastForward(200 * time.Millisecond)
-	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: fenced, Lock: opt}, 2); err != nil {
+	if _, err := f.take(stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: fenced, Lock: opt}}}, 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-stale; !errors.Is(err, stock.ErrLeaseLost) {
@@ -424,7 +454,7 @@ func TestSoldOutFlagDoesNotHideAUnitGivenBackMidScan(t *testing.T) {
 	p := product(2, stock.InRedis)
 	f.layOut(p, 1, 0)
 	// The first take starts at shard 1 (empty) and falls back to shard 0.
-	r := stock.Request{Product: p, Mode: stock.Lua}
+	r := stock.Request{Product: p, Taker: stock.Lua{}}
 	taken, err := f.take(r, 99)
 	if err != nil || taken.Shard != 0 {
 		t.Fatalf("the first take: shard %d, %v", taken.Shard, err)
@@ -433,13 +463,13 @@ func TestSoldOutFlagDoesNotHideAUnitGivenBackMidScan(t *testing.T) {
 	locker := &giveBackDuring{Locker: lock.NewLocal(), store: f.s, req: r, taken: taken}
 	// The next starts at shard 0, then moves on to shard 1; the unit reaches
 	// shard 0 in between.
-	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: locker}, 1); !errors.Is(err, stock.ErrSoldOut) {
+	if _, err := f.take(stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: locker}}}, 1); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("the scan: %v, want ErrSoldOut (both shards were empty when read)", err)
 	}
 	if f.s.Flags().SoldOut(p.ID) {
 		t.Fatal("the flag is set although a unit came back during the scan")
 	}
-	if _, err := f.take(stock.Request{Product: p, Mode: stock.RMW, Locker: lock.NewLocal()}, 2); err != nil {
+	if _, err := f.take(stock.Request{Product: p, Taker: stock.RMW{Locked: stock.Locked{Locker: lock.NewLocal()}}}, 2); err != nil {
 		t.Errorf("the unit given back cannot be bought: %v", err)
 	}
 }

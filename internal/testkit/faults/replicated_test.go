@@ -338,7 +338,7 @@ func BenchmarkReplicatedTake(b *testing.B) {
 				for pb.Next() {
 					u := users.Add(1)
 					t0 := time.Now()
-					_, err := store.Take(context.Background(), stock.Request{Product: p, Mode: stock.Lua,
+					_, err := store.Take(context.Background(), stock.Request{Product: p, Taker: stock.Lua{},
 						Ticket: stock.Ticket{User: u, Order: idgen.ID(u), Key: "bench"}})
 					mine = append(mine, time.Since(t0))
 					if err != nil {
