@@ -89,17 +89,10 @@ func claimOrder(c string) string {
 	return ""
 }
 
-// split reports whether the buyer's key cannot share a script with the
-// shards: on a Redis Cluster.
-func (s *Store) split() bool {
-	_, ok := s.rdb.(*redis.ClusterClient)
-	return ok
-}
-
 // buyerKeys is the buyer's key as the shards' scripts take it: none on a
 // cluster.
 func (s *Store) buyerKeys(l Layout, user int64) []string {
-	if s.split() {
+	if s.split {
 		return nil
 	}
 	return []string{l.BuyerKey(user)}
@@ -234,8 +227,8 @@ func (s *Store) settleClaim(ctx context.Context, p Product, user int64, claim, r
 
 // forget deletes the buyer's key if it holds claim, or the record or claim
 // of the take of order.
-func (s *Store) forget(ctx context.Context, p Product, user int64, claim, order string) error {
-	if err := forgetScript.Run(ctx, s.rdb, []string{p.BuyerKey(user)}, claim, order).Err(); err != nil {
+func forget(ctx context.Context, rdb redis.Cmdable, p Product, user int64, claim, order string) error {
+	if err := forgetScript.Run(ctx, rdb, []string{p.BuyerKey(user)}, claim, order).Err(); err != nil {
 		return fmt.Errorf("forgetting the claim of buyer %d on product %d: %w", user, p.ID, err)
 	}
 	return nil
@@ -248,7 +241,7 @@ func (s *Store) forget(ctx context.Context, p Product, user int64, claim, order 
 // to that purchase. On one Redis the take wrote the key itself: nothing
 // to do. Two round trips, pipelined over the nodes.
 func (s *Store) SettleBuyers(ctx context.Context, l Layout, ledger []Entry) error {
-	if !s.split() || len(ledger) == 0 {
+	if !s.split || len(ledger) == 0 {
 		return nil
 	}
 	gets := make(map[int64]*redis.StringCmd, len(ledger))

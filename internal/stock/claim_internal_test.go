@@ -58,8 +58,8 @@ func TestClaimRetries(t *testing.T) {
 		if err == nil {
 			t.Error("another purchase took while the retry's take ran")
 		}
-		st := s.state(p.ID)
-		_, _ = s.takeAny(ctx, Request{Product: p, Taker: Lua{}, Ticket: retry}, st, st.flag.Load())
+		w := s.flags.word(p.ID)
+		_, _ = s.takeAny(ctx, Request{Product: p, Taker: Lua{}, Ticket: retry}, w, w.Load())
 		oneTake(t, p)
 	})
 
@@ -106,8 +106,8 @@ func TestClaimRetries(t *testing.T) {
 		if err := s.SettleBuyers(ctx, p.Layout, snap); err != nil {
 			t.Fatal(err)
 		}
-		st := s.state(p.ID)
-		if _, err := s.takeAny(ctx, Request{Product: p, Taker: Lua{}, Ticket: retry}, st, st.flag.Load()); err != nil {
+		w := s.flags.word(p.ID)
+		if _, err := s.takeAny(ctx, Request{Product: p, Taker: Lua{}, Ticket: retry}, w, w.Load()); err != nil {
 			t.Fatal(err)
 		}
 		_, _ = s.Take(ctx, Request{Product: p, Taker: Lua{}, Ticket: Ticket{User: user, Order: idgen.ID(2001), Key: "kB"}})

@@ -59,7 +59,7 @@ const DefaultDueIdle = 30 * time.Second
 // Idle sets how long an empty deadline set stays open on a Redis Cluster
 // (DefaultDueIdle); 0 closes it as soon as it is empty.
 func (dl *Deadlines) Idle(d time.Duration) *Deadlines {
-	dl.dueIdle = max(d, 0)
+	dl.idle = max(d, 0)
 	return dl
 }
 
@@ -141,8 +141,8 @@ func batchDeadlines(ds []Deadline) []*dueBatch {
 func (dl *Deadlines) scheduleCalls(batches []*dueBatch) []scriptCall {
 	calls := make([]scriptCall, len(batches))
 	for i, b := range batches {
-		keys := []string{b.set, dl.dueSets}
-		if dl.store.split() {
+		keys := []string{b.set, dl.sets}
+		if dl.split {
 			keys = []string{b.set, dueOpenKey(b.set), generationKey(b.set)}
 		}
 		calls[i] = scriptCall{keys: keys, args: append([]any{b.gen}, b.pairs...)}
@@ -162,7 +162,7 @@ func (dl *Deadlines) scheduled(ctx context.Context, b *dueBatch, cmd *redis.Cmd)
 		return false, nil
 	}
 	b.gen, _ = res[1].(string)
-	if err := dl.enrol(ctx, dl.dueSets, b.set, b.gen); err != nil {
+	if err := enrol(ctx, dl.rdb, dl.sets, b.set, b.gen); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -171,7 +171,7 @@ func (dl *Deadlines) scheduled(ctx context.Context, b *dueBatch, cmd *redis.Cmd)
 // DueSets lists the deadline sets that may hold deadlines: every open set
 // is among them (registry.go).
 func (dl *Deadlines) DueSets(ctx context.Context) ([]string, error) {
-	keys, err := dl.members(ctx, dl.dueSets)
+	keys, err := registered(ctx, dl.rdb, dl.sets)
 	if err != nil {
 		return nil, fmt.Errorf("listing the deadline sets: %w", err)
 	}
@@ -223,8 +223,8 @@ func (dl *Deadlines) ForgetIdleDueSets(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	idle := time.Duration(0)
-	if dl.store.split() {
-		idle = dl.dueIdle
+	if dl.split {
+		idle = dl.idle
 	}
 	calls := make([]scriptCall, len(sets))
 	for i, set := range sets {
@@ -246,10 +246,10 @@ func (dl *Deadlines) ForgetIdleDueSets(ctx context.Context) (int, error) {
 
 // closeKeys are close_due.lua's keys for set.
 func (dl *Deadlines) closeKeys(set string) []string {
-	if dl.store.split() {
+	if dl.split {
 		return []string{set, dueOpenKey(set), generationKey(set)}
 	}
-	return []string{set, dl.dueSets}
+	return []string{set, dl.sets}
 }
 
 // closed reads close_due.lua's reply for set and, on a cluster, drops a
@@ -262,10 +262,10 @@ func (dl *Deadlines) closed(ctx context.Context, set string, cmd *redis.Cmd) (bo
 	if gen == 0 {
 		return false, nil
 	}
-	if !dl.store.split() {
+	if !dl.split {
 		return true, nil
 	}
-	return dl.unenrol(ctx, dl.dueSets, set, gen)
+	return unenrol(ctx, dl.rdb, dl.sets, set, gen)
 }
 
 // DueKeyOf returns the deadline set of an order's shard.

@@ -62,7 +62,7 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	settle()
 	gen := closeOnly()
 	schedule(2) // finds the set closed: enrols it at gen, opens it
-	if _, err := dl.unenrol(ctx, dl.dueSets, set, gen); err != nil {
+	if _, err := unenrol(ctx, dl.rdb, dl.sets, set, gen); err != nil {
 		t.Fatal(err)
 	}
 	enrolled("a schedule between a close and its drop", 2)
@@ -70,10 +70,10 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	gen = closeOnly()
 	schedule(3)
 	// A scheduler that read an older generation enrols late.
-	if err := dl.enrol(ctx, dl.dueSets, set, "0"); err != nil {
+	if err := enrol(ctx, dl.rdb, dl.sets, set, "0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dl.unenrol(ctx, dl.dueSets, set, gen); err != nil {
+	if _, err := unenrol(ctx, dl.rdb, dl.sets, set, gen); err != nil {
 		t.Fatal(err)
 	}
 	enrolled("an enrolment at an older generation after a newer one", 3)
@@ -90,10 +90,10 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	}
 	read := step("")
 	stale, _ := read[1].(string)
-	if err := dl.enrol(ctx, dl.dueSets, set, stale); err != nil {
+	if err := enrol(ctx, dl.rdb, dl.sets, set, stale); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dl.unenrol(ctx, dl.dueSets, set, closeOnly()); err != nil {
+	if _, err := unenrol(ctx, dl.rdb, dl.sets, set, closeOnly()); err != nil {
 		t.Fatal(err)
 	}
 	if res := step(stale); res[0] != int64(replyClosed) {

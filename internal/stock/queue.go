@@ -99,7 +99,7 @@ func parseQueued(stream string, m redis.XMessage) (QueuedOrder, error) {
 
 // Streams lists the streams that may hold queued orders.
 func (qu *Queue) Streams(ctx context.Context) ([]string, error) {
-	keys, err := qu.members(ctx, qu.streams)
+	keys, err := registered(ctx, qu.rdb, qu.streams)
 	if err != nil {
 		return nil, fmt.Errorf("listing the order streams: %w", err)
 	}
@@ -151,7 +151,7 @@ type Pending struct {
 // pendingKey is the pending index an order of shard of l is queued in:
 // the day's on one Redis, the shard's on a cluster.
 func (qu *Queue) pendingKey(l Layout, shard int, id idgen.ID) string {
-	if qu.store.split() {
+	if qu.split {
 		return l.ShardPendingKey(shard)
 	}
 	return PendingKey(id.Time())
@@ -163,7 +163,7 @@ func (qu *Queue) pendingKey(l Layout, shard int, id idgen.ID) string {
 // day's, where the failed are, in one pipeline (a round trip per node).
 func (qu *Queue) Pending(ctx context.Context, id idgen.ID) (Pending, bool, error) {
 	keys := []string{PendingKey(id.Time())}
-	if qu.store.split() {
+	if qu.split {
 		streams, err := qu.Streams(ctx)
 		if err != nil {
 			return Pending{}, false, err
@@ -230,7 +230,7 @@ func (qu *Queue) PendingAmong(ctx context.Context, l Layout, takes []Entry) (map
 		_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, e := range chunk {
 				cmds[i] = pipe.HExists(ctx, qu.pendingKey(l, e.Shard, e.Order), e.Order.String())
-				if qu.store.split() {
+				if qu.split {
 					// An order queued by an earlier version, which indexed
 					// a cluster's orders by day too.
 					days = append(days, pipe.HExists(ctx, PendingKey(e.Order.Time()), e.Order.String()))
@@ -280,7 +280,7 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 	// The pending index keeps whose order failed, and of which product:
 	// reading it is its buyer's alone on a product that is not a lab one.
 	failed := fmt.Sprintf("failed @%d:%d %s", l.ID, q.User, reason)
-	if qu.store.split() {
+	if qu.split {
 		// On a cluster, in steps: the dead letter and the failure first,
 		// so that a crash after them leaves the order to be parked again
 		// (twice in the dead letters), not lost, and its buyer reading
@@ -303,8 +303,8 @@ func (qu *Queue) DeadLetter(ctx context.Context, q QueuedOrder, reason string) e
 	if err != nil {
 		return fmt.Errorf("parking order %s in the dead letters: %w", q.Order, err)
 	}
-	if qu.store.split() {
-		if err := qu.store.forget(ctx, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
+	if qu.split {
+		if err := forget(ctx, qu.rdb, Product{Layout: l}, q.User, "", q.Order.String()); err != nil {
 			return err
 		}
 		// Failed, no longer queued; a failure leaves the entry to go with
@@ -327,7 +327,7 @@ func (qu *Queue) ForgetDrained(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	idle := time.Duration(0)
-	if qu.store.split() {
+	if qu.split {
 		idle = qu.drainIdle
 	}
 	n := 0
@@ -361,7 +361,7 @@ func (qu *Queue) DrainIdle(d time.Duration) *Queue {
 // cluster, then drops it from the registry at the generation the close
 // gave. It reports whether the stream left the registry.
 func (qu *Queue) close(ctx context.Context, stream string, idle time.Duration) (bool, error) {
-	if !qu.store.split() {
+	if !qu.split {
 		n, err := closeStreamScript.Run(ctx, qu.rdb, []string{stream, qu.streams}, idle.Milliseconds()).Int()
 		if err != nil {
 			return false, fmt.Errorf("closing drained stream %s: %w", stream, err)
@@ -380,7 +380,7 @@ func (qu *Queue) close(ctx context.Context, stream string, idle time.Duration) (
 	if gen == 0 {
 		return false, nil
 	}
-	return qu.unenrol(ctx, qu.streams, stream, gen)
+	return unenrol(ctx, qu.rdb, qu.streams, stream, gen)
 }
 
 // Backlog is the queue's state over every registered stream.

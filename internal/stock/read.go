@@ -20,7 +20,7 @@ func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, co
 	if len(streams) == 0 {
 		return nil, nil, nil
 	}
-	if qu.store.split() {
+	if qu.split {
 		return qu.readEach(ctx, consumer, streams, count, block)
 	}
 	args := append(append([]string{}, streams...), make([]string, len(streams))...)

@@ -50,8 +50,8 @@ var (
 )
 
 // enrol enrols member in registry at generation gen (see above).
-func (b *backend) enrol(ctx context.Context, registry, member, gen string) error {
-	if err := enrolScript.Run(ctx, b.rdb, []string{registry}, member, gen).Err(); err != nil {
+func enrol(ctx context.Context, rdb redis.Cmdable, registry, member, gen string) error {
+	if err := enrolScript.Run(ctx, rdb, []string{registry}, member, gen).Err(); err != nil {
 		return fmt.Errorf("enrolling %s in %s: %w", member, registry, err)
 	}
 	return nil
@@ -59,17 +59,17 @@ func (b *backend) enrol(ctx context.Context, registry, member, gen string) error
 
 // unenrol drops member from registry after a close that made its
 // generation gen (see above); it reports whether it dropped it.
-func (b *backend) unenrol(ctx context.Context, registry, member string, gen int64) (bool, error) {
-	n, err := unenrolScript.Run(ctx, b.rdb, []string{registry}, member, gen).Int()
+func unenrol(ctx context.Context, rdb redis.Cmdable, registry, member string, gen int64) (bool, error) {
+	n, err := unenrolScript.Run(ctx, rdb, []string{registry}, member, gen).Int()
 	if err != nil {
 		return false, fmt.Errorf("dropping %s from %s: %w", member, registry, err)
 	}
 	return n == 1, nil
 }
 
-// members lists a registry's members.
-func (b *backend) members(ctx context.Context, registry string) ([]string, error) {
-	keys, err := b.rdb.HKeys(ctx, registry).Result()
+// registered lists a registry's members.
+func registered(ctx context.Context, rdb redis.Cmdable, registry string) ([]string, error) {
+	keys, err := rdb.HKeys(ctx, registry).Result()
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", registry, err)
 	}
@@ -181,7 +181,7 @@ func (qu *Queue) enrolOpen(ctx context.Context, streams []string) error {
 		if gen == "" {
 			gen = "0"
 		}
-		if err := qu.enrol(ctx, qu.streams, st, gen); err != nil {
+		if err := enrol(ctx, qu.rdb, qu.streams, st, gen); err != nil {
 			return err
 		}
 	}

@@ -68,7 +68,7 @@ func TestRegistryKeepsAStreamOpenedDuringAClose(t *testing.T) {
 	drain()
 	gen := closeOnly()
 	take(2) // finds the stream closed: enrols it at gen, opens it
-	if _, err := q.unenrol(ctx, q.streams, stream, gen); err != nil {
+	if _, err := unenrol(ctx, q.rdb, q.streams, stream, gen); err != nil {
 		t.Fatal(err)
 	}
 	enrolled("a take between a close and its drop")
@@ -77,10 +77,10 @@ func TestRegistryKeepsAStreamOpenedDuringAClose(t *testing.T) {
 	gen = closeOnly()
 	take(3)
 	// A writer that read an older generation enrols late.
-	if err := s.enrol(ctx, s.streams, stream, "0"); err != nil {
+	if err := enrol(ctx, s.rdb, s.streams, stream, "0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.unenrol(ctx, q.streams, stream, gen); err != nil {
+	if _, err := unenrol(ctx, q.rdb, q.streams, stream, gen); err != nil {
 		t.Fatal(err)
 	}
 	enrolled("an enrolment at an older generation after a newer one")

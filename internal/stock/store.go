@@ -64,64 +64,78 @@ func (p Product) Accepts(mode string, w Where) error {
 		ErrWrongStore, p.ID, p.Where, mode, w)
 }
 
-// Store takes units of stock. It keeps, per product and per process, the
-// round-robin counter and a sold-out flag that spares Redis the requests
-// that would only find every shard empty.
+// Store takes units of stock and gives them back. It keeps, per product and
+// per process, the round-robin counter that picks a take's first shard; its
+// parts, built with it and each owning its own fields, keep the rest: the
+// sold-out flags (Flags), the queued orders (Queue), the payment deadlines
+// (Deadlines) and the shards' records (Ledgers).
 type Store struct {
-	*backend
+	rdb redis.Cmdable
+	db  *gorm.DB
+	// split: rdb is a cluster client, and no command may span slots (see
+	// claim.go).
+	split bool
+	// streams is the registry of order streams (StreamsKey), which an async
+	// take enrols a closed stream in.
+	streams     string
 	claimWindow time.Duration
-}
+	next        sync.Map // int64 → *atomic.Uint64: each product's round-robin counter
 
-// backend is what the store and its parts share: the servers, the
-// registries' keys, and each other.
-type backend struct {
-	rdb     redis.Cmdable
-	db      *gorm.DB
-	streams string // the registry of order streams (StreamsKey)
-	// oldStreams is the registry's set before generations (OldStreamsKey),
-	// adopted once (Queue.AdoptOldRegistry).
-	oldStreams string
-	dueSets    string // the registry of deadline sets (DueSetsKey)
-	// drainIdle is how long a drained stream stays open on a cluster
-	// (Queue.DrainIdle).
-	drainIdle time.Duration
-	// dueIdle is how long an empty deadline set stays open on a cluster
-	// (Deadlines.Idle).
-	dueIdle time.Duration
-
-	store     *Store
 	queue     *Queue
 	deadlines *Deadlines
 	ledgers   *Ledgers
 	flags     *Flags
+}
 
-	products sync.Map // int64 → *state: each product's counter and flag
-	// cleared is told each product whose flag went from set to clear.
-	cleared func(id int64)
-	// blockers are the connections of the queue's blocking reads on a
-	// cluster, kept between two reads; readers are each consumer's reads
-	// in flight there.
+// Queue holds the async mode's queued orders: the shards' streams, read,
+// claimed and acknowledged by the consumers, and the dead letters.
+type Queue struct {
+	rdb   redis.Cmdable
+	split bool
+	// streams is the registry of order streams (StreamsKey); oldStreams is
+	// its set before generations (OldStreamsKey), adopted once
+	// (AdoptOldRegistry).
+	streams, oldStreams string
+	// drainIdle is how long a drained stream stays open on a cluster
+	// (DrainIdle).
+	drainIdle time.Duration
+	// flags are cleared when a dead letter's unit goes back.
+	flags *Flags
+	// blockers are the connections of the blocking reads on a cluster,
+	// kept between two reads; readers are each consumer's reads in flight
+	// there.
 	blockers  blockers
 	readersMu sync.Mutex
 	readers   map[string]*reader
 }
 
-// Queue holds the async mode's queued orders: the shards' streams, read,
-// claimed and acknowledged by the consumers, and the dead letters.
-type Queue struct{ *backend }
-
 // Deadlines holds the orders' payment deadlines: a delay queue the
 // processes claim due entries from.
-type Deadlines struct{ *backend }
+type Deadlines struct {
+	rdb   redis.Cmdable
+	split bool
+	sets  string // the registry of deadline sets (DueSetsKey)
+	// idle is how long an empty deadline set stays open on a cluster
+	// (Idle).
+	idle time.Duration
+}
 
 // Ledgers reads and writes what the shards recorded: the takes, the stock
 // levels, the counts an audit compares with the orders.
-type Ledgers struct{ *backend }
+type Ledgers struct {
+	rdb   redis.Cmdable
+	db    *gorm.DB
+	split bool
+}
 
 // Flags are this process's sold-out flags, one per product: set, the
 // product's purchases are refused without a look at Redis until a unit
 // comes back.
-type Flags struct{ *backend }
+type Flags struct {
+	words sync.Map // int64 → *flagWord
+	// cleared is told each product whose flag went from set to clear.
+	cleared func(id int64)
+}
 
 // Flags is the process's sold-out flags.
 func (s *Store) Flags() *Flags { return s.flags }
@@ -135,21 +149,18 @@ func (s *Store) Deadlines() *Deadlines { return s.deadlines }
 // Ledgers is the store's view of its shards' records.
 func (s *Store) Ledgers() *Ledgers { return s.ledgers }
 
-type state struct {
-	next atomic.Uint64
-	// flag is the sold-out flag in its lowest bit and, above it, the number
-	// of times it was cleared. A purchase that found every shard empty sets
-	// the flag only if no unit came back since it read the word, so a
-	// give-back racing with that purchase's scan is never hidden.
-	flag atomic.Uint64
-}
+// flagWord is a product's sold-out flag in its lowest bit and, above it,
+// the number of times it was cleared. A purchase that found every shard
+// empty sets the flag only if no unit came back since it read the word, so
+// a give-back racing with that purchase's scan is never hidden.
+type flagWord struct{ atomic.Uint64 }
 
 // clear clears the flag and reports whether it was set.
-func (st *state) clear() bool {
+func (w *flagWord) clear() bool {
 	for {
-		w := st.flag.Load()
-		if st.flag.CompareAndSwap(w, (w>>1+1)<<1) {
-			return w&1 == 1
+		v := w.Load()
+		if w.CompareAndSwap(v, (v>>1+1)<<1) {
+			return v&1 == 1
 		}
 	}
 }
@@ -157,10 +168,14 @@ func (st *state) clear() bool {
 // NewStore returns a store on rdb and db. rdb may be a *redis.ClusterClient:
 // the store then sends no command whose keys span slots (see claim.go).
 func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
-	b := &backend{rdb: rdb, db: db, streams: StreamsKey, dueSets: DueSetsKey, drainIdle: DefaultDrainIdle, dueIdle: DefaultDueIdle}
-	b.store = &Store{backend: b, claimWindow: DefaultClaimWindow}
-	b.queue, b.deadlines, b.ledgers, b.flags = &Queue{b}, &Deadlines{b}, &Ledgers{b}, &Flags{b}
-	return b.store
+	_, split := rdb.(*redis.ClusterClient)
+	flags := &Flags{}
+	return &Store{rdb: rdb, db: db, split: split, streams: StreamsKey, claimWindow: DefaultClaimWindow,
+		queue:     &Queue{rdb: rdb, split: split, streams: StreamsKey, oldStreams: OldStreamsKey, drainIdle: DefaultDrainIdle, flags: flags},
+		deadlines: &Deadlines{rdb: rdb, split: split, sets: DueSetsKey, idle: DefaultDueIdle},
+		ledgers:   &Ledgers{rdb: rdb, db: db, split: split},
+		flags:     flags,
+	}
 }
 
 // ForDeployment names the deployment the store serves, that is the
@@ -171,26 +186,36 @@ func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
 func (s *Store) ForDeployment(name string) *Store {
 	if name != "" {
 		s.streams = StreamsKey + ":" + name
-		s.oldStreams = OldStreamsKey + ":" + name
-		s.dueSets = DueSetsKey + ":" + name
+		s.queue.streams, s.queue.oldStreams = s.streams, OldStreamsKey+":"+name
+		s.deadlines.sets = DueSetsKey + ":" + name
 	}
 	return s
 }
 
-func (b *backend) state(id int64) *state {
-	if st, ok := b.products.Load(id); ok {
-		return st.(*state)
+// counter is product id's round-robin counter.
+func (s *Store) counter(id int64) *atomic.Uint64 {
+	if c, ok := s.next.Load(id); ok {
+		return c.(*atomic.Uint64)
 	}
-	st, _ := b.products.LoadOrStore(id, new(state))
-	return st.(*state)
+	c, _ := s.next.LoadOrStore(id, new(atomic.Uint64))
+	return c.(*atomic.Uint64)
+}
+
+// word is product id's flag word.
+func (f *Flags) word(id int64) *flagWord {
+	if w, ok := f.words.Load(id); ok {
+		return w.(*flagWord)
+	}
+	w, _ := f.words.LoadOrStore(id, new(flagWord))
+	return w.(*flagWord)
 }
 
 // SoldOut reports the process's sold-out flag for a product.
-func (f *Flags) SoldOut(id int64) bool { return f.state(id).flag.Load()&1 == 1 }
+func (f *Flags) SoldOut(id int64) bool { return f.word(id).Load()&1 == 1 }
 
 // Clear forgets the sold-out flag, after stock was added anywhere.
 func (f *Flags) Clear(id int64) {
-	if f.state(id).clear() && f.cleared != nil {
+	if f.word(id).clear() && f.cleared != nil {
 		f.cleared(id)
 	}
 }
@@ -205,8 +230,8 @@ func (f *Flags) OnCleared(fn func(id int64)) { f.cleared = fn }
 // ClearAll forgets every product's flag, when stock may have come back
 // unseen (a missed notice).
 func (f *Flags) ClearAll() {
-	f.products.Range(func(id, st any) bool {
-		if st.(*state).clear() && f.cleared != nil {
+	f.words.Range(func(id, w any) bool {
+		if w.(*flagWord).clear() && f.cleared != nil {
 			f.cleared(id.(int64))
 		}
 		return true

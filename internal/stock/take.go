@@ -100,19 +100,19 @@ func (s *Store) take(ctx context.Context, r Request) (Taken, error) {
 	if r.Taker.Where() != p.Where {
 		return Taken{}, fmt.Errorf("%w: product %d keeps its stock in %s; this take takes from %s", ErrWrongStore, p.ID, p.Where, r.Taker.Where())
 	}
-	st := s.state(p.ID)
-	flag := st.flag.Load()
+	w := s.flags.word(p.ID)
+	flag := w.Load()
 	if flag&1 == 1 {
 		return Taken{}, ErrSoldOut
 	}
-	if !s.split() || r.Taker.Where() != InRedis {
-		return s.takeAny(ctx, r, st, flag)
+	if !s.split || r.Taker.Where() != InRedis {
+		return s.takeAny(ctx, r, w, flag)
 	}
 	claim, err := s.claim(ctx, p, r.Ticket)
 	if err != nil {
 		return Taken{}, err
 	}
-	t, err := s.takeAny(ctx, r, st, flag)
+	t, err := s.takeAny(ctx, r, w, flag)
 	var before *TakenBefore
 	switch {
 	case err == nil:
@@ -124,16 +124,16 @@ func (s *Store) take(ctx context.Context, r Request) (Taken, error) {
 		// The take may have landed: the retry finds the claim its own,
 		// and a later purchase finds it stale; both look in the ledgers.
 	default:
-		_ = s.forget(ctx, p, r.Ticket.User, claim, "")
+		_ = forget(ctx, s.rdb, p, r.Ticket.User, claim, "")
 	}
 	return t, err
 }
 
 // takeAny tries the shards in turn from the one the round-robin counter
 // picks.
-func (s *Store) takeAny(ctx context.Context, r Request, st *state, flag uint64) (Taken, error) {
+func (s *Store) takeAny(ctx context.Context, r Request, w *flagWord, flag uint64) (Taken, error) {
 	p := r.Product
-	first := int(st.next.Add(1) % uint64(p.Shards))
+	first := int(s.counter(p.ID).Add(1) % uint64(p.Shards))
 	tries := 1
 	if p.Fallback {
 		tries = p.Shards
@@ -147,7 +147,7 @@ func (s *Store) takeAny(ctx context.Context, r Request, st *state, flag uint64) 
 		}
 	}
 	if p.Fallback {
-		st.flag.CompareAndSwap(flag, flag|1)
+		w.CompareAndSwap(flag, flag|1)
 	}
 	return Taken{}, ErrSoldOut
 }
@@ -275,10 +275,10 @@ func (s *Store) GiveBack(ctx context.Context, r Request, t Taken) (bool, error) 
 	if n == replyStale {
 		return false, fmt.Errorf("%w: giving a unit back to shard %d of product %d", ErrLeaseLost, t.Shard, p.ID)
 	}
-	if n == 1 && s.split() {
+	if n == 1 && s.split {
 		// A failure leaves a record whose take the ledger no longer
 		// holds: the buyer's next claim finds it so and forgets it.
-		_ = s.forget(ctx, p, r.Ticket.User, "", r.Ticket.Order.String())
+		_ = forget(ctx, s.rdb, p, r.Ticket.User, "", r.Ticket.Order.String())
 	}
 	if n == 1 {
 		s.flags.Clear(p.ID)

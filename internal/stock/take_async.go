@@ -48,7 +48,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	raw := r.Ticket.Order.String()
 	stream := p.StreamKey(t.Shard)
 	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), stream}
-	if s.split() {
+	if s.split {
 		keys = append(keys, p.ShardPendingKey(t.Shard), generationKey(stream))
 	} else {
 		keys = append(keys, PendingKey(r.Ticket.Order.Time()), p.BuyerKey(r.Ticket.User), s.streams)
@@ -78,7 +78,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 		// The stream is closed: enrol it at its generation, and open it
 		// with the take, unless a consumer closed it again meanwhile.
 		gen, _ = res[1].(string)
-		if err := s.enrol(ctx, s.streams, stream, gen); err != nil {
+		if err := enrol(ctx, s.rdb, s.streams, stream, gen); err != nil {
 			return false, err
 		}
 	}
