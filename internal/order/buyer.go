@@ -81,7 +81,7 @@ func (s *Service) OrderFor(ctx context.Context, id idgen.ID, b Buyer) (Order, er
 // product in the pending index: it counts as a product's that is not a
 // lab product.
 func (s *Service) orderOf(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error) {
-	row, found, err := s.find(ctx, s.db, id)
+	row, found, err := find(ctx, s.db, id)
 	if err != nil {
 		return Order{}, catalogue.Product{}, err
 	}

@@ -17,7 +17,10 @@ import (
 // round trip each), then the concurrency limit; and it issues the path
 // tokens. Its refusals come before the purchase draws an id or takes a
 // lock, so that a herd of them costs the stock nothing.
-type Door struct{ *base }
+type Door struct {
+	cat *catalogue.Catalogue
+	opt Options
+}
 
 // Door is the service's part that admits purchases and issues path tokens.
 func (s *Service) Door() *Door { return s.door }

@@ -89,7 +89,7 @@ func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, b Buyer) (Order, e
 	if !won {
 		return Order{}, lc.lost(ctx, id, "cancel")
 	}
-	o, _, err = lc.find(ctx, lc.db, id)
+	o, _, err = find(ctx, lc.db, id)
 	return o, err
 }
 
@@ -97,7 +97,7 @@ func (lc *Lifecycle) Cancel(ctx context.Context, id idgen.ID, b Buyer) (Order, e
 // is not found, as an unknown one is, and a buyer not signed in touches
 // only a lab product's orders (Buyer.May).
 func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error) {
-	o, p, err := lc.sales.orderOf(ctx, id, b)
+	o, p, err := lc.orderOf(ctx, id, b)
 	switch {
 	case err != nil:
 		return Order{}, catalogue.Product{}, err
@@ -113,7 +113,7 @@ func (lc *Lifecycle) ownOrder(ctx context.Context, id idgen.ID, b Buyer) (Order,
 
 // lost says why a change of an order did not happen: the state it lost to.
 func (lc *Lifecycle) lost(ctx context.Context, id idgen.ID, what string) error {
-	o, found, err := lc.find(ctx, lc.db, id)
+	o, found, err := find(ctx, lc.db, id)
 	switch {
 	case err != nil:
 		return err
@@ -187,14 +187,14 @@ var errLost = errors.New("order: lost the race")
 // lockShard takes a shard's lock under the product's strategy, waiting as
 // long as a give-back would (a holder that keeps it longer is dead), and
 // returns its release; without the lock, the release does nothing.
-func (b *base) lockShard(ctx context.Context, p catalogue.Product, shard int) func() {
-	locker, err := b.locker(p.Lock)
+func (lc *Lifecycle) lockShard(ctx context.Context, p catalogue.Product, shard int) func() {
+	locker, err := lc.cat.Locker(p.Lock)
 	if err != nil {
 		return func() {}
 	}
-	lease, err := locker.Acquire(ctx, p.Stock().LockKey(shard), lock.Options{TTL: b.opt.LockTTL, Wait: b.Budget().GiveBackWait()})
+	lease, err := locker.Acquire(ctx, p.Stock().LockKey(shard), lock.Options{TTL: lc.opt.LockTTL, Wait: lc.opt.budget().GiveBackWait()})
 	if err != nil {
-		b.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
+		lc.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
 		return func() {}
 	}
 	return func() { lease.Release(context.WithoutCancel(ctx)) }
@@ -216,17 +216,17 @@ func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Orde
 	}
 	var locker lock.Locker
 	if ModeOf(p).Locked {
-		locker, _ = lc.locker(p.Lock)
+		locker, _ = lc.cat.Locker(p.Lock)
 	}
 	req := stock.Request{Product: p.Stock(), Taker: ModeOf(p).Taker(stock.Locked{Locker: locker,
-		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.Budget().GiveBackWait()})}
-	lc.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
+		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.opt.budget().GiveBackWait()})}
+	lc.returns.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }
 
 // payNaively is the check-then-act a lab product may choose: read the
 // status, pause, write "paid" whatever it has become meanwhile.
 func (lc *Lifecycle) payNaively(ctx context.Context, o Order, now time.Time) (Order, error) {
-	cur, _, err := lc.find(ctx, lc.db, o.ID)
+	cur, _, err := find(ctx, lc.db, o.ID)
 	if err != nil {
 		return Order{}, err
 	}
@@ -248,7 +248,7 @@ func (lc *Lifecycle) payNaively(ctx context.Context, o Order, now time.Time) (Or
 // cancelNaively: read the status, pause, write "cancelled" and return the
 // unit, whatever the status has become meanwhile.
 func (lc *Lifecycle) cancelNaively(ctx context.Context, p catalogue.Product, o Order, by string) (bool, error) {
-	cur, _, err := lc.find(ctx, lc.db, o.ID)
+	cur, _, err := find(ctx, lc.db, o.ID)
 	if err != nil {
 		return false, err
 	}
@@ -309,11 +309,11 @@ func (lc *Lifecycle) expireOnSchedule() {
 	var swept time.Time
 	for {
 		select {
-		case <-lc.stop:
+		case <-lc.flight.stop:
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), lc.Budget().Purchase())
+		ctx, cancel := context.WithTimeout(context.Background(), lc.opt.budget().Purchase())
 		if err := lc.ExpireDue(ctx); err != nil && !errors.Is(err, ErrClosing) {
 			lc.log.Warn("a pass over the payment deadlines failed", "error", err)
 		}
@@ -335,10 +335,10 @@ const dueSweepEvery = time.Second
 // ExpireDue claims the deadlines that are due, in every set, and cancels
 // their orders if they are still unpaid.
 func (lc *Lifecycle) ExpireDue(ctx context.Context) error {
-	if err := lc.enter(); err != nil {
+	if err := lc.flight.enter(); err != nil {
 		return err
 	}
-	defer lc.working.Done()
+	defer lc.flight.working.Done()
 	keys, err := lc.stock.Deadlines().DueSets(ctx)
 	if err != nil {
 		return err
@@ -390,7 +390,7 @@ func (lc *Lifecycle) expireAll(ctx context.Context, ids []idgen.ID) ([]idgen.ID,
 
 // expire cancels an order whose window has ended, if it is still unpaid.
 func (lc *Lifecycle) expire(ctx context.Context, id idgen.ID) error {
-	o, found, err := lc.find(ctx, lc.db, id)
+	o, found, err := find(ctx, lc.db, id)
 	if err != nil || !found || o.Status != Unpaid {
 		return err // paid, cancelled, or never written (the reconciler's)
 	}

@@ -1,8 +1,6 @@
 package order
 
 import (
-	"context"
-
 	"gorm.io/gorm"
 
 	"seckill/internal/api"
@@ -23,10 +21,6 @@ var dbMode = Mode{
 	seller: db{},
 }
 
-type db struct{}
+type db struct{ inSQL }
 
 func (db) admit(*Service, LabOptions) error { return nil }
-
-func (db) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
-	return s.sellInSQL(ctx, sl, rc)
-}

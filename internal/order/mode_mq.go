@@ -40,12 +40,12 @@ func (mqSeller) admit(s *Service, _ LabOptions) error {
 	return nil
 }
 
-func (mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
+func (m mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
 	return s.takeInRedis(ctx, sl, rc, func(ctx context.Context, sl sale, taken stock.Taken, rc *Receipt) (Order, error) {
 		if err := s.keep(ctx, sl, taken); err != nil {
 			return Order{}, err
 		}
-		return s.publish(ctx, sl.p, sl.req, taken.Entry, rc)
+		return m.publish(ctx, s, sl.p, sl.req, taken.Entry, rc)
 	})
 }
 
@@ -60,7 +60,7 @@ func (mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Ord
 // The purchase is answered once the broker confirmed it. When the broker
 // surely does not have it, the unit goes back; when it may, the client is
 // told the outcome is unknown and the reconciler settles it.
-func (s *Service) publish(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
+func (mqSeller) publish(ctx context.Context, s *Service, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
 	q := stock.QueuedOrder{Layout: p.Stock().Layout, Shard: e.Shard, Order: e.Order, Sale: p.Sale, User: e.User,
 		Key: e.Key, At: e.At, Due: due(p, e.At), Mode: api.ModeMQ}
 	pctx, cancel := context.WithTimeout(ctx, s.Budget().Record())
@@ -79,7 +79,7 @@ func (s *Service) publish(ctx context.Context, p catalogue.Product, req stock.Re
 		rc.Queued = true
 		return queuedView(p, e, rc), nil
 	case errors.Is(err, outbox.ErrNotSent):
-		s.giveBack(ctx, req, e, err)
+		s.returns.giveBack(ctx, req, e, err)
 		return Order{}, fmt.Errorf("publishing order %s (nothing was sold): %w", e.Order, err)
 	}
 	return Order{}, &UnsettledError{Order: e.Order, Err: err}

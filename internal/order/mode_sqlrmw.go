@@ -1,7 +1,6 @@
 package order
 
 import (
-	"context"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -25,15 +24,11 @@ var sqlrmwMode = Mode{
 	seller:  sqlrmw{},
 }
 
-type sqlrmw struct{}
+type sqlrmw struct{ inSQL }
 
 func (sqlrmw) admit(s *Service, lab LabOptions) error {
 	if lab.Faults.ReleaseBeforeCommit && s.db.Dialector.Name() == "sqlite" {
 		return fmt.Errorf("%w: release_before_commit needs MySQL: SQLite's one connection runs one transaction at a time, so no holder reads before the last one's COMMIT", ErrInvalid)
 	}
 	return nil
-}
-
-func (sqlrmw) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (Order, error) {
-	return s.sellInSQL(ctx, sl, rc)
 }

@@ -152,14 +152,12 @@ func (s *Service) plan(p catalogue.Product, in Purchase, rc *Receipt) (plan, err
 		return plan{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if mode.Locked {
-		if pl.locker, err = s.locker(rc.Lock); err != nil {
+		if pl.locker, err = s.cat.Locker(rc.Lock); err != nil {
 			return plan{}, err
 		}
 	}
 	return pl, nil
 }
-
-func (b *base) locker(name string) (lock.Locker, error) { return b.cat.Locker(name) }
 
 // Buy sells one unit of a product to a user. Once it has begun, the
 // purchase no longer follows ctx's cancellation — a client that hangs up
@@ -182,10 +180,10 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	if err := s.door.admit(ctx, p, in); err != nil {
 		return Order{}, rc, err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.flight.enter(); err != nil {
 		return Order{}, rc, err
 	}
-	defer s.working.Done()
+	defer s.flight.working.Done()
 	// Shed past every refusal known cheaply, before anything is drawn or taken.
 	done, err := s.door.shed(p)
 	if err != nil {
@@ -342,7 +340,7 @@ func (s *Service) takeInRedis(ctx context.Context, sl sale, rc *Receipt,
 // give-back.
 func (s *Service) keep(ctx context.Context, sl sale, taken stock.Taken) error {
 	if s.opt.Repairs.ChangedSince(sl.gen) {
-		if err := s.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take"); err != nil {
+		if err := s.returns.giveBack(ctx, sl.req, taken.Entry, "Redis changed during the take"); err != nil {
 			// The take may stand: "rebuilding" would tell the buyer that
 			// nothing was sold. Its order is unsettled, and its mark lets
 			// the reconciler return it without the grace.
@@ -396,7 +394,7 @@ func (s *Service) take(ctx context.Context, req stock.Request) (stock.Taken, err
 func (s *Service) resume(ctx context.Context, p catalogue.Product, req stock.Request, prior stock.Entry, rc *Receipt) (Order, error) {
 	rc.Order = prior.Order
 	same := prior.Key == req.Ticket.Key
-	o, found, err := s.find(ctx, s.db, prior.Order)
+	o, found, err := find(ctx, s.db, prior.Order)
 	switch {
 	case err != nil:
 		return Order{}, err

@@ -3,7 +3,6 @@ package order
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -63,12 +62,12 @@ func (s *Service) record(ctx context.Context, p catalogue.Product, req stock.Req
 		s.life.schedule(ctx, o)
 		return o, nil
 	case err == nil: // the layout changed after the take: its keys are gone
-		s.giveBack(ctx, req, e, "the product was laid out anew")
+		s.returns.giveBack(ctx, req, e, "the product was laid out anew")
 		return Order{}, errStale
 	case errors.Is(err, gorm.ErrDuplicatedKey):
 		return s.duplicate(ctx, p, req, e, o)
-	case s.definite(err):
-		s.giveBack(ctx, req, e, err)
+	case definite(s.db, err):
+		s.returns.giveBack(ctx, req, e, err)
 		return Order{}, fmt.Errorf("writing order %s: %w", o.ID, err)
 	}
 	// No answer: the INSERT may still commit.
@@ -80,7 +79,7 @@ func (s *Service) record(ctx context.Context, p catalogue.Product, req stock.Req
 		s.life.schedule(ctx, row)
 		return row, nil
 	}
-	s.giveBack(ctx, req, e, err)
+	s.returns.giveBack(ctx, req, e, err)
 	return Order{}, fmt.Errorf("writing order %s (voided, nothing was sold): %w", o.ID, err)
 }
 
@@ -88,27 +87,27 @@ func (s *Service) record(ctx context.Context, p catalogue.Product, req stock.Req
 // written by a concurrent attempt of the same purchase; a void row, written
 // by the reconciler; or another order of the same buyer in this sale.
 func (s *Service) duplicate(ctx context.Context, p catalogue.Product, req stock.Request, e stock.Entry, o Order) (Order, error) {
-	row, found, err := s.find(ctx, s.db, o.ID)
+	row, found, err := find(ctx, s.db, o.ID)
 	switch {
 	case err != nil:
 		return Order{}, &UnsettledError{Order: o.ID, Err: err}
 	case found && row.UserID == o.UserID && row.ProductID == o.ProductID && row.Live():
 		return row, nil
 	case found && row.UserID == o.UserID && row.ProductID == o.ProductID:
-		s.giveBack(ctx, req, e, "the order was voided")
+		s.returns.giveBack(ctx, req, e, "the order was voided")
 		return Order{}, fmt.Errorf("order %s was voided while it was being written; nothing was sold", o.ID)
 	case found:
 		// Another purchase's row: the ids' reservations went back (an
 		// id_blocks restored from an older backup than the orders; see
 		// idgen.Segments).
-		s.giveBack(ctx, req, e, "order id collision")
+		s.returns.giveBack(ctx, req, e, "order id collision")
 		return Order{}, fmt.Errorf("order id %s was issued twice; nothing was sold, try again", o.ID)
 	}
-	other, found, err := s.findBuyer(ctx, p.ID, p.Sale, o.UserID)
+	other, found, err := findBuyer(ctx, s.db, p.ID, p.Sale, o.UserID)
 	if err != nil || !found {
 		return Order{}, &UnsettledError{Order: o.ID, Err: cmp.Or(err, errors.New("a duplicate key, but neither the order nor the buyer's is there"))}
 	}
-	s.giveBack(ctx, req, e, "the buyer has an order in this sale")
+	s.returns.giveBack(ctx, req, e, "the buyer has an order in this sale")
 	return Order{}, &stock.TakenBefore{Prior: stock.Entry{User: other.UserID, Order: other.ID, Key: other.Key, Shard: other.Shard}}
 }
 
@@ -126,7 +125,7 @@ func (s *Service) settle(ctx context.Context, o Order) (Order, bool, error) {
 	if !errors.Is(err, gorm.ErrDuplicatedKey) {
 		return Order{}, false, fmt.Errorf("voiding order %s: %w", o.ID, err)
 	}
-	row, found, err := s.find(ctx, s.db, o.ID)
+	row, found, err := find(ctx, s.db, o.ID)
 	if err != nil || !found {
 		return Order{}, false, cmp.Or(err, fmt.Errorf("order %s collided but is not there", o.ID))
 	}
@@ -141,11 +140,9 @@ func (s *Service) Settle(ctx context.Context, o Order) (Order, error) {
 	return row, err
 }
 
-// definite reports whether a failed write surely did not commit: the
+// definite reports whether a failed write to db surely did not commit: the
 // server answered with an error. A timeout or a broken connection leaves
 // the write's outcome unknown.
-func (b *base) definite(err error) bool { return definite(b.db, err) }
-
 func definite(db *gorm.DB, err error) bool {
 	if db.Dialector.Name() == "sqlite" {
 		return true // in process: a statement that failed did not commit
@@ -160,7 +157,8 @@ func definite(db *gorm.DB, err error) bool {
 	return errors.As(err, &me)
 }
 
-func (b *base) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool, error) {
+// find reads order id in db.
+func find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool, error) {
 	var o Order
 	err := db.WithContext(ctx).Where("id = ?", int64(id)).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -173,9 +171,9 @@ func (b *base) find(ctx context.Context, db *gorm.DB, id idgen.ID) (Order, bool,
 }
 
 // findBuyer returns a buyer's live order in a sale.
-func (b *base) findBuyer(ctx context.Context, product, sale, user int64) (Order, bool, error) {
+func findBuyer(ctx context.Context, db *gorm.DB, product, sale, user int64) (Order, bool, error) {
 	var o Order
-	err := b.db.WithContext(ctx).Where("product_id = ? AND sale = ? AND buyer = ?", product, sale, user).Take(&o).Error
+	err := db.WithContext(ctx).Where("product_id = ? AND sale = ? AND buyer = ?", product, sale, user).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, false, nil
 	}
@@ -188,8 +186,8 @@ func (b *base) findBuyer(ctx context.Context, product, sale, user int64) (Order,
 // giveBack returns the unit of a take whose order will not be written, on a
 // context of its own: the purchase's may be the very thing that ran out. If
 // it fails, the take stays in the ledger and the reconciler returns it.
-func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, cause any) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Budget().GiveBack())
+func (b returns) giveBack(ctx context.Context, req stock.Request, e stock.Entry, cause any) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.budget.GiveBack())
 	defer cancel()
 	req.Ticket = stock.Ticket{User: e.User, Order: e.Order, Key: e.Key}
 	back, err := b.stock.GiveBack(ctx, req, stock.Taken{Entry: e})
@@ -202,120 +200,4 @@ func (b *base) giveBack(ctx context.Context, req stock.Request, e stock.Entry, c
 		b.cat.Returned(ctx, req.Product.ID)
 	}
 	return nil
-}
-
-// sellInSQL is the db mode: the take (a conditional UPDATE of a shard row)
-// and the order's INSERT in one transaction, so that they commit together
-// or not at all. Only the COMMIT's own failure can leave the outcome
-// unknown; a void row settles it.
-func (s *Service) sellInSQL(ctx context.Context, sl sale, rc *Receipt) (Order, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.Budget().Take()+s.Budget().Record())
-	defer cancel()
-	for try := 1; ; try++ {
-		o, err := s.sellInTx(ctx, sl, rc)
-		var me *mysql.MySQLError
-		if !errors.As(err, &me) || me.Number != mysqlDeadlock || try == maxDeadlocks {
-			return o, err
-		}
-	}
-}
-
-// A transaction that scans shards for stock can deadlock with another near
-// the sell-out, when each waited for a row the other had just emptied;
-// InnoDB then rolls one back (it took nothing) and it is run again.
-const (
-	mysqlDeadlock = 1213
-	maxDeadlocks  = 5
-)
-
-func (s *Service) sellInTx(ctx context.Context, sl sale, rc *Receipt) (Order, error) {
-	p, req := sl.p, sl.req
-	// READ COMMITTED, so that a shard found empty is not kept locked while
-	// the purchase falls back to the next: under REPEATABLE READ the
-	// scans' row locks cross and deadlock. The fence against a reset is the
-	// shard row's lock: a reset rewrites the rows first (see Reset).
-	var opts []*sql.TxOptions
-	if s.db.Dialector.Name() == "mysql" {
-		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	}
-	tx := s.db.WithContext(ctx).Begin(opts...)
-	if tx.Error != nil {
-		return Order{}, fmt.Errorf("beginning the purchase's transaction: %w", tx.Error)
-	}
-	req.Taker = sl.mode.taker(sl.locked, tx)
-	var held *stock.Held // sqlrmw's lock, held until the COMMIT
-	o, err := func() (Order, error) {
-		taken, err := s.stock.Take(ctx, req)
-		rc.LockWait += taken.LockWait
-		if err != nil {
-			return Order{}, err
-		}
-		held = taken.Held
-		o := newOrder(p, req.Ticket, taken.Shard, rc)
-		n, err := insert(ctx, tx, o, p.Epoch)
-		if err == nil && n == 0 {
-			err = errStale
-		}
-		return o, err
-	}()
-	if err != nil {
-		tx.Rollback()
-		s.release(ctx, held, rc)
-		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return s.duplicateInSQL(ctx, p, req, rc)
-		}
-		return Order{}, err
-	}
-	if req.Hooks != nil { // the closure is made for the lab's purchases only
-		if err := req.Hooks.BeforeCommit(ctx, func() { s.release(ctx, held, rc) }); err != nil {
-			tx.Rollback()
-			s.release(ctx, held, rc) // nothing, if the hook released it already
-			return Order{}, fmt.Errorf("holding before the commit: %w", err)
-		}
-	}
-	err = commit(tx, req.Hooks)
-	s.release(ctx, held, rc)
-	if err == nil {
-		s.life.schedule(ctx, o)
-		return o, nil
-	}
-	if s.definite(err) {
-		return Order{}, fmt.Errorf("committing order %s: %w", o.ID, err)
-	}
-	row, live, serr := s.settle(ctx, o)
-	switch {
-	case serr != nil:
-		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
-	case live:
-		s.life.schedule(ctx, row)
-		return row, nil
-	}
-	return Order{}, fmt.Errorf("committing order %s (voided, nothing was sold): %w", o.ID, err)
-}
-
-// duplicateInSQL handles a db-mode order that collided: the buyer has an
-// order in this sale (the same purchase retried, or another), or the id
-// was issued twice. The transaction rolled back: nothing was taken.
-func (s *Service) duplicateInSQL(ctx context.Context, p catalogue.Product, req stock.Request, rc *Receipt) (Order, error) {
-	other, found, err := s.findBuyer(ctx, p.ID, p.Sale, req.Ticket.User)
-	switch {
-	case err != nil:
-		return Order{}, err
-	case !found:
-		return Order{}, fmt.Errorf("order id %s was issued twice; nothing was sold, try again", req.Ticket.Order)
-	}
-	rc.Order = other.ID
-	if other.Key == req.Ticket.Key {
-		rc.Replayed = true
-		return other, nil
-	}
-	return Order{}, &stock.TakenBefore{Prior: stock.Entry{User: other.UserID, Order: other.ID, Key: other.Key, Shard: other.Shard}}
-}
-
-// commit sends tx's COMMIT and notes the moment in the purchase's hooks
-// (the trace's CommitUS) as it does, so that a trace tells a lock released
-// before the COMMIT from one released after it by the order of the two.
-func commit(tx *gorm.DB, h *stock.Hooks) error {
-	h.SendingCommit()
-	return tx.Commit().Error
 }

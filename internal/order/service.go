@@ -226,60 +226,100 @@ var (
 	_ IDs = (*idgen.Redis)(nil)
 )
 
-// base is what every part of the service shares: the backends, the
-// options, and the work in flight that Close waits for.
-type base struct {
+// Service sells products: it takes a unit as the product's mode says and
+// writes its order (purchase.go, record.go, mode_*.go). Its other jobs are
+// parts of their own, which it builds and closes, each holding what it
+// uses: the Catalogue of products, the Door a purchase passes first
+// (door.go), the Lifecycle of orders (pay, cancel, expire) and the Queue's
+// view of queued orders. The reconciler (stranded takes, audits, repairs)
+// is a package of its own above this one (internal/reconcile).
+type Service struct {
 	db    *gorm.DB
 	rdb   redis.UniversalClient
 	stock *stock.Store
 	ids   IDs
-	locks *lock.Pool
 	// ownIDs is ids when the service made them (Options.IDs unset): it
 	// closes them.
 	ownIDs *idgen.Segments
 	// marks are the unsettled marks Redis has not taken yet (marks.go).
 	marks *marks
 	// told counts the orders the process told of (told.go).
-	told *told
-	opt  Options
-	log  *slog.Logger
+	told    *told
+	opt     Options
+	log     *slog.Logger
+	flight  *flight
+	returns returns
 
-	// Purchases and background jobs in flight, which Close waits for: once
-	// a unit is taken, the backends must stay open until it is in an order
-	// or back in the store.
-	flight  sync.Mutex
-	closing bool
-	working sync.WaitGroup
-	stop    chan struct{} // closed by Close: the schedules end
-
-	*parts
-}
-
-// parts are the service's jobs, a type each; a part asks another through
-// these.
-type parts struct {
 	cat   *catalogue.Catalogue
 	life  *Lifecycle
 	queue *Queue
 	door  *Door
-	sales *Service
 }
 
-// Service sells products: it takes a unit as the product's mode says and
-// writes its order (purchase.go, record.go, mode_*.go). Its other jobs are
-// parts of their own, which it builds and closes: the Catalogue of
-// products, the Door a purchase passes first (door.go), the Lifecycle of
-// orders (pay, cancel, expire) and the Queue's view of queued orders. The reconciler (stranded takes, audits, repairs)
-// is a package of its own above this one (internal/reconcile).
-type Service struct{ *base }
+// flight is the purchases and background jobs in flight, which Close waits
+// for: once a unit is taken, the backends must stay open until it is in an
+// order or back in the store.
+type flight struct {
+	mu      sync.Mutex
+	closing bool
+	working sync.WaitGroup
+	stop    chan struct{} // closed by Close: the schedules end
+}
+
+// enter registers a purchase or a job in flight; it fails once Close
+// began. The caller ends it with f.working.Done.
+func (f *flight) enter() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
+		return ErrClosing
+	}
+	f.working.Add(1)
+	return nil
+}
+
+// land refuses new work, ends the schedules and waits for the work in
+// flight; it reports false when an earlier call did so already.
+func (f *flight) land() bool {
+	f.mu.Lock()
+	if f.closing {
+		f.mu.Unlock()
+		return false
+	}
+	f.closing = true
+	close(f.stop)
+	f.mu.Unlock()
+	f.working.Wait()
+	return true
+}
+
+// returns puts the units of takes that will not become orders back in the
+// store (giveBack), and tells the catalogue.
+type returns struct {
+	stock  *stock.Store
+	cat    *catalogue.Catalogue
+	budget Budget
+	log    *slog.Logger
+}
 
 // Lifecycle moves orders through their lives: paid, cancelled, expired
 // unpaid with the unit returned.
-type Lifecycle struct{ *base }
+type Lifecycle struct {
+	db      *gorm.DB
+	stock   *stock.Store
+	cat     *catalogue.Catalogue
+	opt     Options
+	log     *slog.Logger
+	flight  *flight
+	returns returns
+	// orderOf reads an order and its product as a buyer may see them
+	// (Service.orderOf).
+	orderOf func(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error)
+}
 
 // Queue shows the orders queued and not written yet: the async mode's
 // pending index and streams.
-type Queue struct{ *base }
+type Queue struct{ stock *stock.Store }
 
 // Catalogue is the service's catalogue of products.
 func (s *Service) Catalogue() *catalogue.Catalogue { return s.cat }
@@ -326,76 +366,60 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		}
 		opt.Lease = l
 	}
-	b := &base{
-		db: db, rdb: rdb, locks: locks, opt: opt, log: opt.Log,
-		stock: opt.Stock, ids: opt.IDs,
-		stop: make(chan struct{}),
+	s := &Service{db: db, rdb: rdb, opt: opt, log: opt.Log, stock: opt.Stock, ids: opt.IDs,
+		flight: &flight{stop: make(chan struct{})}}
+	if s.stock == nil {
+		s.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
 	}
-	if b.stock == nil {
-		b.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
-	}
-	b.marks = newMarks(b.stock.Ledgers(), opt.Step, opt.Log)
-	b.working.Go(func() { b.marks.run(b.stop) })
-	b.told = newTold(b.stock.Ledgers(), outbox.UniqueName(), opt.Step, opt.Log)
-	b.working.Go(func() { b.told.run(b.stop) })
-	if b.ids == nil {
-		b.ownIDs = idgen.NewSegments(&idgen.SQLBlocks{DB: db}, "order")
-		b.ids = b.ownIDs
-	}
-	b.parts = &parts{
-		life:  &Lifecycle{base: b},
-		queue: &Queue{base: b},
-		door:  &Door{base: b},
-		sales: &Service{base: b},
+	s.marks = newMarks(s.stock.Ledgers(), opt.Step, opt.Log)
+	s.flight.working.Go(func() { s.marks.run(s.flight.stop) })
+	s.told = newTold(s.stock.Ledgers(), outbox.UniqueName(), opt.Step, opt.Log)
+	s.flight.working.Go(func() { s.told.run(s.flight.stop) })
+	if s.ids == nil {
+		s.ownIDs = idgen.NewSegments(&idgen.SQLBlocks{DB: db}, "order")
+		s.ids = s.ownIDs
 	}
 	// The store is set up before the catalogue's notices may reach it.
 	if opt.StockBack != nil {
-		b.stock.Flags().OnCleared(opt.StockBack)
+		s.stock.Flags().OnCleared(opt.StockBack)
 	}
-	b.stock.ClaimWindow(b.Budget().Purchase())
+	s.stock.ClaimWindow(opt.budget().Purchase())
+	// A lease is taken with Options.Lease (the token lock, not a copy).
+	lease := func(ctx context.Context, key string, ttl time.Duration) (func(), error) {
+		return lock.Try(ctx, opt.Lease, key, ttl, opt.Step, opt.Log)
+	}
 	cat, err := catalogue.New(db, rdb, catalogue.Options{
-		Stock: b.stock, Locks: locks, Mode: sells, Sold: sold, Lease: b.lease, Log: opt.Log,
-		Enter: b.sales.Enter, Now: opt.Now,
+		Stock: s.stock, Locks: locks, Mode: sells, Sold: sold, Lease: lease, Log: opt.Log,
+		Enter: s.Enter, Now: opt.Now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.cat = cat
+	s.cat = cat
+	s.returns = returns{stock: s.stock, cat: cat, budget: opt.budget(), log: opt.Log}
+	s.life = &Lifecycle{db: db, stock: s.stock, cat: cat, opt: opt, log: opt.Log, flight: s.flight, returns: s.returns, orderOf: s.orderOf}
+	s.queue = &Queue{stock: s.stock}
+	s.door = &Door{cat: cat, opt: opt}
 	if opt.DueEvery > 0 {
-		b.working.Go(b.life.expireOnSchedule)
+		s.flight.working.Go(s.life.expireOnSchedule)
 	}
-	return b.sales, nil
+	return s, nil
 }
 
 // Budget is the service's purchase time budget.
-func (b *base) Budget() Budget {
-	return Budget{LockWait: b.opt.LockWait, MaxHold: MaxHold, Step: b.opt.Step}
-}
+func (s *Service) Budget() Budget { return s.opt.budget() }
 
-// enter registers a purchase or a job in flight; it fails once Close began.
-func (b *base) enter() error {
-	b.flight.Lock()
-	defer b.flight.Unlock()
-	if b.closing {
-		return ErrClosing
-	}
-	b.working.Add(1)
-	return nil
+func (o Options) budget() Budget {
+	return Budget{LockWait: o.LockWait, MaxHold: MaxHold, Step: o.Step}
 }
 
 // Close refuses new purchases, stops the schedules, waits for the purchases
 // and jobs in flight (each is bounded in time) and stops following notices.
 // It closes neither the database, nor Redis, nor the lock pool.
 func (s *Service) Close() error {
-	s.flight.Lock()
-	if s.closing {
-		s.flight.Unlock()
+	if !s.flight.land() {
 		return nil
 	}
-	s.closing = true
-	close(s.stop)
-	s.flight.Unlock()
-	s.working.Wait()
 	if s.ownIDs != nil {
 		s.ownIDs.Close()
 	}
@@ -416,10 +440,10 @@ func (s *Service) RedisConnected(context.Context, *redis.Conn) error {
 // as work in flight, which Close waits for; it fails with ErrClosing once
 // Close began. done ends it.
 func (s *Service) Enter() (done func(), err error) {
-	if err := s.enter(); err != nil {
+	if err := s.flight.enter(); err != nil {
 		return nil, err
 	}
-	return s.working.Done, nil
+	return s.flight.working.Done, nil
 }
 
 // ExpireOverdue cancels p's unpaid orders well past their due time (see
@@ -427,13 +451,6 @@ func (s *Service) Enter() (done func(), err error) {
 // reached the delay queue.
 func (s *Service) ExpireOverdue(ctx context.Context, p catalogue.Product) (int, error) {
 	return s.life.expireOverdue(ctx, p)
-}
-
-// lease takes key for ttl with Options.Lease (the token lock, not a copy),
-// unless another holds it; it returns the release, or nil when another
-// holds it.
-func (b *base) lease(ctx context.Context, key string, ttl time.Duration) (func(), error) {
-	return lock.Try(ctx, b.opt.Lease, key, ttl, b.opt.Step, b.log)
 }
 
 // sells is what the catalogue knows of a mode.
@@ -517,7 +534,7 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 // refused by the database after it was queued (status Failed, with the
 // Reason). A void row is not an order: not found.
 func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
-	o, found, err := s.find(ctx, s.db, id)
+	o, found, err := find(ctx, s.db, id)
 	switch {
 	case err != nil:
 		return Order{}, err
