@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"seckill/internal/lab/harness"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -176,7 +177,7 @@ func clusterScenarioEnv(t *testing.T) map[string]string {
 	t.Helper()
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("the scenario starts redis-server processes in cluster mode, and %s is not on PATH", bin)
+			testkit.Skipf(t, testkit.NoRedisServer, "the scenario starts redis-server processes in cluster mode, and %s is not on PATH", bin)
 		}
 	}
 	env := map[string]string{"ADMIN_TOKEN": testenv.AdminToken}

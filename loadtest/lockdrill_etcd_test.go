@@ -27,7 +27,7 @@ func failover(t *testing.T, lock string) Failover {
 	t.Helper()
 	f, stop, err := StartFailover(t.Context(), os.Args[0], t.TempDir(), testkit.RealRedis(t).Addr(), lock, os.Stderr)
 	if errors.Is(err, ErrNeedsRedisServer) {
-		t.Skip(err)
+		testkit.Skip(t, testkit.NoRedisServer, err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"seckill/internal/lab/harness"
 	"seckill/internal/reconcile"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 	"seckill/internal/testkit/testenv"
 )
@@ -32,7 +33,7 @@ import (
 // TestMain lets the test binary be a service instance or a Redis: the
 // cluster re-executes the running binary (see child.Run), and under go test
 // that binary is this one.
-func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
+func TestMain(m *testing.M) { child.Main(testkit.Summarize(m.Run), app.StartChild) }
 
 // backends returns the environment the command sees: the real Redis when
 // REDIS_ADDR is set (its keys for product are deleted afterwards), a
@@ -472,7 +473,7 @@ func TestGateBench(t *testing.T) {
 	}
 	t.Run("nginx", func(t *testing.T) {
 		if _, _, err := gate.FindNginx(); err != nil {
-			t.Skipf("needs nginx and libnginx-mod-http-lua: %v", err)
+			testkit.Skipf(t, testkit.NoNginx, "needs nginx and libnginx-mod-http-lua: %v", err)
 		}
 		product := testenv.ProductID(t)
 		getenv := backends(t, product, 4)

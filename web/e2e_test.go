@@ -24,6 +24,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/lab"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
 	"seckill/web"
 )
@@ -498,7 +499,7 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium on PATH: set CHROMIUM or install Debian's chromium package")
+	testkit.Skip(t, testkit.NoChromium, "no Chromium on PATH: set CHROMIUM or install Debian's chromium package")
 	return ""
 }
 

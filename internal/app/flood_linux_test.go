@@ -13,11 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"seckill/internal/app"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 )
 
 // TestMain lets this test binary be the service instance it starts.
-func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
+func TestMain(m *testing.M) { child.Main(testkit.Summarize(m.Run), app.StartChild) }
 
 // Idle keep-alive connections that would use up the service's file
 // descriptors several times over leave honest buyers from another address

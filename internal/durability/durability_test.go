@@ -61,7 +61,7 @@ func TestRead(t *testing.T) {
 // naming that master.
 func TestReadOnACluster(t *testing.T) {
 	if !testkit.HaveRedisServer() {
-		t.Skip("needs redis-server on PATH: a cluster of the test's own, whose masters' settings it changes")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: a cluster of the test's own, whose masters' settings it changes")
 	}
 	c := testkit.ProcessRedisCluster(t)
 	ctx := t.Context()

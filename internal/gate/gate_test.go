@@ -21,12 +21,13 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/gate"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 	"seckill/internal/testkit/testenv"
 )
 
 // TestMain lets this test binary be the service processes it starts.
-func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
+func TestMain(m *testing.M) { child.Main(testkit.Summarize(m.Run), app.StartChild) }
 
 const secret = "test-gate-secret"
 
@@ -294,7 +295,7 @@ func TestGate(t *testing.T) {
 
 	t.Run("nginx", func(t *testing.T) {
 		if nginxErr != nil {
-			t.Skipf("needs nginx and libnginx-mod-http-lua (apt-get install nginx libnginx-mod-http-lua): %v", nginxErr)
+			testkit.Skipf(t, testkit.NoNginx, "needs nginx and libnginx-mod-http-lua (apt-get install nginx libnginx-mod-http-lua): %v", nginxErr)
 		}
 		testNginx(t, control, c)
 		t.Run("stale", func(t *testing.T) { testStale(t) })

@@ -115,7 +115,7 @@ func TestBlocksDisjoint(t *testing.T) {
 				// testkit.NewMySQL would fall back to go-mysql-server, which
 				// stands in for MySQL's GET_LOCK only: two of its UPDATEs
 				// at once lose one. The service never runs on it.
-				t.Skip("MYSQL_DSN is unset; SQLite, the service's database without it, is the subtest above")
+				testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is unset; SQLite, the service's database without it, is the subtest above")
 			}
 			return sqlBlocks(t, mysql.Open(testkit.NewMySQL(t)))
 		}},

@@ -51,7 +51,7 @@ func backends() []backend {
 func realRedis(t testing.TB) string {
 	t.Helper()
 	if os.Getenv("REDIS_ADDR") == "" && !testkit.HaveRedisServer() {
-		t.Skip("no real Redis: REDIS_ADDR is unset and redis-server is not on PATH")
+		testkit.Skip(t, testkit.NoRedisServer, "no real Redis: REDIS_ADDR is unset and redis-server is not on PATH")
 	}
 	return testkit.RealRedis(t).Addr()
 }

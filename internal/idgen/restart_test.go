@@ -30,7 +30,7 @@ func TestRedisRestartedServers(t *testing.T) {
 	t.Run("draws on a cluster", testClusterDraws)
 	t.Run("one Redis back from a snapshot", func(t *testing.T) {
 		if !testkit.HaveRedisServer() {
-			t.Skip("needs redis-server on PATH: the embedded Redis keeps no snapshot to come back from")
+			testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the embedded Redis keeps no snapshot to come back from")
 		}
 		s := testkit.RedisNodes(t, 1)[0] // a process of the test's own: REDIS_ADDR's is not to be restarted
 		var g *idgen.Redis
@@ -201,7 +201,7 @@ func newGuarded(t *testing.T, rdb idgen.RedisClient) *idgen.Redis {
 // client hooked to it; key is the generator's day key.
 func guardedCluster(t *testing.T) (*testkit.RedisCluster, *redis.ClusterClient, *idgen.Redis, string) {
 	if !testkit.HaveRedisServer() {
-		t.Skip("needs redis-server on PATH: miniredis neither fails over nor restarts from a snapshot")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: miniredis neither fails over nor restarts from a snapshot")
 	}
 	c := testkit.ProcessRedisCluster(t)
 	t.Cleanup(func() {

@@ -39,7 +39,7 @@ func segmentStores() []struct {
 		}},
 		{"mysql", func(t *testing.T) func() idgen.Blocks {
 			if os.Getenv("MYSQL_DSN") == "" {
-				t.Skip("MYSQL_DSN is unset; SQLite is the subtest above (go-mysql-server loses concurrent UPDATEs, see TestBlocksDisjoint)")
+				testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is unset; SQLite is the subtest above (go-mysql-server loses concurrent UPDATEs, see TestBlocksDisjoint)")
 			}
 			dsn := testkit.NewMySQL(t)
 			return func() idgen.Blocks { return sqlBlocks(t, mysql.Open(dsn)) }

@@ -39,7 +39,7 @@ func TestSQLRMWReleaseBeforeCommit(t *testing.T) {
 				// Its memory engine commits a transaction by writing its
 				// tables whole: concurrent transactions lose each other's
 				// orders, not the stock's decrements.
-				t.Skip("MYSQL_DSN is unset: go-mysql-server has no row locks, and its commits overwrite each other's orders")
+				testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is unset: go-mysql-server has no row locks, and its commits overwrite each other's orders")
 			}
 			cfg := testenv.Config(t)
 			cfg.MySQLDSN = testkit.NewMySQL(t)
@@ -137,7 +137,7 @@ func TestReleaseBeforeCommitOnlyWhereItTeaches(t *testing.T) {
 // would otherwise write the stock it read minus one over the returned unit.
 func testSQLRMWCancelUnderTheLock(t *testing.T) {
 	if os.Getenv("MYSQL_DSN") == "" {
-		t.Skip("MYSQL_DSN is unset: on SQLite one connection serializes the transactions, and go-mysql-server has no row locks")
+		testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is unset: on SQLite one connection serializes the transactions, and go-mysql-server has no row locks")
 	}
 	cfg := testenv.Config(t)
 	cfg.MySQLDSN = testkit.NewMySQL(t)

@@ -18,6 +18,7 @@ import (
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -129,7 +130,7 @@ func TestMigrateAddsTheWindow(t *testing.T) {
 		"mysql": func(t *testing.T) gorm.Dialector {
 			dsn := os.Getenv("MYSQL_DSN")
 			if dsn == "" {
-				t.Skip("MYSQL_DSN is unset")
+				testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is unset")
 			}
 			return mysql.Open(testenv.Database(t, dsn))
 		},

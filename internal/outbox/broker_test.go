@@ -31,7 +31,7 @@ import (
 func TestMQ(t *testing.T) {
 	url := os.Getenv("RABBITMQ_URL")
 	if url == "" {
-		t.Skip("RABBITMQ_URL is not set: the mq mode's tests need RabbitMQ (.ci/run installs and starts one)")
+		testkit.Skip(t, testkit.NoRabbitMQ, "RABBITMQ_URL is not set: the mq mode's tests need RabbitMQ (.ci/run installs and starts one)")
 	}
 	t.Run("Broker", func(t *testing.T) { testBroker(t, url) })
 	t.Run("PurchaseToRow", func(t *testing.T) { testPurchaseToRow(t, url) })
@@ -46,7 +46,7 @@ func TestMQ(t *testing.T) {
 // and its orders reach their rows.
 func testOnCluster(t *testing.T, url string) {
 	if !testkit.HaveRedisServer() {
-		t.Skip("needs redis-server on PATH: the service checks each cluster node with CLUSTER INFO, which miniredis lacks")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the service checks each cluster node with CLUSTER INFO, which miniredis lacks")
 	}
 	c := testkit.NewRedisCluster(t)
 	srv, product := service(t, url, func(cfg *app.Config) { cfg.RedisAddr, cfg.RedisCluster = "", c.Addrs() })

@@ -188,7 +188,7 @@ func blockingCluster(t *testing.T, perShard int) (*testkit.RedisCluster, *stock.
 	t.Helper()
 	c := testkit.NewRedisCluster(t)
 	if c.Kind() == testkit.RedisEmbedded {
-		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
+		testkit.Skip(t, testkit.NoRedisServer, "miniredis knows no CLIENT ID: a cluster of it is polled")
 	}
 	s := stock.NewStore(c.Client, nil)
 	const shards = clusterShards

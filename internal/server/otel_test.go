@@ -15,6 +15,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/telemetry"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestTraceFollowsAPurchase(t *testing.T) {
 	t.Run("mq", func(t *testing.T) {
 		url := os.Getenv("RABBITMQ_URL")
 		if url == "" {
-			t.Skip("RABBITMQ_URL is not set: the mq mode needs RabbitMQ, which a bare machine lacks")
+			testkit.Skip(t, testkit.NoRabbitMQ, "RABBITMQ_URL is not set: the mq mode needs RabbitMQ, which a bare machine lacks")
 		}
 		testTraceFollows(t, api.ModeMQ, url)
 	})

@@ -26,6 +26,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/order"
 	"seckill/internal/server"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -240,7 +241,7 @@ func TestEveryBuyerGetsExactlyTheStock(t *testing.T) {
 			if tc.mode == api.ModeMQ {
 				url := os.Getenv("RABBITMQ_URL")
 				if url == "" {
-					t.Skip("RABBITMQ_URL is not set: the mq mode needs RabbitMQ, which a bare machine lacks")
+					testkit.Skip(t, testkit.NoRabbitMQ, "RABBITMQ_URL is not set: the mq mode needs RabbitMQ, which a bare machine lacks")
 				}
 				cfg.RabbitMQURL = url
 				testenv.DeleteQueueAfter(t, cfg)

@@ -76,7 +76,7 @@ func newGuardCase(t *testing.T, main *testkit.RedisServer, name string) *guardCa
 		}
 	case "mysql":
 		if os.Getenv("MYSQL_DSN") == "" {
-			t.Skip("MYSQL_DSN is unset: the test kills the holder's session by its id in the process list, which go-mysql-server does not keep as MySQL does")
+			testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is unset: the test kills the holder's session by its id in the process list, which go-mysql-server does not keep as MySQL does")
 		}
 		// A and B on databases of their own, so that A's sessions are the
 		// ones in A's database; GET_LOCK's names are server-wide.

@@ -25,7 +25,7 @@ func blockingCluster(t *testing.T) (*redis.ClusterClient, *stock.Store, stock.Pr
 	t.Helper()
 	c := testkit.NewRedisCluster(t)
 	if c.Kind() == testkit.RedisEmbedded {
-		t.Skip("miniredis knows no CLIENT ID: a cluster of it is polled")
+		testkit.Skip(t, testkit.NoRedisServer, "miniredis knows no CLIENT ID: a cluster of it is polled")
 	}
 	s := stock.NewStore(c.Client, nil)
 	p := clusterProduct(t, c.Client, 6)

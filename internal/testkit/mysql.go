@@ -34,7 +34,7 @@ func NewMySQL(tb testing.TB) string {
 	if dsn == "" {
 		var err error
 		if dsn, err = embeddedMySQL(); errors.Is(err, errNoGo) {
-			tb.Skipf("MYSQL_DSN is unset, and %v", err)
+			Skipf(tb, NoGo, "MYSQL_DSN is unset, and %v", err)
 		} else if err != nil {
 			tb.Fatal(err)
 		}

@@ -55,7 +55,7 @@ func TestCluster(t *testing.T) {
 // what the master had replicated.
 func testFailover(t *testing.T) {
 	if !testkit.HaveRedisServer() {
-		t.Skip("needs redis-server on PATH: miniredis has no replicas")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: miniredis has no replicas")
 	}
 	c := testkit.ProcessRedisCluster(t)
 	ctx := t.Context()

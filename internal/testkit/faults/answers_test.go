@@ -242,7 +242,7 @@ func (s *sale) deadLettered(id idgen.ID) bool {
 // paused so that the INSERTs' outcome is unknown.
 func TestSoldOutNotFinalWhileUnitsUnsettled(t *testing.T) {
 	if !testkit.HaveMariaDB() {
-		t.Skip("mariadbd and mariadb-install-db are not on PATH: the test pauses a database of its own")
+		testkit.Skip(t, testkit.NoMariaDB, "mariadbd and mariadb-install-db are not on PATH: the test pauses a database of its own")
 	}
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{})
 	cfg := config(t, "", db.Database(t, ""))

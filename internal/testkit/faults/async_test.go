@@ -306,7 +306,7 @@ func TestAsyncDurability(t *testing.T) {
 func testIDsPastWrittenAfterRestart(t *testing.T) {
 	r := ownRedis(t)
 	if r.Kind != "redis-server" {
-		t.Skip("needs redis-server on PATH: the embedded Redis keeps no snapshot across a restart and tells no run id")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the embedded Redis keeps no snapshot across a restart and tells no run id")
 	}
 	srv := start(t, config(t, r.Addr, ""), app.Extras{})
 	s := newSale(t, srv)

@@ -37,7 +37,7 @@ func clusterConfig(t *testing.T, c *testkit.RedisCluster) app.Config {
 func needClusterProcesses(t *testing.T) {
 	t.Helper()
 	if !testkit.HaveRedisServer() {
-		t.Skip("needs redis-server on PATH: the service checks each node with CLUSTER INFO, which miniredis lacks, and a failover needs replicas")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the service checks each node with CLUSTER INFO, which miniredis lacks, and a failover needs replicas")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"seckill/internal/app"
 	"seckill/internal/idgen"
 	"seckill/internal/order"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 )
 
@@ -69,7 +70,7 @@ func TestDurabilityDecides(t *testing.T) {
 	}
 
 	if r.Kind != "redis-server" {
-		t.Skip("the rest needs redis-server on PATH: the embedded Redis has no append-only file to turn on")
+		testkit.Skip(t, testkit.NoRedisServer, "the rest needs redis-server on PATH: the embedded Redis has no append-only file to turn on")
 	}
 	if err := r.SetPersistence(t.Context(), child.AOFEverysec); err != nil {
 		t.Fatal(err)
@@ -252,12 +253,12 @@ func aofSale(t *testing.T, p string, claimIdle time.Duration, units, shards int)
 	t.Helper()
 	r, err := child.StartRedisWith(t.Context(), exe(t), t.TempDir(), os.Stderr, p)
 	if err != nil {
-		t.Skipf("needs redis-server on PATH, for its append-only file: %v", err)
+		testkit.Skipf(t, testkit.NoRedisServer, "needs redis-server on PATH, for its append-only file: %v", err)
 	}
 	t.Cleanup(func() { r.Kill() })
 	cfg := config(t, r.Addr, "")
 	if cfg.MySQLDSN == "" {
-		t.Skip("needs MYSQL_DSN: a row lock holds the consumer between its read of a batch and its write (holdConsumer), which SQLite cannot")
+		testkit.Skip(t, testkit.NoMySQL, "needs MYSQL_DSN: a row lock holds the consumer between its read of a batch and its write (holdConsumer), which SQLite cannot")
 	}
 	cfg.ClaimIdle = claimIdle
 	srv := start(t, cfg, app.Extras{})

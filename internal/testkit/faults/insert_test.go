@@ -8,6 +8,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestInsertAnswerLost(t *testing.T) {
 	cfg := config(t, "", "")
 	if cfg.MySQLDSN == "" {
-		t.Skip("MYSQL_DSN is not set: SQLite writes in process, and no answer of it can be lost")
+		testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is not set: SQLite writes in process, and no answer of it can be lost")
 	}
 	dsn, p := behindProxy(t, cfg.MySQLDSN)
 	cfg.MySQLDSN = dsn

@@ -66,7 +66,7 @@ func TestInstancePausedPastItsLease(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			s.t = t
 			if st.Name == "mysql" && cfg.MySQLDSN == "" {
-				t.Skip("the mysql lock needs MySQL (MYSQL_DSN); the service refuses it on SQLite")
+				testkit.Skip(t, testkit.NoMySQL, "the mysql lock needs MySQL (MYSQL_DSN); the service refuses it on SQLite")
 			}
 			// etcd's leases last whole seconds, at least one.
 			pause := 3 * ttl

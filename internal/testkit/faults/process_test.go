@@ -55,7 +55,7 @@ func TestInstanceKilledMidBurst(t *testing.T) {
 func TestDatabaseFaults(t *testing.T) {
 	t.Parallel() // mostly waiting out a pause: beside the others
 	if !testkit.HaveMariaDB() {
-		t.Skip("mariadbd and mariadb-install-db are not on PATH, and go-mysql-server does not keep concurrent writes as MySQL does")
+		testkit.Skip(t, testkit.NoMariaDB, "mariadbd and mariadb-install-db are not on PATH, and go-mysql-server does not keep concurrent writes as MySQL does")
 	}
 	t.Run("LockBurstLeavesRoomForOthers", testMySQLLockBurstLeavesRoomForOthers)
 	t.Run("PausedThenInstanceKilled", testDatabasePausedThenInstanceKilled)

@@ -129,7 +129,7 @@ func TestRepairForgottenTakes(t *testing.T) {
 	t.Run("RestartFromSnapshot", func(t *testing.T) {
 		r := ownRedis(t)
 		if r.Kind != "redis-server" {
-			t.Skip("needs redis-server on PATH: the embedded Redis keeps no snapshot across a restart and tells no run id")
+			testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the embedded Redis keeps no snapshot across a restart and tells no run id")
 		}
 		srv := start(t, config(t, r.Addr, ""), app.Extras{})
 		for run := range *repairRuns {

@@ -30,7 +30,7 @@ import (
 func replicaPair(t testing.TB) (master, replica *child.Redis, replicaClient *redis.Client) {
 	t.Helper()
 	if !testkit.HaveRedisServer() {
-		t.Skip("needs redis-server on PATH: the embedded Redis has no replication")
+		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the embedded Redis has no replication")
 	}
 	start := func() *child.Redis {
 		r, err := child.StartRedis(context.Background(), os.Args[0], t.TempDir(), os.Stderr)

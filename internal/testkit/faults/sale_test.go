@@ -24,6 +24,7 @@ import (
 	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 	"seckill/internal/testkit/testenv"
 )
@@ -31,7 +32,7 @@ import (
 // TestMain lets the test binary be a service instance or a Redis of a
 // test's own (see child.Run): the tests start them as separate processes,
 // which they can pause and kill whole.
-func TestMain(m *testing.M) { child.Main(m.Run, app.StartChild) }
+func TestMain(m *testing.M) { child.Main(testkit.Summarize(m.Run), app.StartChild) }
 
 // grace is the reconciler's grace in these tests: short, so that a test
 // need not wait out a whole purchase's budget. A pass runs only on demand,

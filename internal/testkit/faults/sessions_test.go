@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestQueuedOrderIsItsBuyersOnly(t *testing.T) {
 	r, err := child.StartRedisWith(t.Context(), exe(t), t.TempDir(), os.Stderr, child.AOFEverysec)
 	if err != nil {
-		t.Skipf("needs redis-server on PATH, for its append-only file: %v", err)
+		testkit.Skipf(t, testkit.NoRedisServer, "needs redis-server on PATH, for its append-only file: %v", err)
 	}
 	t.Cleanup(func() { r.Kill() })
 	cfg := config(t, r.Addr, "")

@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/catalogue"
+	"seckill/internal/testkit"
 )
 
 // Three instances started at once on an empty database, beside an empty
@@ -23,7 +24,7 @@ func TestInstancesStartedTogether(t *testing.T) {
 		// came up, but in 3 of 10 tries the products table was empty after;
 		// MariaDB passes 20 of 20. The test needs a server that isolates
 		// concurrent transactions as MySQL does.
-		t.Skip("MYSQL_DSN is not set: SQLite is one process, and the race is a database server's; the embedded go-mysql-server " +
+		testkit.Skip(t, testkit.NoMySQL, "MYSQL_DSN is not set: SQLite is one process, and the race is a database server's; the embedded go-mysql-server "+
 			"does not isolate concurrent transactions as MySQL does (the demo product's row was missing in 3 of 10 tries there)")
 	}
 	const instances, tries = 3, 10

@@ -33,6 +33,7 @@ import (
 	"seckill/internal/outbox"
 	"seckill/internal/reconcile"
 	"seckill/internal/stock"
+	"seckill/internal/testkit"
 )
 
 // AdminToken is the operator token of the services Config configures:
@@ -74,7 +75,7 @@ func RequireReal(t testing.TB) {
 	t.Helper()
 	for _, name := range []string{"REDIS_ADDR", "MYSQL_DSN"} {
 		if os.Getenv(name) == "" {
-			t.Skipf("%s is not set: this test needs the real server", name)
+			testkit.Skipf(t, name, "%s is not set: this test needs the real server", name)
 		}
 	}
 }
