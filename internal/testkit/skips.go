@@ -87,6 +87,10 @@ func printSkips(line string, shown bool) {
 	fmt.Fprintln(w, line)
 }
 
+// namedSkips is how many tests the summary names for each thing absent,
+// so that it stays one line; -v lists every skip.
+const namedSkips = 4
+
 // skipLine is "pkg: skipped 3 tests: redis-server absent (TestA, TestB);
 // RabbitMQ absent (TestMQ)", or "" when Skip skipped nothing.
 func skipLine(pkg string) string {
@@ -97,7 +101,11 @@ func skipLine(pkg string) string {
 	for _, a := range skipped.absent {
 		ts := skipped.tests[a]
 		n += len(ts)
-		parts = append(parts, fmt.Sprintf("%s absent (%s)", a, strings.Join(ts, ", ")))
+		names := strings.Join(ts[:min(len(ts), namedSkips)], ", ")
+		if len(ts) > namedSkips {
+			names += fmt.Sprintf(" and %d more", len(ts)-namedSkips)
+		}
+		parts = append(parts, fmt.Sprintf("%s absent (%s)", a, names))
 	}
 	if n == 0 {
 		return ""

@@ -19,8 +19,12 @@ func TestSkipSummarized(t *testing.T) {
 	t.Run("MQ", func(t *testing.T) { testkit.Skipf(t, "WidgetMQ", "%s is unset", "WIDGET_URL") })
 	t.Run("short", func(t *testing.T) { t.Skip("-short") })
 	t.Run("runs", func(t *testing.T) {})
+	for range 5 {
+		t.Run("many", func(t *testing.T) { testkit.Skip(t, "many-server", "no many-server") })
+	}
 	line := testkit.SkipLine("pkg")
-	for _, want := range []string{"pkg: skipped 2 tests: ", "widget-server absent (TestSkipSummarized/Redis)", "WidgetMQ absent (TestSkipSummarized/MQ)"} {
+	for _, want := range []string{"pkg: skipped 7 tests: ", "widget-server absent (TestSkipSummarized/Redis)", "WidgetMQ absent (TestSkipSummarized/MQ)",
+		"many-server absent (TestSkipSummarized/many, TestSkipSummarized/many#01, TestSkipSummarized/many#02, TestSkipSummarized/many#03 and 1 more)"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("summary %q lacks %q", line, want)
 		}
