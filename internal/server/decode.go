@@ -34,7 +34,7 @@ var (
 // into v: every body this API takes goes through here. Names must match a
 // field exactly, once each; a typo such as "hold" for "hold_ms" or "User_ID"
 // for "user_id" is refused, not ignored.
-func (s *Server) decode(c *gin.Context, v any) error {
+func (s *edge) decode(c *gin.Context, v any) error {
 	r := c.Request
 	if r.ContentLength != 0 { // a body, or one of unknown length
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != api.MediaType {
@@ -68,7 +68,7 @@ const bodyGrace = 250 * time.Millisecond
 // body late even so leaves the deadline in place: the 408 closes the
 // connection (net/http would otherwise wait to drain the rest of the body).
 // A recorder has no connection to bound.
-func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+func (s *edge) readBody(c *gin.Context) ([]byte, error) {
 	rc := http.NewResponseController(c.Writer)
 	if rc.SetReadDeadline(time.Time{}) != nil { // also lifts the server's ReadTimeout, which a pause would fire
 		return io.ReadAll(c.Request.Body)
@@ -77,7 +77,7 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 		mu   sync.Mutex
 		done bool
 	)
-	timer := time.AfterFunc(s.deps.BodyTimeout, func() {
+	timer := time.AfterFunc(s.bodyTimeout, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !done {

@@ -15,7 +15,7 @@ var routedMethods = map[string]bool{http.MethodGet: true, http.MethodHead: true,
 
 // allowMethods answers 405 to a method no route takes (TRACE, OPTIONS, …),
 // before the page's file server, which would serve a file to any method.
-func (s *Server) allowMethods(c *gin.Context) {
+func (s *edge) allowMethods(c *gin.Context) {
 	apiDelete := c.Request.Method == http.MethodDelete && strings.HasPrefix(c.Request.URL.Path, "/api/")
 	if !routedMethods[c.Request.Method] && !apiDelete {
 		c.Header("Allow", "GET, HEAD, POST")
@@ -31,7 +31,7 @@ var stateChanging = map[string]bool{http.MethodPost: true, http.MethodPut: true,
 // checkOrigin refuses a state-changing request that a browser sent from
 // another site's page (its Origin is neither this service's nor allowed).
 // Clients other than browsers send no Origin and are not concerned.
-func (s *Server) checkOrigin(c *gin.Context) {
+func (s *edge) checkOrigin(c *gin.Context) {
 	origin := c.GetHeader("Origin")
 	if origin == "" || !stateChanging[c.Request.Method] {
 		return

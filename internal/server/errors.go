@@ -19,15 +19,15 @@ import (
 	"seckill/internal/stock"
 )
 
-func (s *Server) fail(c *gin.Context, status int, code, msg string) {
+func (s *edge) fail(c *gin.Context, status int, code, msg string) {
 	c.JSON(status, api.Error{Code: code, Error: msg})
 }
 
 // failErr is the one place where an error becomes a status.
-func (s *Server) failErr(c *gin.Context, err error) { s.failTraced(c, err, nil) }
+func (s *edge) failErr(c *gin.Context, err error) { s.failTraced(c, err, nil) }
 
 // failTraced is failErr for a purchase that carries its trace.
-func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
+func (s *edge) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	status, code, known := classify(err)
 	msg := err.Error()
 	var (
@@ -41,7 +41,7 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		c.JSON(status, api.Error{Code: code, Error: msg, OrderID: before.Prior.Order.String(), Trace: trace})
 		return
 	case errors.As(err, &unsettled):
-		s.deps.Log.Error("a purchase's outcome is unknown; the reconciler will settle it", "order", unsettled.Order, "error", err)
+		s.log.Error("a purchase's outcome is unknown; the reconciler will settle it", "order", unsettled.Order, "error", err)
 		c.JSON(status, api.Error{Code: code, OrderID: unsettled.Order.String(), Trace: trace,
 			Error: "the order may or may not have been written: retry with the same Idempotency-Key, or read the order later"})
 		return
@@ -63,7 +63,7 @@ func (s *Server) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	}
 	if !known {
 		// The cause (an address, a driver message) is for the log, not the client.
-		s.deps.Log.Error("request failed", "route", c.FullPath(), "error", err)
+		s.log.Error("request failed", "route", c.FullPath(), "error", err)
 		msg = "a backend (Redis or the database) did not answer; nothing was sold, try again"
 	}
 	if status == http.StatusRequestTimeout {

@@ -21,9 +21,9 @@ import (
 )
 
 func (s *Server) handleHealth(c *gin.Context) {
-	h, err := s.deps.Health(c.Request.Context())
+	h, err := s.health(c.Request.Context())
 	if err != nil {
-		s.deps.Log.Warn("health check failed", "error", err)
+		s.log.Warn("health check failed", "error", err)
 		msg := "a backend did not answer"
 		for _, down := range []error{ErrRedisDown, ErrDatabaseDown} {
 			if errors.Is(err, down) {
@@ -60,14 +60,14 @@ func newProductView(v reconcile.View) api.ProductView {
 	return pv
 }
 
-func (s *Server) handleResetProduct(c *gin.Context) {
+func (s *shop) handleResetProduct(c *gin.Context) {
 	var req api.ProductRequest
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	if req.ID == nil || req.Stock == nil {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "id and stock are required")
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "id and stock are required")
 		return
 	}
 	spec := catalogue.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
@@ -77,7 +77,7 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < catalogue.MinPayTimeout.Milliseconds() || ms > catalogue.MaxPayTimeout.Milliseconds() {
-			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("pay_timeout_ms must be 0 (none) or between %d and %d",
+			s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("pay_timeout_ms must be 0 (none) or between %d and %d",
 				catalogue.MinPayTimeout.Milliseconds(), catalogue.MaxPayTimeout.Milliseconds()))
 			return
 		}
@@ -86,14 +86,14 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 	if req.Shards != nil {
 		// order takes 0 for the default; here only an absent field is.
 		if n := *req.Shards; n < 1 || n > api.MaxShards {
-			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("shards must be between 1 and %d", api.MaxShards))
+			s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("shards must be between 1 and %d", api.MaxShards))
 			return
 		}
 		spec.Shards = *req.Shards
 	}
 	p, err := s.newSale(c.Request.Context(), spec)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	s.respondProduct(c, p.ID)
@@ -103,8 +103,8 @@ func (s *Server) handleResetProduct(c *gin.Context) {
 // on any POST, another product's only on the operator's explicit reset. A
 // POST that looks like a create lays no stock out again (issue 36: one
 // click on a framed Reset sold a sale's units twice).
-func (s *Server) newSale(ctx context.Context, spec catalogue.ProductSpec) (catalogue.Product, error) {
-	cat := s.deps.Orders.Catalogue()
+func (s *shop) newSale(ctx context.Context, spec catalogue.ProductSpec) (catalogue.Product, error) {
+	cat := s.cat
 	if spec.Reset || spec.Lab {
 		return cat.Reset(ctx, spec)
 	}
@@ -115,59 +115,59 @@ func (s *Server) newSale(ctx context.Context, spec catalogue.ProductSpec) (catal
 	return p, err
 }
 
-func (s *Server) handleProduct(c *gin.Context) {
-	id, ok := s.pathID(c, "product")
+func (s *shop) handleProduct(c *gin.Context) {
+	id, ok := s.e.pathID(c, "product")
 	if ok && s.allowProductRead(c, id) {
 		s.respondProduct(c, id)
 	}
 }
 
-func (s *Server) respondProduct(c *gin.Context, id int64) {
-	v, _, err := s.deps.Reconciler.Audit(c.Request.Context(), id)
+func (s *shop) respondProduct(c *gin.Context, id int64) {
+	v, _, err := s.audit.Audit(c.Request.Context(), id)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	pv := newProductView(v)
-	pv.Now = s.deps.Orders.Now().UTC().Truncate(time.Millisecond)
+	pv.Now = s.orders.Now().UTC().Truncate(time.Millisecond)
 	c.JSON(http.StatusOK, pv)
 }
 
-func (s *Server) handleAudit(c *gin.Context) {
-	id, ok := s.pathID(c, "product")
+func (s *shop) handleAudit(c *gin.Context) {
+	id, ok := s.e.pathID(c, "product")
 	if !ok || !s.allowProductRead(c, id) {
 		return
 	}
-	_, a, err := s.deps.Reconciler.Audit(c.Request.Context(), id)
+	_, a, err := s.audit.Audit(c.Request.Context(), id)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, auditBody(a))
 }
 
-func (s *Server) handleDrain(c *gin.Context) {
-	id, ok := s.pathID(c, "product")
+func (s *shop) handleDrain(c *gin.Context) {
+	id, ok := s.e.pathID(c, "product")
 	if !ok || !s.allowProductRead(c, id) {
 		return
 	}
-	d, err := s.deps.Reconciler.Drain(c.Request.Context(), id)
+	d, err := s.audit.Drain(c.Request.Context(), id)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, drainBody(d))
 }
 
 // handleReconcile runs a pass of the reconciler over the product now.
-func (s *Server) handleReconcile(c *gin.Context) {
-	id, ok := s.pathID(c, "product")
+func (s *shop) handleReconcile(c *gin.Context) {
+	id, ok := s.e.pathID(c, "product")
 	if !ok {
 		return
 	}
-	r, err := s.deps.Reconciler.Reconcile(c.Request.Context(), id)
+	r, err := s.audit.Reconcile(c.Request.Context(), id)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, reconciliationBody(&r))
@@ -179,25 +179,25 @@ func newOrder(o order.Order) api.Order {
 		DueAt: o.DueAt, PaidAt: o.PaidAt, CancelledAt: o.CancelledAt, CancelledBy: o.CancelledBy}
 }
 
-func (s *Server) handleBuy(c *gin.Context) {
+func (s *shop) handleBuy(c *gin.Context) {
 	var trace *stock.Trace
 	var req api.OrderRequest
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	if req.ProductID == nil || *req.ProductID <= 0 {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id is required: a positive integer")
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id is required: a positive integer")
 		return
 	}
 	// Compare in milliseconds: a huge value would overflow a Duration and
 	// wrap into range.
 	if req.HoldMS < 0 || req.HoldMS > order.MaxHold.Milliseconds() {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
 		return
 	}
 	if limit := order.MaxClockSkew.Milliseconds(); req.ClockSkewMS < -limit || req.ClockSkewMS > limit {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
 		return
 	}
 	buyer, counted, ok := s.buyerOf(c, *req.ProductID, req.UserID)
@@ -211,7 +211,7 @@ func (s *Server) handleBuy(c *gin.Context) {
 	if counted { // in the address's rate already: a purchase counts once
 		client = ""
 	}
-	o, rc, err := s.deps.Orders.Buy(c.Request.Context(), order.Purchase{
+	o, rc, err := s.orders.Buy(c.Request.Context(), order.Purchase{
 		UserID: buyer.ID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
 		Path: req.PathToken, Client: client,
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode, Faults: faults(req), Trace: trace},
@@ -221,13 +221,13 @@ func (s *Server) handleBuy(c *gin.Context) {
 	// Lock none's lease is a no-op: its section runs from read to write.
 	t := traceBody(trace, rc.Lock != "none")
 	if err != nil {
-		if errors.Is(err, stock.ErrSoldOut) && s.deps.Orders.Catalogue().SoldOut(*req.ProductID) {
+		if errors.Is(err, stock.ErrSoldOut) && s.cat.SoldOut(*req.ProductID) {
 			// For the edge gate: only the flag, which a returning unit
 			// clears (and the gate is told), says the whole product is
 			// sold out; one empty shard without fallback does not.
 			c.Header(api.HeaderSoldOut, strconv.FormatInt(*req.ProductID, 10))
 		}
-		s.failTraced(c, err, t)
+		s.e.failTraced(c, err, t)
 		return
 	}
 	body := newOrder(o)
@@ -252,7 +252,7 @@ func faults(req api.OrderRequest) order.Faults {
 }
 
 // orderID reads the order id of the path, or answers 400.
-func (s *Server) orderID(c *gin.Context) (idgen.ID, bool) {
+func (s *edge) orderID(c *gin.Context) (idgen.ID, bool) {
 	raw := c.Param("id")
 	id, err := idgen.ParseID(raw)
 	if !digits(raw) || err != nil || id <= 0 {
@@ -262,50 +262,50 @@ func (s *Server) orderID(c *gin.Context) (idgen.ID, bool) {
 	return id, true
 }
 
-func (s *Server) handleOrder(c *gin.Context) {
-	id, ok := s.orderID(c)
+func (s *shop) handleOrder(c *gin.Context) {
+	id, ok := s.e.orderID(c)
 	if !ok {
 		return
 	}
-	buyer, ok := s.buyer(c, nil)
+	buyer, ok := s.e.buyer(c, nil)
 	if !ok {
 		return
 	}
-	o, err := s.deps.Orders.OrderFor(c.Request.Context(), id, buyer)
+	o, err := s.orders.OrderFor(c.Request.Context(), id, buyer)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, newOrder(o))
 }
 
 // handlePay and handleCancel change an order's state for its buyer.
-func (s *Server) handlePay(c *gin.Context)    { s.changeOrder(c, s.deps.Orders.Lifecycle().Pay) }
-func (s *Server) handleCancel(c *gin.Context) { s.changeOrder(c, s.deps.Orders.Lifecycle().Cancel) }
+func (s *shop) handlePay(c *gin.Context)    { s.changeOrder(c, s.pay.Pay) }
+func (s *shop) handleCancel(c *gin.Context) { s.changeOrder(c, s.pay.Cancel) }
 
-func (s *Server) changeOrder(c *gin.Context, change func(context.Context, idgen.ID, order.Buyer) (order.Order, error)) {
-	id, ok := s.orderID(c)
+func (s *shop) changeOrder(c *gin.Context, change func(context.Context, idgen.ID, order.Buyer) (order.Order, error)) {
+	id, ok := s.e.orderID(c)
 	if !ok {
 		return
 	}
 	var req api.BuyerRequest
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
-	buyer, ok := s.buyer(c, req.UserID)
+	buyer, ok := s.e.buyer(c, req.UserID)
 	if !ok {
 		return
 	}
 	o, err := change(c.Request.Context(), id, buyer)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, newOrder(o))
 }
 
-func (s *Server) pathID(c *gin.Context, what string) (int64, bool) {
+func (s *edge) pathID(c *gin.Context, what string) (int64, bool) {
 	raw := c.Param("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if !digits(raw) || err != nil || id <= 0 {
@@ -328,25 +328,25 @@ func digits(s string) bool {
 
 // handleLookup tells which of a batch of order ids are rows in the table:
 // the harness checks its 202s with it after a Redis crash.
-func (s *Server) handleLookup(c *gin.Context) {
+func (s *shop) handleLookup(c *gin.Context) {
 	var req api.LookupRequest
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	if req.ProductID <= 0 {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id must be a positive integer")
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id must be a positive integer")
 		return
 	}
 	if len(req.IDs) > order.MaxLookup {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids: at most %d at once", order.MaxLookup))
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids: at most %d at once", order.MaxLookup))
 		return
 	}
 	ids := make([]idgen.ID, len(req.IDs))
 	for i, raw := range req.IDs {
 		id, err := idgen.ParseID(raw)
 		if err != nil || id <= 0 {
-			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids[%d]: %q is not an order id (a positive integer)", i, raw))
+			s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("ids[%d]: %q is not an order id (a positive integer)", i, raw))
 			return
 		}
 		ids[i] = id
@@ -354,13 +354,13 @@ func (s *Server) handleLookup(c *gin.Context) {
 	if !s.allowProductRead(c, req.ProductID) {
 		return
 	}
-	buyer, ok := s.buyer(c, nil)
+	buyer, ok := s.e.buyer(c, nil)
 	if !ok {
 		return
 	}
-	found, err := s.deps.Orders.Written(c.Request.Context(), req.ProductID, buyer, ids)
+	found, err := s.orders.Written(c.Request.Context(), req.ProductID, buyer, ids)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	there := make(map[idgen.ID]bool, len(found))

@@ -23,7 +23,7 @@ var errUnknownHost = fmt.Errorf("unknown host")
 // non-loopback address is let through under any Host when no ALLOWED_HOSTS
 // is set (the service was bound beyond loopback and the operator named no
 // hosts: cmd/seckill says so at start); on loopback, never.
-func (s *Server) checkHost(c *gin.Context) {
+func (s *edge) checkHost(c *gin.Context) {
 	if s.servesHost(c.Request) {
 		return
 	}
@@ -31,7 +31,7 @@ func (s *Server) checkHost(c *gin.Context) {
 	c.Abort()
 }
 
-func (s *Server) servesHost(r *http.Request) bool {
+func (s *edge) servesHost(r *http.Request) bool {
 	host, port := splitHost(r.Host)
 	if host == "localhost" || net.ParseIP(host) != nil || s.hosts[host] || s.hosts[host+":"+port] || host == s.listenHost {
 		return true

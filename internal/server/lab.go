@@ -13,8 +13,11 @@ import (
 
 // labRoutes are the lab's own routes, apart from the shop's: the tables
 // that explain the locks and the sale modes, and the load runs with their
-// timelines. They share the Server's failure and decoding helpers.
-type labRoutes struct{ *Server }
+// timelines. They share the edge's failure and decoding helpers.
+type labRoutes struct {
+	e    *edge
+	runs Runs
+}
 
 // handleLocks serves the lock table itself: the page explains a strategy
 // with the same text docs/LOCKS.md is generated from.
@@ -38,8 +41,8 @@ func (lr labRoutes) handleModes(c *gin.Context) {
 
 func (lr labRoutes) handleStartRun(c *gin.Context) {
 	var spec api.RunSpec
-	if err := lr.decode(c, &spec); err != nil {
-		lr.failErr(c, err)
+	if err := lr.e.decode(c, &spec); err != nil {
+		lr.e.failErr(c, err)
 		return
 	}
 	// The lab sends the run's orders back through this very listener unless
@@ -48,30 +51,30 @@ func (lr labRoutes) handleStartRun(c *gin.Context) {
 	if addr, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		self = "http://" + addr.String()
 	}
-	run, err := lr.deps.Runs.Start(c.Request.Context(), spec, self, bearer(c))
+	run, err := lr.runs.Start(c.Request.Context(), spec, self, bearer(c))
 	if err != nil {
-		lr.failErr(c, err)
+		lr.e.failErr(c, err)
 		return
 	}
 	c.Header("Location", "/api/runs/"+run.ID)
 	c.JSON(http.StatusAccepted, run)
 }
 
-func (lr labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lr.deps.Runs.List()) }
+func (lr labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lr.runs.List()) }
 
 func (lr labRoutes) handleRun(c *gin.Context) {
-	run, err := lr.deps.Runs.Get(c.Param("id"))
+	run, err := lr.runs.Get(c.Param("id"))
 	if err != nil {
-		lr.failErr(c, err)
+		lr.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, run)
 }
 
 func (lr labRoutes) handleRunTimeline(c *gin.Context) {
-	tl, err := lr.deps.Runs.Timeline(c.Param("id"))
+	tl, err := lr.runs.Timeline(c.Param("id"))
 	if err != nil {
-		lr.failErr(c, err)
+		lr.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, tl)

@@ -110,14 +110,14 @@ func (m *metrics) purchase(rc order.Receipt, err error) {
 // backlog reports the async mode's queue at each scrape: a few Redis
 // commands per stream in use, bounded in time.
 type backlog struct {
-	orders                     *order.Service
+	queue                      Queue
 	queued, delivered, streams *prometheus.Desc
 	oldest                     *prometheus.Desc
 }
 
-func newBacklog(orders *order.Service) *backlog {
+func newBacklog(queue Queue) *backlog {
 	return &backlog{
-		orders:    orders,
+		queue:     queue,
 		queued:    prometheus.NewDesc("seckill_queue_orders", "Orders taken and queued (async mode), not written yet.", nil, nil),
 		delivered: prometheus.NewDesc("seckill_queue_delivered", "Queued orders delivered to a consumer and not acknowledged.", nil, nil),
 		streams:   prometheus.NewDesc("seckill_queue_streams", "Streams the consumers read.", nil, nil),
@@ -135,7 +135,7 @@ func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
 func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	q, err := b.orders.Queue().Backlog(ctx)
+	q, err := b.queue.Backlog(ctx)
 	if err != nil {
 		return // Redis did not answer: no sample rather than a wrong one
 	}

@@ -23,24 +23,24 @@ type Passkeys interface {
 
 // handlePasskeyBeginRegistration answers the signed-in buyer with the
 // options for navigator.credentials.create.
-func (s *Server) handlePasskeyBeginRegistration(c *gin.Context) {
-	opts, err := s.deps.Passkeys.BeginRegistration(c.Request.Context(), bearer(c))
+func (s *accounts) handlePasskeyBeginRegistration(c *gin.Context) {
+	opts, err := s.passkeys.BeginRegistration(c.Request.Context(), bearer(c))
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, opts)
 }
 
 // handlePasskeyFinishRegistration keeps the passkey the browser made.
-func (s *Server) handlePasskeyFinishRegistration(c *gin.Context) {
+func (s *accounts) handlePasskeyFinishRegistration(c *gin.Context) {
 	var body jsontext.Value
-	if err := s.decode(c, &body); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &body); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
-	if err := s.deps.Passkeys.FinishRegistration(c.Request.Context(), bearer(c), body); err != nil {
-		s.failErr(c, err)
+	if err := s.passkeys.FinishRegistration(c.Request.Context(), bearer(c), body); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -49,10 +49,10 @@ func (s *Server) handlePasskeyFinishRegistration(c *gin.Context) {
 // handlePasskeyBeginSignIn answers with the options for
 // navigator.credentials.get: no name asked, the authenticator offers its
 // passkeys for this site.
-func (s *Server) handlePasskeyBeginSignIn(c *gin.Context) {
-	opts, err := s.deps.Passkeys.BeginSignIn(c.Request.Context())
+func (s *accounts) handlePasskeyBeginSignIn(c *gin.Context) {
+	opts, err := s.passkeys.BeginSignIn(c.Request.Context())
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, opts)
@@ -60,15 +60,15 @@ func (s *Server) handlePasskeyBeginSignIn(c *gin.Context) {
 
 // handlePasskeyFinishSignIn answers a verified assertion with a session,
 // as POST /api/sessions does a password.
-func (s *Server) handlePasskeyFinishSignIn(c *gin.Context) {
+func (s *accounts) handlePasskeyFinishSignIn(c *gin.Context) {
 	var body jsontext.Value
-	if err := s.decode(c, &body); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &body); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
-	tok, err := s.deps.Passkeys.FinishSignIn(c.Request.Context(), body)
+	tok, err := s.passkeys.FinishSignIn(c.Request.Context(), body)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, sessionOf(tok))

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -21,8 +22,11 @@ import (
 
 	"seckill/internal/admission"
 	"seckill/internal/api"
+	"seckill/internal/catalogue"
+	"seckill/internal/idgen"
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
+	"seckill/internal/stock"
 	"seckill/internal/telemetry"
 )
 
@@ -48,11 +52,82 @@ var (
 	ErrDatabaseDown = errors.New("the database did not answer")
 )
 
-// Deps are what the server needs.
+// Buyer takes purchases and reads a buyer's orders (*order.Service).
+type Buyer interface {
+	Buy(ctx context.Context, in order.Purchase) (order.Order, order.Receipt, error)
+	OrderFor(ctx context.Context, id idgen.ID, b order.Buyer) (order.Order, error)
+	Written(ctx context.Context, product int64, b order.Buyer, ids []idgen.ID) ([]idgen.ID, error)
+	// Now is the sale's clock, for the product's page to count down.
+	Now() time.Time
+}
+
+// Payer pays and cancels a buyer's orders (*order.Lifecycle).
+type Payer interface {
+	Pay(ctx context.Context, id idgen.ID, b order.Buyer) (order.Order, error)
+	Cancel(ctx context.Context, id idgen.ID, b order.Buyer) (order.Order, error)
+}
+
+// Catalogue starts sales and says what a product is (*catalogue.Catalogue).
+type Catalogue interface {
+	Reset(ctx context.Context, spec catalogue.ProductSpec) (catalogue.Product, error)
+	CreateIfAbsent(ctx context.Context, spec catalogue.ProductSpec) (catalogue.Product, error)
+	Product(ctx context.Context, id int64) (catalogue.Product, error)
+	Known(id int64) (lab, ok bool)
+	SoldOut(id int64) bool
+}
+
+// Door hands out purchase paths and binds captchas to them (*order.Door).
+type Door interface {
+	IssuePath(ctx context.Context, in order.PathRequest) (admission.PathToken, error)
+	CaptchaBinding(ctx context.Context, buyer, product int64) (string, error)
+}
+
+// Auditor audits a product's sale and settles it on demand
+// (*reconcile.Reconciler).
+type Auditor interface {
+	Audit(ctx context.Context, id int64) (reconcile.View, reconcile.Audit, error)
+	Drain(ctx context.Context, id int64) (reconcile.Drain, error)
+	Reconcile(ctx context.Context, id int64) (reconcile.Reconciliation, error)
+	// Returned counts the stranded units given back, for /metrics.
+	Returned() int64
+}
+
+// Queue reports the async mode's backlog, for /metrics (*order.Queue).
+type Queue interface {
+	Backlog(ctx context.Context) (stock.Backlog, error)
+}
+
+// Captchas makes captchas, draws them and checks their answers
+// (*admission.Captchas).
+type Captchas interface {
+	Allow(ctx context.Context, client netip.Addr) error
+	New(ctx context.Context, bind string) (string, error)
+	Image(ctx context.Context, id string) ([]byte, error)
+	Solve(ctx context.Context, id, answer, bind string) error
+}
+
+// AddressLimit limits the requests of one client address
+// (*admission.PerAddress).
+type AddressLimit interface {
+	Allow(ctx context.Context, addr string) error
+}
+
+// Deps are what the server needs. A nil interface is a part the service
+// does not have; the routes that would use it fail or are absent, as each
+// field says.
 type Deps struct {
-	Orders *order.Service
-	// Reconciler audits the sales of Orders and settles them on demand.
-	Reconciler *reconcile.Reconciler
+	// Orders takes purchases; Payments pays and cancels them; Catalogue
+	// starts sales; Door issues purchase paths (app: the order service and
+	// its parts).
+	Orders    Buyer
+	Payments  Payer
+	Catalogue Catalogue
+	Door      Door
+	// Queue is the async mode's backlog, for /metrics. Default: none, the
+	// series are absent.
+	Queue Queue
+	// Auditor audits the sales of Orders and settles them on demand.
+	Auditor Auditor
 	// Health checks the backends; an error makes /healthz answer 503. It
 	// wraps ErrRedisDown or ErrDatabaseDown.
 	Health func(context.Context) (api.Health, error)
@@ -96,14 +171,12 @@ type Deps struct {
 	// Gate counts the notices sent to the sold-out gates in front
 	// (*gate.Notifier), for /metrics. Default: none, the series are absent.
 	Gate GateNotices
-	// Paths issues purchase path tokens; Captchas makes the captchas
-	// that guard them. Default: none, POST /api/products/:id/path and
-	// /api/captcha answer 503.
-	Paths    *admission.Paths
-	Captchas *admission.Captchas
+	// Captchas makes the captchas that guard purchase paths and
+	// sign-ups. Default: none, /api/captcha answers 503.
+	Captchas Captchas
 	// PerAddress limits the public's sign-ins, captchas and path tokens
 	// per client address (purchases are limited in order). Default: none.
-	PerAddress *admission.PerAddress
+	PerAddress AddressLimit
 	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For
 	// names the client (the gate in front). Default: none: the client is
 	// the connection's peer, whatever the header says.
@@ -129,15 +202,56 @@ const DefaultBodyTimeout = 5 * time.Second
 // net/http answers 431 beyond it.
 const MaxHeaderBytes = 64 << 10
 
-// Server is the HTTP handler.
+// Server is the HTTP handler: the routes of routes.go, each served by the
+// part that owns what it needs.
 type Server struct {
-	deps    Deps
-	origins map[string]bool // normalized AllowedOrigins
-	hosts   map[string]bool // AllowedHosts, lowercased
+	edge     *edge
+	shop     *shop
+	accounts *accounts
+	bots     botRoutes
+	lab      labRoutes
+	health   func(context.Context) (api.Health, error)
+	log      *slog.Logger
+	web      fs.FS
+	metrics  *metrics
+	engine   *gin.Engine
+}
+
+// edge is what every route shares: the checks on a request (host, origin,
+// method, body, the operator's token, the address's rate), the reading of
+// its body and buyer, and the answer of a failure.
+type edge struct {
+	log         *slog.Logger
+	bodyTimeout time.Duration
+	adminToken  string
+	sessions    Sessions        // verifies buyers' tokens; nil: all refused
+	perAddr     AddressLimit    // nil: no limit
+	origins     map[string]bool // normalized AllowedOrigins
+	hosts       map[string]bool // AllowedHosts, lowercased
 	// listenHost is ListenAddr's host when it is a name, else "".
 	listenHost string
-	metrics    *metrics
-	engine     *gin.Engine
+}
+
+// shop serves the products and their orders: sales, purchases, payments,
+// audits.
+type shop struct {
+	e       *edge
+	orders  Buyer
+	pay     Payer
+	cat     Catalogue
+	audit   Auditor
+	metrics *metrics
+}
+
+// accounts serves the buyers' accounts and sessions, passwords and
+// passkeys.
+type accounts struct {
+	e              *edge
+	sessions       Sessions
+	signups        Signups
+	captchas       Captchas
+	passkeys       Passkeys
+	passkeyOrigins []string
 }
 
 // New builds the handler.
@@ -152,9 +266,24 @@ func New(deps Deps) *Server {
 		deps.BodyTimeout = DefaultBodyTimeout
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{deps: deps, metrics: newMetrics(deps.Registry), origins: make(map[string]bool)}
-	if deps.Orders != nil {
-		deps.Registry.MustRegister(newBacklog(deps.Orders))
+	m := newMetrics(deps.Registry)
+	e := &edge{log: deps.Log, bodyTimeout: deps.BodyTimeout, adminToken: deps.AdminToken, sessions: deps.Sessions,
+		perAddr: deps.PerAddress, origins: make(map[string]bool), hosts: hostSet(deps.AllowedHosts)}
+	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
+		e.listenHost = h
+	}
+	for _, o := range deps.AllowedOrigins {
+		e.origins[normalizeOrigin(o)] = true
+	}
+	s := &Server{edge: e, health: deps.Health, log: deps.Log, web: deps.Web, metrics: m,
+		shop: &shop{e: e, orders: deps.Orders, pay: deps.Payments, cat: deps.Catalogue, audit: deps.Auditor, metrics: m},
+		accounts: &accounts{e: e, sessions: deps.Sessions, signups: deps.Signups, captchas: deps.Captchas,
+			passkeys: deps.Passkeys, passkeyOrigins: deps.PasskeyOrigins},
+		bots: botRoutes{e: e, captchas: deps.Captchas, door: deps.Door},
+		lab:  labRoutes{e: e, runs: deps.Runs},
+	}
+	if deps.Queue != nil {
+		deps.Registry.MustRegister(newBacklog(deps.Queue))
 	}
 	if deps.Gate != nil {
 		deps.Registry.MustRegister(newGateCounts(deps.Gate))
@@ -165,18 +294,11 @@ func New(deps Deps) *Server {
 	if len(deps.Consumers) > 0 {
 		deps.Registry.MustRegister(newConsumerCounts(deps.Consumers))
 	}
-	if deps.Reconciler != nil {
-		rec := deps.Reconciler
+	if deps.Auditor != nil {
+		rec := deps.Auditor
 		deps.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_reconciler_returned_total",
 			Help: "Stranded units this process's reconciler gave back to their shards: takes whose order was never written."},
 			func() float64 { return float64(rec.Returned()) }))
-	}
-	s.hosts = hostSet(deps.AllowedHosts)
-	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
-		s.listenHost = h
-	}
-	for _, o := range deps.AllowedOrigins {
-		s.origins[normalizeOrigin(o)] = true
 	}
 	r := gin.New()
 	// gin trusts every proxy by default, which lets any client pick its
@@ -190,13 +312,13 @@ func New(deps Deps) *Server {
 	// gin recycles its Context when the handler returns, while database/sql
 	// may still be watching the context it was given.
 	r.HandleMethodNotAllowed = true
-	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
+	r.NoMethod(func(c *gin.Context) { e.fail(c, http.StatusMethodNotAllowed, api.CodeBadRequest, "method not allowed") })
 	if deps.Trace {
 		r.Use(otelgin.Middleware(telemetry.Name, otelgin.WithGinFilter(func(c *gin.Context) bool {
 			return c.FullPath() != "/metrics" && c.FullPath() != "/healthz"
 		})))
 	}
-	r.Use(secureHeaders, s.recover, s.metrics.observe, s.checkHost, s.checkOrigin, s.allowMethods, limitBody)
+	r.Use(secureHeaders, e.recover, m.observe, e.checkHost, e.checkOrigin, e.allowMethods, limitBody)
 	s.routes(r)
 	s.engine = r
 	return s
@@ -212,8 +334,8 @@ func bearer(c *gin.Context) string {
 
 // admin requires the operator token. A server built without one (no
 // AdminToken: app always gives one) lets no operator request through.
-func (s *Server) admin(c *gin.Context) {
-	want := s.deps.AdminToken
+func (s *edge) admin(c *gin.Context) {
+	want := s.adminToken
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if want == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,
@@ -228,13 +350,13 @@ const OperatorTokenKey = "seckill:admin-token"
 
 // recover turns a panic into a logged 500 instead of a dropped connection.
 // A panic is a bug; the handlers are written not to have one.
-func (s *Server) recover(c *gin.Context) {
+func (s *edge) recover(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.deps.Log.Error("panic serving a request", "route", c.FullPath(), "panic", v)
+			s.log.Error("panic serving a request", "route", c.FullPath(), "panic", v)
 			s.fail(c, http.StatusInternalServerError, api.CodeInternal, "internal error")
 			c.Abort()
 		}

@@ -42,38 +42,38 @@ const maxBulk = 1000
 
 // handleCreateAccount makes an account with a password, within the
 // address's and its network's limits, with a captcha past the first few.
-func (s *Server) handleCreateAccount(c *gin.Context) {
+func (s *accounts) handleCreateAccount(c *gin.Context) {
 	var req api.AccountRequest
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	ctx := c.Request.Context()
 	addr, err := netip.ParseAddr(c.ClientIP())
 	if err != nil {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "the client's address is not an IP address")
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "the client's address is not an IP address")
 		return
 	}
 	solved := false
-	if req.CaptchaID != "" && s.deps.Captchas != nil {
-		if err := s.deps.Captchas.Solve(ctx, req.CaptchaID, req.Captcha, admission.AccountBinding(admission.Network(addr))); err != nil {
-			s.failErr(c, err)
+	if req.CaptchaID != "" && s.captchas != nil {
+		if err := s.captchas.Solve(ctx, req.CaptchaID, req.Captcha, admission.AccountBinding(admission.Network(addr))); err != nil {
+			s.e.failErr(c, err)
 			return
 		}
 		solved = true
 	}
-	if s.deps.Signups != nil {
-		if err := s.deps.Signups.Check(ctx, addr, solved); err != nil {
-			s.failErr(c, err)
+	if s.signups != nil {
+		if err := s.signups.Check(ctx, addr, solved); err != nil {
+			s.e.failErr(c, err)
 			return
 		}
 	}
-	b, err := s.deps.Sessions.Create(ctx, req.Name, req.Password)
-	if err == nil && s.deps.Signups != nil {
-		err = s.deps.Signups.Made(ctx, addr)
+	b, err := s.sessions.Create(ctx, req.Name, req.Password)
+	if err == nil && s.signups != nil {
+		err = s.signups.Made(ctx, addr)
 	}
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, api.Account{BuyerID: b.ID, Name: b.Name})
@@ -81,15 +81,15 @@ func (s *Server) handleCreateAccount(c *gin.Context) {
 
 // handleSignIn signs a buyer in with a name and password, or by name
 // alone when demo accounts are on.
-func (s *Server) handleSignIn(c *gin.Context) {
+func (s *accounts) handleSignIn(c *gin.Context) {
 	var req api.SessionRequest
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
-	tok, err := s.deps.Sessions.SignIn(c.Request.Context(), c.ClientIP(), req.Name, req.Password)
+	tok, err := s.sessions.SignIn(c.Request.Context(), c.ClientIP(), req.Name, req.Password)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, sessionOf(tok))
@@ -101,19 +101,19 @@ func sessionOf(tok session.Token) api.Session {
 
 // handleBulkAccounts is the operator's: buyers without a password, each
 // with a session, for a load run's thousands of buyers.
-func (s *Server) handleBulkAccounts(c *gin.Context) {
+func (s *accounts) handleBulkAccounts(c *gin.Context) {
 	var req api.BulkAccounts
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	if len(req.Names) == 0 || len(req.Names) > maxBulk {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("names must hold 1 to %d names, not %d", maxBulk, len(req.Names)))
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("names must hold 1 to %d names, not %d", maxBulk, len(req.Names)))
 		return
 	}
-	toks, err := s.deps.Sessions.Bulk(c.Request.Context(), req.Names)
+	toks, err := s.sessions.Bulk(c.Request.Context(), req.Names)
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	out := api.BulkSessions{Sessions: make([]api.Session, len(toks))}
@@ -124,25 +124,25 @@ func (s *Server) handleBulkAccounts(c *gin.Context) {
 }
 
 // handleAccountOptions tells the page which sign-ins there are.
-func (s *Server) handleAccountOptions(c *gin.Context) {
-	c.JSON(http.StatusOK, api.AccountOptions{Demo: s.deps.Sessions.Demo(), MinPassword: session.MinPassword,
-		Passkeys: s.deps.Passkeys != nil, PasskeyOrigins: s.deps.PasskeyOrigins})
+func (s *accounts) handleAccountOptions(c *gin.Context) {
+	c.JSON(http.StatusOK, api.AccountOptions{Demo: s.sessions.Demo(), MinPassword: session.MinPassword,
+		Passkeys: s.passkeys != nil, PasskeyOrigins: s.passkeyOrigins})
 }
 
 // handleCurrentSession says whose the token is, and until when.
-func (s *Server) handleCurrentSession(c *gin.Context) {
-	b, exp, err := s.deps.Sessions.Current(c.Request.Context(), bearer(c))
+func (s *accounts) handleCurrentSession(c *gin.Context) {
+	b, exp, err := s.sessions.Current(c.Request.Context(), bearer(c))
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, api.CurrentSession{BuyerID: b.ID, Name: b.Name, ExpiresAt: exp})
 }
 
 // handleSignOut ends the token's session on every instance.
-func (s *Server) handleSignOut(c *gin.Context) {
-	if err := s.deps.Sessions.SignOut(c.Request.Context(), bearer(c)); err != nil {
-		s.failErr(c, err)
+func (s *accounts) handleSignOut(c *gin.Context) {
+	if err := s.sessions.SignOut(c.Request.Context(), bearer(c)); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -150,14 +150,14 @@ func (s *Server) handleSignOut(c *gin.Context) {
 
 // handleChangePassword sets a new password and ends every session of the
 // account.
-func (s *Server) handleChangePassword(c *gin.Context) {
+func (s *accounts) handleChangePassword(c *gin.Context) {
 	var req api.PasswordChange
-	if err := s.decode(c, &req); err != nil {
-		s.failErr(c, err)
+	if err := s.e.decode(c, &req); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
-	if err := s.deps.Sessions.ChangePassword(c.Request.Context(), c.ClientIP(), bearer(c), req.Password, req.NewPassword); err != nil {
-		s.failErr(c, err)
+	if err := s.sessions.ChangePassword(c.Request.Context(), c.ClientIP(), bearer(c), req.Password, req.NewPassword); err != nil {
+		s.e.failErr(c, err)
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -168,7 +168,7 @@ func (s *Server) handleChangePassword(c *gin.Context) {
 // buyer of the request's token, else nobody. A token that does not verify
 // is refused (401) rather than ignored. ok is false when the answer is
 // sent.
-func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) {
+func (s *edge) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) {
 	if claimed != nil {
 		if id := *claimed; id <= 0 || id >= api.FirstNamedBuyer {
 			s.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf(
@@ -182,11 +182,11 @@ func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) 
 		return b, true
 	}
 	token, bearer := strings.CutPrefix(header, "Bearer ")
-	if !bearer || s.deps.Sessions == nil {
+	if !bearer || s.sessions == nil {
 		s.fail(c, http.StatusUnauthorized, api.CodeSignInRequired, "send a buyer's token as Authorization: Bearer <token> (POST /api/sessions makes one)")
 		return b, false
 	}
-	who, err := s.deps.Sessions.Verify(c.Request.Context(), token)
+	who, err := s.sessions.Verify(c.Request.Context(), token)
 	switch {
 	case errors.Is(err, session.ErrInvalid):
 		s.fail(c, http.StatusUnauthorized, api.CodeSignInRequired, "the buyer's token is not valid ("+err.Error()+"): sign in again with POST /api/sessions")
@@ -205,15 +205,15 @@ func (s *Server) buyer(c *gin.Context, claimed *int64) (b order.Buyer, ok bool) 
 // yet, or no such product) is read only inside the client address's rate,
 // counted here first (counted true; the purchase counts no more): a client
 // naming products that do not exist reaches SQL at that rate at most.
-func (s *Server) buyerOf(c *gin.Context, product int64, claimed *int64) (b order.Buyer, counted, ok bool) {
-	cat := s.deps.Orders.Catalogue()
+func (s *shop) buyerOf(c *gin.Context, product int64, claimed *int64) (b order.Buyer, counted, ok bool) {
+	cat := s.cat
 	if _, known := cat.Known(product); !known {
-		if !s.allowAddress(c) {
+		if !s.e.allowAddress(c) {
 			return b, false, false
 		}
 		counted = true
 	}
-	if b, ok = s.buyer(c, claimed); !ok {
+	if b, ok = s.e.buyer(c, claimed); !ok {
 		return b, counted, false
 	}
 	p, err := cat.Product(c.Request.Context(), product)
@@ -221,11 +221,11 @@ func (s *Server) buyerOf(c *gin.Context, product int64, claimed *int64) (b order
 		err = b.MayBuy(p)
 	}
 	if err != nil {
-		s.failErr(c, err)
+		s.e.failErr(c, err)
 		return b, counted, false
 	}
 	if b.ID == 0 {
-		s.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id is required on a lab product (or a signed-in buyer's Authorization: Bearer <token>)")
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id is required on a lab product (or a signed-in buyer's Authorization: Bearer <token>)")
 		return b, counted, false
 	}
 	return b, counted, true
