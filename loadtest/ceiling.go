@@ -261,9 +261,10 @@ type ceilingRun struct {
 	sides    []ceilingSide
 	services int // sides[:services] are the service's modes, the rest the bare levels
 	drained  ceilingSide
-	// What the bare handlers stocked and sold, deleted at the end.
-	bareKeys     []string
-	bareProducts []int64
+	// What the run stocked and sold, deleted at the end: the bare
+	// handlers' keys, and every side's product.
+	bareKeys []string
+	products []int64
 }
 
 // ceilingSides are a side per service mode, then one per bare level.
@@ -281,16 +282,18 @@ func ceilingSides(modes []string) (sides []ceilingSide, services int) {
 	return sides, services
 }
 
-// cleanUp deletes the bare handlers' keys and orders.
+// cleanUp deletes the keys and orders of every product the run sold: the
+// service's sides leave a buyer key per request (tens of thousands a
+// round), which would otherwise stay in Redis for good.
 func (r *ceilingRun) cleanUp(ctx context.Context, db *gorm.DB, idKey string, stderr io.Writer) {
 	cctx := context.WithoutCancel(ctx)
-	err := errors.Join(r.rdb.Del(cctx, append(r.bareKeys, idKey)...).Err(), stock.Purge(cctx, r.rdb, r.bareProducts))
+	err := errors.Join(r.rdb.Del(cctx, append(r.bareKeys, idKey)...).Err(), stock.Purge(cctx, r.rdb, r.products))
 	if err != nil {
-		fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' keys:", err)
+		fmt.Fprintln(stderr, "loadtest: deleting the run's keys:", err)
 	}
-	if len(r.bareProducts) > 0 {
-		if err := db.WithContext(cctx).Where("product_id IN ?", r.bareProducts).Delete(&order.Order{}).Error; err != nil {
-			fmt.Fprintln(stderr, "loadtest: deleting the bare handlers' orders:", err)
+	if len(r.products) > 0 {
+		if err := db.WithContext(cctx).Where("product_id IN ?", r.products).Delete(&order.Order{}).Error; err != nil {
+			fmt.Fprintln(stderr, "loadtest: deleting the run's orders:", err)
 		}
 	}
 }
@@ -302,6 +305,8 @@ func (r *ceilingRun) round(ctx context.Context, stdout io.Writer, round, i int, 
 		if err := r.stockBare(ctx, &s); err != nil {
 			return err
 		}
+	} else {
+		r.products = append(r.products, s.ProductID)
 	}
 	row, rate, err := r.drive(ctx, i, s)
 	if err != nil {
@@ -338,7 +343,7 @@ func (r *ceilingRun) stockBare(ctx context.Context, s *harness.Spec) error {
 	l := stock.Layout{ID: s.ProductID, Shards: 1, Epoch: 1}
 	keys := []string{l.StockKey(0), l.LedgerKey(0)}
 	r.bareKeys = append(r.bareKeys, keys...)
-	r.bareProducts = append(r.bareProducts, s.ProductID)
+	r.products = append(r.products, s.ProductID)
 	if err := r.rdb.Set(ctx, keys[0], s.Stock, 0).Err(); err != nil {
 		return fmt.Errorf("stocking the bare handlers' product: %w", err)
 	}
