@@ -139,6 +139,12 @@ func testDatabasePausedMidBurst(t *testing.T) {
 // pools (the orders' and the lock's) are bounded, so the database keeps
 // room for other clients. The server's max_connections is set just above
 // the three instances' bound, and another client connects mid-burst.
+//
+// Each holder pauses 10ms inside the lock, so that the burst's 150 buyers
+// wait on the three shards' locks at once however slow the machine: an
+// unbounded pool then holds a connection for each waiter, well past the
+// server's limit, for a second or more, not for a moment the watcher might
+// miss.
 func testMySQLLockBurstLeavesRoomForOthers(t *testing.T) {
 	const perInstance = 40 // app's ordersConns + lock.DefaultMySQLConns
 	db := testkit.OwnMySQL(t, testkit.OwnMySQLOptions{MaxConnections: 3*perInstance + 10})
@@ -146,6 +152,7 @@ func testMySQLLockBurstLeavesRoomForOthers(t *testing.T) {
 	cfg := config(t, r.Addr, db.Database(t, ""))
 	srv := start(t, cfg, app.Extras{})
 	s := newSale(t, srv, start(t, cfg, app.Extras{}).URL, start(t, cfg, app.Extras{}).URL)
+	s.hold = 10 * time.Millisecond
 	s.reset(300, "mysql", "rmw")
 
 	other := testkit.OpenMySQL(t, db.DSN(""))
@@ -171,6 +178,14 @@ func testMySQLLockBurstLeavesRoomForOthers(t *testing.T) {
 	t.Logf("%s: at most %d connections during the burst, for 3 instances of at most %d each", db.Kind, peak.Load(), perInstance)
 	if n := peak.Load(); n > 3*perInstance+2 { // the watcher's and the late client's
 		t.Errorf("%d connections at once: more than the instances' pools allow", n)
+	}
+	// Waiting for a connection of a bounded pool is waiting, not failing:
+	// every buyer gets a unit.
+	for _, o := range outs {
+		if o.status != http.StatusCreated {
+			t.Errorf("%v: want 201, the stock is one unit a buyer", o)
+			break
+		}
 	}
 	s.checkPromise(outs)
 }

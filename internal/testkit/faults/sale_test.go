@@ -117,6 +117,10 @@ type sale struct {
 	rdb     redis.UniversalClient
 	product int64
 	client  *http.Client
+	// hold, if set, is a pause inside the critical section of each of a
+	// burst's purchases; reset then makes the product a lab product, the
+	// only kind that takes one.
+	hold time.Duration
 }
 
 func newSale(t *testing.T, srv *app.Server, urls ...string) *sale {
@@ -133,7 +137,7 @@ func newSale(t *testing.T, srv *app.Server, urls ...string) *sale {
 func (s *sale) reset(stockUnits int, lockName, mode string) {
 	s.t.Helper()
 	shards := 3
-	lab := mode == api.ModeAsync || mode == api.ModeMQ
+	lab := mode == api.ModeAsync || mode == api.ModeMQ || s.hold > 0
 	req := api.ProductRequest{ID: &s.product, Stock: &stockUnits, Shards: &shards, Lock: lockName, Mode: mode, Lab: lab,
 		Reset: true} // the operator's explicit reset: the lock and mode may change
 	if status, body := s.operator(s.urls[0]+"/api/products", req); status != http.StatusOK {
@@ -221,6 +225,11 @@ func (o outcome) String() string {
 // buy sends one purchase of buyer user, signed in (a token minted for the
 // id: see config), with the idempotency key key.
 func buy(ctx context.Context, c *http.Client, url string, product, user int64, key string) outcome {
+	return buyHeld(ctx, c, url, product, user, key, 0)
+}
+
+// buyHeld is buy with a pause of hold inside the critical section.
+func buyHeld(ctx context.Context, c *http.Client, url string, product, user int64, key string, hold time.Duration) outcome {
 	o := outcome{user: user, sent: time.Now()}
 	h := http.Header{}
 	if key != "" {
@@ -232,7 +241,7 @@ func buy(ctx context.Context, c *http.Client, url string, product, user int64, k
 		return o
 	}
 	h.Set("Authorization", "Bearer "+tok)
-	status, body, err := send(ctx, c, url+"/api/orders", h, api.OrderRequest{ProductID: &product})
+	status, body, err := send(ctx, c, url+"/api/orders", h, api.OrderRequest{ProductID: &product, HoldMS: hold.Milliseconds()})
 	o.at = time.Now()
 	if err != nil {
 		o.err = err
@@ -288,7 +297,7 @@ func (s *sale) startBurst(users, concurrency int) *burst {
 					return
 				}
 				user := base + int64(i)
-				b.outs[i] = buy(context.Background(), s.client, s.urls[i%len(s.urls)], s.product, user, "burst-"+strconv.FormatInt(user, 10))
+				b.outs[i] = buyHeld(context.Background(), s.client, s.urls[i%len(s.urls)], s.product, user, "burst-"+strconv.FormatInt(user, 10), s.hold)
 				b.answered.Add(1)
 			}
 		})
