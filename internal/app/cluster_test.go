@@ -46,9 +46,6 @@ func TestOpenCluster(t *testing.T) {
 		}
 	})
 	t.Run("a cluster", func(t *testing.T) {
-		if !testkit.HaveRedisServer() {
-			testkit.Skip(t, testkit.NoRedisServer, "the service checks its nodes with CLUSTER INFO, which miniredis lacks: needs redis-server on PATH")
-		}
 		c := testkit.NewRedisCluster(t)
 		a, err := Open(t.Context(), clusterConfig(t, c.Addrs()[0]), quiet, Extras{})
 		if err != nil {

@@ -45,9 +45,6 @@ func TestMQ(t *testing.T) {
 // On a Redis Cluster of the test's own, the mq mode sells once per buyer
 // and its orders reach their rows.
 func testOnCluster(t *testing.T, url string) {
-	if !testkit.HaveRedisServer() {
-		testkit.Skip(t, testkit.NoRedisServer, "needs redis-server on PATH: the service checks each cluster node with CLUSTER INFO, which miniredis lacks")
-	}
 	c := testkit.NewRedisCluster(t)
 	srv, product := service(t, url, func(cfg *app.Config) { cfg.RedisAddr, cfg.RedisCluster = "", c.Addrs() })
 	createProduct(t, srv.URL, product, 5)

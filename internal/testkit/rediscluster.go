@@ -2,12 +2,16 @@ package testkit
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/embedded"
@@ -16,12 +20,15 @@ import (
 
 // RedisCluster is a Redis Cluster a test uses: the one REDIS_CLUSTER names, or
 // six redis-server processes of the test's own (3 masters, a replica each),
-// or, with no redis-server on PATH, three miniredis nodes with the slot map
-// given to the client (ClusterOptions.ClusterSlots), so that keys are
-// routed over three servers as on a cluster.
+// or, with no redis-server on PATH, three miniredis nodes that answer
+// CLUSTER SLOTS with one slot map and CLUSTER INFO with cluster_state:ok
+// (miniredis alone says each node holds every slot, and knows no CLUSTER
+// INFO), so that any client, the service's too, routes keys over three
+// servers as on a cluster.
 //
 // miniredis does not refuse a script whose keys span slots (CROSSSLOT),
-// nor fail over: tests of those need RedisKind() == RedisProcess.
+// nor redirect a key sent to the wrong node (MOVED), nor fail over: tests
+// of those need RedisKind() == RedisProcess.
 type RedisCluster struct {
 	// Client is a cluster client on every node, closed when the test ends.
 	Client *redis.ClusterClient
@@ -30,7 +37,7 @@ type RedisCluster struct {
 	procs *child.ClusterProcs // RedisProcess
 	emb   []*embedded.Redis   // RedisEmbedded, the masters in slot order
 	addrs []string
-	opt   redis.ClusterOptions // what reaches the nodes: Addrs, or the embedded slot map
+	opt   redis.ClusterOptions // what reaches the nodes: their addresses
 }
 
 // NewRedisCluster returns the cluster REDIS_CLUSTER names, or else one of the
@@ -47,7 +54,7 @@ func NewRedisCluster(tb testing.TB) *RedisCluster {
 	if HaveRedisServer() {
 		return ProcessRedisCluster(tb)
 	}
-	tb.Log("REDIS_CLUSTER is unset and redis-server is not on PATH: a cluster of 3 miniredis nodes, slots mapped by the client")
+	tb.Log("REDIS_CLUSTER is unset and redis-server is not on PATH: a cluster of 3 miniredis nodes that tell one slot map")
 	return embeddedCluster(tb)
 }
 
@@ -80,9 +87,44 @@ func embeddedCluster(tb testing.TB) *RedisCluster {
 		c.addrs = append(c.addrs, emb.Addr())
 	}
 	slots := child.EvenSlots(c.addrs)
-	c.opt.ClusterSlots = func(context.Context) ([]redis.ClusterSlot, error) { return slots, nil }
+	for _, emb := range c.emb {
+		emb.Miniredis().Server().SetPreHook(clusterCommands(slots))
+	}
+	c.opt.Addrs = c.addrs
 	c.Client = c.NewClient(tb, nil)
 	return c
+}
+
+// clusterCommands answers, on an embedded node, the CLUSTER commands a
+// client and the service ask a node of a cluster: SLOTS with slots, the
+// whole cluster's map, and INFO with a cluster whose state is ok. The rest
+// go to miniredis.
+func clusterCommands(slots []redis.ClusterSlot) server.Hook {
+	return func(c *server.Peer, cmd string, args ...string) bool {
+		if cmd != "CLUSTER" || len(args) != 1 {
+			return false
+		}
+		switch strings.ToUpper(args[0]) {
+		case "INFO":
+			c.WriteBulk(fmt.Sprintf("cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\ncluster_known_nodes:%d\r\ncluster_size:%d\r\n", len(slots), len(slots)))
+		case "SLOTS":
+			c.WriteLen(len(slots))
+			for i, s := range slots {
+				host, port, _ := net.SplitHostPort(s.Nodes[0].Addr)
+				p, _ := strconv.Atoi(port)
+				c.WriteLen(3)
+				c.WriteInt(s.Start)
+				c.WriteInt(s.End)
+				c.WriteLen(3)
+				c.WriteBulk(host)
+				c.WriteInt(p)
+				c.WriteBulk(fmt.Sprintf("%040d", i+1)) // a node id: 40 characters
+			}
+		default:
+			return false
+		}
+		return true
+	}
 }
 
 // NewClient returns a client of the cluster, closed when the test ends,

@@ -3,6 +3,7 @@ package testkit_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,10 +15,20 @@ import (
 )
 
 // TestCluster checks that a cluster's keys spread over its three masters:
-// the client routes each key to the node of its slot.
+// the client, given only the nodes' addresses, routes each key to the node
+// of its slot; and that each node says, as the service checks, that its
+// cluster is ok.
 func TestCluster(t *testing.T) {
 	c := testkit.NewRedisCluster(t)
 	ctx := t.Context()
+	for _, addr := range c.Addrs() {
+		node := redis.NewClient(&redis.Options{Addr: addr})
+		info, err := node.ClusterInfo(ctx).Result()
+		node.Close()
+		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			t.Errorf("CLUSTER INFO on %s (%s): %q %v, want cluster_state:ok", addr, c.Kind(), info, err)
+		}
+	}
 	const keys = 30
 	for i := range keys {
 		if err := c.Client.Set(ctx, "redistest:{k"+strconv.Itoa(i)+"}", i, 0).Err(); err != nil {
