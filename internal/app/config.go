@@ -84,6 +84,12 @@ func (c *Config) settings() []setting {
 			fs.Func(name, help, func(s string) error { *p = splitList(s); return nil })
 		}
 	}
+	num := func(p *int) func(*flag.FlagSet, string, string, string) {
+		return func(fs *flag.FlagSet, name, def, help string) {
+			n, _ := strconv.Atoi(def)
+			fs.IntVar(p, name, n, help)
+		}
+	}
 	dur := func(p *time.Duration) func(*flag.FlagSet, string, string, string) {
 		return func(fs *flag.FlagSet, name, def, help string) {
 			fs.Func(name, help+" (default "+def+")", func(s string) error {
@@ -109,14 +115,10 @@ func (c *Config) settings() []setting {
 		{"mysql", "MYSQL_DSN", "MySQL DSN (user:pass@tcp(host:port)/db); empty uses an embedded SQLite", str(&c.MySQLDSN), ""},
 		{"sqlite", "SQLITE_PATH", "file for the embedded SQLite store; empty keeps it in memory", str(&c.SQLitePath), ""},
 		{"rate-limit", "RATE_LIMIT", "allow one order request per user and product per this period; 0 turns it off", dur(&c.RateLimit), "3s"},
-		{"concurrency-limit", "CONCURRENCY_LIMIT", "the ceiling of the adaptive concurrency limit on purchases of products that are not lab products: beyond the limit of the moment, a purchase is answered 503 overloaded at once; 0 (the default, see docs/BENCHMARKS.md: in an opening herd on one machine it sheds purchases it could have sold) turns the limit off", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.ConcurrencyLimit, name, 0, help)
-		}, "0"},
+		{"concurrency-limit", "CONCURRENCY_LIMIT", "the ceiling of the adaptive concurrency limit on purchases of products that are not lab products: beyond the limit of the moment, a purchase is answered 503 overloaded at once; 0 (the default, see docs/BENCHMARKS.md: in an opening herd on one machine it sheds purchases it could have sold) turns the limit off", num(&c.ConcurrencyLimit), "0"},
 		{"lock-ttl", "LOCK_TTL", "lease of a distributed lock", dur(&c.LockTTL), "5s"},
 		{"lock-wait", "LOCK_WAIT", "how long an order waits for a held lock before 503", dur(&c.LockWait), "3s"},
-		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.DemoStock, name, 100, help)
-		}, "100"},
+		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", num(&c.DemoStock), "100"},
 		{"admin-token", "ADMIN_TOKEN", "the operator token: creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>; empty: the first instance on a database makes one, logs it and keeps it in the database for every instance, with a copy in Redis (key seckill:admin-token)", str(&c.AdminToken), ""},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
@@ -133,32 +135,20 @@ func (c *Config) settings() []setting {
 		{"rp-id", "RP_ID", "the passkeys' relying party id: the site's domain as the browser sees it (a passkey is bound to it), never an IP address; empty: the listen address's host when it is a name, else localhost", str(&c.RPID), ""},
 		{"rp-origins", "RP_ORIGINS", "comma-separated origins (scheme://host[:port]) of the pages whose passkey ceremonies are taken; empty: http://<rp id>:<the listen port>", list(&c.RPOrigins), ""},
 		{"demo-accounts", "DEMO_ACCOUNTS", "the demo sign-in by name alone, without a password, to accounts that have none (made on their first sign-in): true, false, or auto, on when Redis and the database are both the embedded ones (the lab on one machine) and off otherwise", str(&c.DemoAccounts), "auto"},
-		{"signups-per-address", "SIGNUPS_PER_ADDRESS", "accounts one client address may make per hour (POST /api/accounts); 0 no limit", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.SignupsAddress, name, session.DefaultSignupsAddress, help)
-		}, strconv.Itoa(session.DefaultSignupsAddress)},
-		{"signups-per-network", "SIGNUPS_PER_NETWORK", "accounts one network (an IPv4 /24, an IPv6 /64) may make per hour; 0 no limit", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.SignupsNetwork, name, session.DefaultSignupsNetwork, help)
-		}, strconv.Itoa(session.DefaultSignupsNetwork)},
-		{"signups-before-captcha", "SIGNUPS_BEFORE_CAPTCHA", "accounts one network makes per hour before each further one needs a solved captcha (POST /api/captcha {\"for\":\"account\"}); 0 never asks", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.SignupsCaptcha, name, session.DefaultSignupsNoCaptcha, help)
-		}, strconv.Itoa(session.DefaultSignupsNoCaptcha)},
+		{"signups-per-address", "SIGNUPS_PER_ADDRESS", "accounts one client address may make per hour (POST /api/accounts); 0 no limit", num(&c.SignupsAddress), strconv.Itoa(session.DefaultSignupsAddress)},
+		{"signups-per-network", "SIGNUPS_PER_NETWORK", "accounts one network (an IPv4 /24, an IPv6 /64) may make per hour; 0 no limit", num(&c.SignupsNetwork), strconv.Itoa(session.DefaultSignupsNetwork)},
+		{"signups-before-captcha", "SIGNUPS_BEFORE_CAPTCHA", "accounts one network makes per hour before each further one needs a solved captcha (POST /api/captcha {\"for\":\"account\"}); 0 never asks", num(&c.SignupsCaptcha), strconv.Itoa(session.DefaultSignupsNoCaptcha)},
 		{"gate", "GATE_URLS", "comma-separated control URLs (http://host:port) of the sold-out gates in front of the replicas (deploy/gate); each is told when a product has stock again", list(&c.GateURLs), ""},
 		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
-		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, ask for captchas, their images and purchase paths, and read orders and products that are not lab products (counted before any SQL); 0 turns it off", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.AddressRate, name, 50, help)
-		}, "50"},
+		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, ask for captchas, their images and purchase paths, and read orders and products that are not lab products (counted before any SQL); 0 turns it off", num(&c.AddressRate), "50"},
 		{"trusted-proxies", "TRUSTED_PROXIES", "comma-separated addresses or CIDRs of the proxies in front (the gate) whose X-Forwarded-For names the client; empty: the client is the connection's peer", list(&c.TrustedProxies), ""},
 		{"path-ttl", "PATH_TTL", "how long a purchase path token stays valid", dur(&c.PathTTL), "1m"},
 		{"header-timeout", "HEADER_TIMEOUT", "how long a connection may take to send a request's headers, its first request's included", dur(&c.HeaderTimeout), DefaultHeaderTimeout.String()},
 		{"idle-timeout", "IDLE_TIMEOUT", "how long a keep-alive connection may wait for its next request before it is closed", dur(&c.IdleTimeout), DefaultIdleTimeout.String()},
-		{"address-conns", "ADDRESS_CONNS", "the most TCP connections one peer address may hold open; more are closed at once (the trusted proxies are not capped: behind a proxy the peer is the proxy); 0 turns the cap off", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.AddressConns, name, DefaultAddressConns, help)
-		}, strconv.Itoa(DefaultAddressConns)},
-		{"max-conns", "MAX_CONNS", "the most TCP connections open in all; one more closes the connection that has waited longest for a request, or is refused when all are serving; 0 turns the cap off (default: half the process's open-file limit, leaving the other half to Redis, SQL and files)", func(fs *flag.FlagSet, name, def, help string) {
-			fs.IntVar(&c.MaxConns, name, defaultMaxConns(), help)
-		}, strconv.Itoa(defaultMaxConns())},
+		{"address-conns", "ADDRESS_CONNS", "the most TCP connections one peer address may hold open; more are closed at once (the trusted proxies are not capped: behind a proxy the peer is the proxy); 0 turns the cap off", num(&c.AddressConns), strconv.Itoa(DefaultAddressConns)},
+		{"max-conns", "MAX_CONNS", "the most TCP connections open in all; one more closes the connection that has waited longest for a request, or is refused when all are serving; 0 turns the cap off (default: half the process's open-file limit, leaving the other half to Redis, SQL and files)", num(&c.MaxConns), strconv.Itoa(defaultMaxConns())},
 	}
 }
 

@@ -129,15 +129,7 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	if err != nil {
 		return View{}, Audit{}, err
 	}
-	var c stock.Counts
-	switch {
-	case p.Store == string(stock.InRedis) && withQueue:
-		c, err = rec.stock.Ledgers().CountWithQueue(ctx, p.Stock())
-	case p.Store == string(stock.InRedis):
-		c, err = rec.stock.Ledgers().Count(ctx, p.Stock())
-	default:
-		c.Levels, err = rec.stock.Ledgers().Levels(ctx, p.Stock())
-	}
+	c, err := rec.countStock(ctx, p, withQueue)
 	if errors.Is(err, stock.ErrNotLaidOut) {
 		// Stale (reset elsewhere) or lost: read the product again to tell.
 		if fresh, ferr := rec.cat.Refresh(ctx, id); ferr == nil && fresh.Epoch != p.Epoch {
@@ -154,21 +146,9 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	if err != nil {
 		return View{}, Audit{}, err
 	}
-	perShard := sc.perShard
-	initial := stock.Split(p.Initial, p.Shards)
-	var shards []ShardAudit
-	totalQueued := 0
-	for k := range p.Shards {
-		sa := ShardAudit{Shard: k, Initial: initial[k], Orders: perShard[k]}
-		if k < len(c.Levels) {
-			sa.Remaining = c.Levels[k]
-		}
-		if k < len(c.Queued) {
-			sa.Queued = c.Queued[k]
-		}
+	shards, totalQueued := shardAudits(p, c, sc.perShard)
+	for _, sa := range shards {
 		v.Sold += sa.Orders
-		totalQueued += sa.Queued
-		shards = append(shards, sa)
 	}
 	taken := p.Initial - v.Remaining()
 	if p.Store == string(stock.InRedis) {
@@ -199,6 +179,40 @@ func (rec *Reconciler) audit(ctx context.Context, id int64, withQueue bool) (Vie
 	judge(&a, p)
 	a.told(told, totalQueued-replaying)
 	return v, a, nil
+}
+
+// countStock counts what Redis holds of p: for a product kept in Redis its
+// levels and takes, with the queue's entries if withQueue; for one kept in
+// SQL only its levels (the rows are the takes).
+func (rec *Reconciler) countStock(ctx context.Context, p catalogue.Product, withQueue bool) (stock.Counts, error) {
+	switch {
+	case p.Store == string(stock.InRedis) && withQueue:
+		return rec.stock.Ledgers().CountWithQueue(ctx, p.Stock())
+	case p.Store == string(stock.InRedis):
+		return rec.stock.Ledgers().Count(ctx, p.Stock())
+	}
+	levels, err := rec.stock.Ledgers().Levels(ctx, p.Stock())
+	return stock.Counts{Levels: levels}, err
+}
+
+// shardAudits lays out, shard by shard, what p started with, what Redis
+// holds and queues (c) and the orders per shard, and the queued in all.
+func shardAudits(p catalogue.Product, c stock.Counts, orders []int) ([]ShardAudit, int) {
+	initial := stock.Split(p.Initial, p.Shards)
+	var shards []ShardAudit
+	queued := 0
+	for k := range p.Shards {
+		sa := ShardAudit{Shard: k, Initial: initial[k], Orders: orders[k]}
+		if k < len(c.Levels) {
+			sa.Remaining = c.Levels[k]
+		}
+		if k < len(c.Queued) {
+			sa.Queued = c.Queued[k]
+		}
+		queued += sa.Queued
+		shards = append(shards, sa)
+	}
+	return shards, queued
 }
 
 // told compares the orders the processes told of with what stores them:
