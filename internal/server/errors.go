@@ -119,14 +119,5 @@ var statuses = [][]api.ErrorStatus{
 		{Err: errBodyTimeout, Status: http.StatusRequestTimeout, Code: api.CodeTimeout},
 	},
 	order.Statuses, lab.Statuses, session.Statuses, admission.Statuses, catalogue.Statuses, reconcile.Statuses,
-	stockStatuses, lock.Statuses,
-}
-
-// stockStatuses are stock's sentinel errors' answers, kept here while
-// stock is being reworked (it has no table of its own yet).
-var stockStatuses = []api.ErrorStatus{
-	{Err: stock.ErrSoldOut, Status: http.StatusConflict, Code: api.CodeSoldOut},
-	{Err: stock.ErrAlreadyBought, Status: http.StatusConflict, Code: api.CodeAlreadyBought},
-	{Err: stock.ErrLockTimeout, Status: http.StatusServiceUnavailable, Code: api.CodeLockTimeout},
-	{Err: stock.ErrLeaseLost, Status: http.StatusServiceUnavailable, Code: api.CodeLeaseLost},
+	stock.Statuses, lock.Statuses,
 }
