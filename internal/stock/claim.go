@@ -117,68 +117,88 @@ func (s *Store) claim(ctx context.Context, p Product, t Ticket) (string, error) 
 		if err != nil {
 			return "", fmt.Errorf("claiming buyer %d of product %d: %w", t.User, p.ID, err)
 		}
+		granted := false
 		if strings.HasPrefix(prior, claimMark) {
-			// A claim is the record of a take that landed, or a purchase
-			// under way, or one that is over and took nothing: the ledgers
-			// tell which.
-			e, found, err := s.ledgers.FindTake(ctx, p.Layout, t.User)
-			if err != nil {
-				return "", err
-			}
-			if found {
-				// Settled now, so that the buyer's next purchase reads
-				// one ledger, not all of them.
-				_ = s.settleClaim(ctx, p, t.User, prior, e.record())
-				return "", &TakenBefore{Prior: e}
-			}
-			owner, at := parseClaim(prior)
-			switch {
-			case owner == t.Key:
-				// This purchase's own, from an attempt that took nothing
-				// or whose outcome was unknown and did not land. It is
-				// made this attempt's (compare and set): its time, so
-				// that another purchase does not find it stale while this
-				// take runs, and its order, which this take's give-back
-				// or dead letter forgets it by.
-				n, err := settleScript.Run(ctx, s.rdb, []string{key}, prior, mine).Int()
-				if err != nil {
-					return "", fmt.Errorf("renewing the claim of buyer %d on product %d: %w", t.User, p.ID, err)
-				}
-				if n == 1 {
-					return mine, nil
-				}
-			case time.Since(at) > s.claimWindow:
-				// A purchase that is over, and took nothing.
-				if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, "").Err(); err != nil {
-					return "", fmt.Errorf("forgetting a stale claim on buyer %d of product %d: %w", t.User, p.ID, err)
-				}
-			case time.Now().After(deadline):
-				return "", fmt.Errorf("%w (buyer %d, product %d)", ErrInFlight, t.User, p.ID)
-			default:
-				if err := pause(ctx, inFlightPoll); err != nil {
-					return "", fmt.Errorf("waiting for another purchase of buyer %d: %w", t.User, err)
-				}
-			}
-			continue
+			granted, err = s.claimed(ctx, p, t, prior, mine, deadline)
+		} else {
+			err = s.recorded(ctx, p, t, prior)
 		}
-		e, err := parseEntry(t.User, prior)
-		if err != nil {
-			return "", fmt.Errorf("buyer %d of product %d: %w", t.User, p.ID, err)
-		}
-		// The key is written after the take and deleted after a give-back,
-		// each a step apart: believe it only if the ledger holds the take.
-		held, err := s.rdb.HGet(ctx, p.LedgerKey(e.Shard), strconv.FormatInt(t.User, 10)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return "", fmt.Errorf("reading the ledger of shard %d of product %d: %w", e.Shard, p.ID, err)
-		}
-		if held == prior {
-			return "", &TakenBefore{Prior: e}
-		}
-		// Given back: the buyer may buy again, as on one Redis.
-		if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, e.Order.String()).Err(); err != nil {
-			return "", fmt.Errorf("forgetting buyer %d of product %d: %w", t.User, p.ID, err)
+		switch {
+		case err != nil:
+			return "", err
+		case granted:
+			return mine, nil
 		}
 	}
+}
+
+// claimed decides what the claim prior on t's buyer means for t, whose own
+// claim would be mine. A claim is the record of a take that landed, or a
+// purchase under way, or one that is over and took nothing: the ledgers
+// tell which. It reports whether the claim is now mine; false with no
+// error means to try again.
+func (s *Store) claimed(ctx context.Context, p Product, t Ticket, prior, mine string, deadline time.Time) (bool, error) {
+	key := p.BuyerKey(t.User)
+	e, found, err := s.ledgers.FindTake(ctx, p.Layout, t.User)
+	if err != nil {
+		return false, err
+	}
+	if found {
+		// Settled now, so that the buyer's next purchase reads one ledger,
+		// not all of them.
+		_ = s.settleClaim(ctx, p, t.User, prior, e.record())
+		return false, &TakenBefore{Prior: e}
+	}
+	owner, at := parseClaim(prior)
+	switch {
+	case owner == t.Key:
+		// This purchase's own, from an attempt that took nothing or whose
+		// outcome was unknown and did not land. It is made this attempt's
+		// (compare and set): its time, so that another purchase does not
+		// find it stale while this take runs, and its order, which this
+		// take's give-back or dead letter forgets it by.
+		n, err := settleScript.Run(ctx, s.rdb, []string{key}, prior, mine).Int()
+		if err != nil {
+			return false, fmt.Errorf("renewing the claim of buyer %d on product %d: %w", t.User, p.ID, err)
+		}
+		return n == 1, nil
+	case time.Since(at) > s.claimWindow:
+		// A purchase that is over, and took nothing.
+		if err := forgetScript.Run(ctx, s.rdb, []string{key}, prior, "").Err(); err != nil {
+			return false, fmt.Errorf("forgetting a stale claim on buyer %d of product %d: %w", t.User, p.ID, err)
+		}
+	case time.Now().After(deadline):
+		return false, fmt.Errorf("%w (buyer %d, product %d)", ErrInFlight, t.User, p.ID)
+	default:
+		if err := pause(ctx, inFlightPoll); err != nil {
+			return false, fmt.Errorf("waiting for another purchase of buyer %d: %w", t.User, err)
+		}
+	}
+	return false, nil
+}
+
+// recorded decides what the record prior of a take on t's buyer means: a
+// *TakenBefore if the ledger still holds the take, else nil, the record
+// forgotten, to try again.
+func (s *Store) recorded(ctx context.Context, p Product, t Ticket, prior string) error {
+	e, err := parseEntry(t.User, prior)
+	if err != nil {
+		return fmt.Errorf("buyer %d of product %d: %w", t.User, p.ID, err)
+	}
+	// The key is written after the take and deleted after a give-back,
+	// each a step apart: believe it only if the ledger holds the take.
+	held, err := s.rdb.HGet(ctx, p.LedgerKey(e.Shard), strconv.FormatInt(t.User, 10)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("reading the ledger of shard %d of product %d: %w", e.Shard, p.ID, err)
+	}
+	if held == prior {
+		return &TakenBefore{Prior: e}
+	}
+	// Given back: the buyer may buy again, as on one Redis.
+	if err := forgetScript.Run(ctx, s.rdb, []string{p.BuyerKey(t.User)}, prior, e.Order.String()).Err(); err != nil {
+		return fmt.Errorf("forgetting buyer %d of product %d: %w", t.User, p.ID, err)
+	}
+	return nil
 }
 
 // How long, and how often, a purchase looks again at another purchase's
