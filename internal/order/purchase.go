@@ -202,6 +202,24 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 			return Order{}, rc, err
 		}
 	}
+	ctx, t, err := s.ticket(ctx, p, in)
+	if err != nil {
+		return Order{}, rc, err
+	}
+	rc.Order = t.Order
+	o, err := s.sellFresh(ctx, p, pl, in, t, gen, &rc)
+	// The buyer is told of the order: counted once, by its first answer
+	// (a replay's order was counted then). The mq mode's 202 is the
+	// broker's to keep, and its audit counts no queue.
+	if err == nil && !rc.Replayed && rc.Mode != api.ModeMQ {
+		s.told.add(p.ID, o.Sale)
+	}
+	return o, rc, err
+}
+
+// ticket names the purchase of in: its key (the client's, or one made up),
+// its order id, and the lock owner ctx now carries.
+func (s *Service) ticket(ctx context.Context, p catalogue.Product, in Purchase) (context.Context, stock.Ticket, error) {
 	key := cmp.Or(in.Key, rand.Text())
 	// The purchase owns its locks: a retry of it (same buyer, same key)
 	// re-enters a reentrant lock its first attempt still holds instead of
@@ -213,21 +231,14 @@ func (s *Service) Buy(ctx context.Context, in Purchase) (_ Order, rc Receipt, er
 	// Drawn before the take in every mode, so that a take whose reply is
 	// lost still names the order that will settle, and its retry the same.
 	dctx, draw := telemetry.Start(ctx, "idgen.draw")
+	var err error
 	t.Order, err = s.ids.Next(dctx)
 	telemetry.Fail(draw, err)
 	draw.End()
 	if err != nil {
-		return Order{}, rc, fmt.Errorf("drawing an order id: %w", err)
+		return ctx, t, fmt.Errorf("drawing an order id: %w", err)
 	}
-	rc.Order = t.Order
-	o, err := s.sellFresh(ctx, p, pl, in, t, gen, &rc)
-	// The buyer is told of the order: counted once, by its first answer
-	// (a replay's order was counted then). The mq mode's 202 is the
-	// broker's to keep, and its audit counts no queue.
-	if err == nil && !rc.Replayed && rc.Mode != api.ModeMQ {
-		s.told.add(p.ID, o.Sale)
-	}
-	return o, rc, err
+	return ctx, t, nil
 }
 
 // endBuy ends the purchase's span with what it came to.
