@@ -186,18 +186,8 @@ func (s *shop) handleBuy(c *gin.Context) {
 		s.e.failErr(c, err)
 		return
 	}
-	if req.ProductID == nil || *req.ProductID <= 0 {
-		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "product_id is required: a positive integer")
-		return
-	}
-	// Compare in milliseconds: a huge value would overflow a Duration and
-	// wrap into range.
-	if req.HoldMS < 0 || req.HoldMS > order.MaxHold.Milliseconds() {
-		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds()))
-		return
-	}
-	if limit := order.MaxClockSkew.Milliseconds(); req.ClockSkewMS < -limit || req.ClockSkewMS > limit {
-		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("clock_skew_ms must be within ±%d", limit))
+	if msg := checkBuy(req); msg != "" {
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, msg)
 		return
 	}
 	buyer, counted, ok := s.buyerOf(c, *req.ProductID, req.UserID)
@@ -240,6 +230,22 @@ func (s *shop) handleBuy(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, body)
+}
+
+// checkBuy says what is wrong with a purchase's body, if anything.
+func checkBuy(req api.OrderRequest) string {
+	if req.ProductID == nil || *req.ProductID <= 0 {
+		return "product_id is required: a positive integer"
+	}
+	// Compare in milliseconds: a huge value would overflow a Duration and
+	// wrap into range.
+	if req.HoldMS < 0 || req.HoldMS > order.MaxHold.Milliseconds() {
+		return fmt.Sprintf("hold_ms must be between 0 and %d", order.MaxHold.Milliseconds())
+	}
+	if limit := order.MaxClockSkew.Milliseconds(); req.ClockSkewMS < -limit || req.ClockSkewMS > limit {
+		return fmt.Sprintf("clock_skew_ms must be within ±%d", limit)
+	}
+	return ""
 }
 
 // faults are the lab's faults a purchase asks for.
