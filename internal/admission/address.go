@@ -70,3 +70,6 @@ func (e *AddressLimitedError) Error() string {
 
 // Is makes errors.Is(err, ErrRateLimited) true.
 func (e *AddressLimitedError) Is(target error) bool { return target == ErrRateLimited }
+
+// RetryIn is when to try again: the Retry-After the client is told.
+func (e *AddressLimitedError) RetryIn() time.Duration { return e.RetryAfter }

@@ -28,6 +28,9 @@ func (e *SoldOutForNowError) Error() string {
 // Is makes errors.Is(err, ErrSoldOutForNow) true.
 func (e *SoldOutForNowError) Is(target error) bool { return target == ErrSoldOutForNow }
 
+// RetryIn is when to try again: the Retry-After the buyer is told.
+func (e *SoldOutForNowError) RetryIn() time.Duration { return e.RetryAfter }
+
 // answer notes a purchase whose outcome is unknown among its layout's
 // unsettled orders, and turns a sold out into ErrSoldOutForNow while the
 // layout has any: in Redis, or held by this process because Redis has not

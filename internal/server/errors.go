@@ -30,10 +30,14 @@ func (s *edge) failErr(c *gin.Context, err error) { s.failTraced(c, err, nil) }
 func (s *edge) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	status, code, known := classify(err)
 	msg := err.Error()
+	if wait, ok := retryIn(err); ok {
+		c.Header("Retry-After", strconv.Itoa(int(max(time.Second, wait).Round(time.Second).Seconds())))
+	} else if errors.Is(err, admission.ErrOverloaded) {
+		c.Header("Retry-After", strconv.Itoa(int(admission.RetryAfter/time.Second)))
+	}
 	var (
 		before    *stock.TakenBefore
 		unsettled *order.UnsettledError
-		forNow    *order.SoldOutForNowError
 		early     *order.NotStartedError
 	)
 	switch {
@@ -45,21 +49,14 @@ func (s *edge) failTraced(c *gin.Context, err error, trace *api.Trace) {
 		c.JSON(status, api.Error{Code: code, OrderID: unsettled.Order.String(), Trace: trace,
 			Error: "the order may or may not have been written: retry with the same Idempotency-Key, or read the order later"})
 		return
-	case errors.As(err, &forNow):
+	case errors.Is(err, order.ErrSoldOutForNow):
 		final := false
-		c.Header("Retry-After", strconv.Itoa(int(max(time.Second, forNow.RetryAfter).Round(time.Second).Seconds())))
 		c.JSON(status, api.Error{Code: code, Error: msg, Final: &final, Trace: trace})
 		return
 	case errors.As(err, &early):
 		now := early.Now.UTC().Truncate(time.Millisecond)
 		c.JSON(status, api.Error{Code: code, Error: msg, StartsAt: &early.StartsAt, Now: &now, Trace: trace})
 		return
-	}
-	if errors.Is(err, admission.ErrOverloaded) {
-		c.Header("Retry-After", strconv.Itoa(int(admission.RetryAfter/time.Second)))
-	}
-	if wait, ok := retryAfter(err); ok {
-		c.Header("Retry-After", strconv.Itoa(int(max(time.Second, wait).Round(time.Second).Seconds())))
 	}
 	if !known {
 		// The cause (an address, a driver message) is for the log, not the client.
@@ -72,20 +69,12 @@ func (s *edge) failTraced(c *gin.Context, err error, trace *api.Trace) {
 	c.JSON(status, api.Error{Code: code, Error: msg, Trace: trace})
 }
 
-// retryAfter is the wait a refusal names, if it names one.
-func retryAfter(err error) (time.Duration, bool) {
-	var (
-		throttled *session.ThrottledError
-		signups   *session.SignupsLimitedError
-		address   *admission.AddressLimitedError
-	)
-	switch {
-	case errors.As(err, &address):
-		return address.RetryAfter, true
-	case errors.As(err, &throttled):
-		return throttled.RetryAfter, true
-	case errors.As(err, &signups):
-		return signups.RetryAfter, true
+// retryIn is the wait a refusal names, if it names one: an error that
+// says when to try again has a method RetryIn, whatever its package.
+func retryIn(err error) (time.Duration, bool) {
+	var w interface{ RetryIn() time.Duration }
+	if errors.As(err, &w) {
+		return w.RetryIn(), true
 	}
 	return 0, false
 }

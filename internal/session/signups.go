@@ -35,6 +35,9 @@ func (e *SignupsLimitedError) Error() string {
 
 func (e *SignupsLimitedError) Unwrap() error { return ErrSignupsLimited }
 
+// RetryIn is when to try again: the Retry-After the client is told.
+func (e *SignupsLimitedError) RetryIn() time.Duration { return e.RetryAfter }
+
 // The sign-up limits' defaults (SignupOptions).
 const (
 	DefaultSignupWindow     = time.Hour

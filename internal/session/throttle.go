@@ -25,6 +25,9 @@ func (e *ThrottledError) Error() string {
 
 func (e *ThrottledError) Unwrap() error { return ErrThrottled }
 
+// RetryIn is when to try again: the Retry-After the client is told.
+func (e *ThrottledError) RetryIn() time.Duration { return e.RetryAfter }
+
 var (
 	//go:embed throttle.lua
 	throttleLua    string
