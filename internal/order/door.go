@@ -18,8 +18,13 @@ import (
 // tokens. Its refusals come before the purchase draws an id or takes a
 // lock, so that a herd of them costs the stock nothing.
 type Door struct {
-	cat *catalogue.Catalogue
-	opt Options
+	cat        *catalogue.Catalogue
+	buyers     Admitter        // Options.Admit
+	paths      Paths           // Options.Paths
+	captchas   Captchas        // Options.Captchas
+	perAddress AddressAdmitter // Options.PerAddress
+	limit      Limiter         // Options.Limit
+	now        func() time.Time
 }
 
 // Door is the service's part that admits purchases and issues path tokens.
@@ -45,7 +50,7 @@ func (d *Door) admit(ctx context.Context, p catalogue.Product, in Purchase) erro
 // the id, the take), so that the buyers who click before the opening cost
 // the service nothing else. Paying and cancelling never ask it.
 func (d *Door) window(p catalogue.Product) error {
-	now := d.opt.Now()
+	now := d.now()
 	switch {
 	case p.StartsAt != nil && now.Before(*p.StartsAt):
 		return &NotStartedError{Product: p.ID, StartsAt: *p.StartsAt, Now: now}
@@ -59,10 +64,10 @@ func (d *Door) window(p catalogue.Product) error {
 // products are exempt: one harness, from one address, is their thousands
 // of buyers.
 func (d *Door) admitClient(ctx context.Context, p catalogue.Product, in Purchase) error {
-	if d.opt.PerAddress == nil || p.Lab || in.Client == "" {
+	if d.perAddress == nil || p.Lab || in.Client == "" {
 		return nil
 	}
-	return d.opt.PerAddress.Allow(ctx, in.Client)
+	return d.perAddress.Allow(ctx, in.Client)
 }
 
 // redeemPath spends the purchase's path token on a product that asks for
@@ -71,18 +76,18 @@ func (d *Door) redeemPath(ctx context.Context, p catalogue.Product, in Purchase)
 	if !p.Path {
 		return nil
 	}
-	if d.opt.Paths == nil {
+	if d.paths == nil {
 		return fmt.Errorf("%w: product %d asks for a purchase path and this service issues none", ErrNoPaths, p.ID)
 	}
-	return d.opt.Paths.Redeem(ctx, in.UserID, p.ID, in.Path, in.Key)
+	return d.paths.Redeem(ctx, in.UserID, p.ID, in.Path, in.Key)
 }
 
 // admitBuyer asks Options.Admit to let the buyer's purchase of product in.
 func (d *Door) admitBuyer(ctx context.Context, buyer, product int64) error {
-	if d.opt.Admit == nil {
+	if d.buyers == nil {
 		return nil
 	}
-	return d.opt.Admit.Allow(ctx, buyer, product)
+	return d.buyers.Allow(ctx, buyer, product)
 }
 
 // shed asks Options.Limit to admit a purchase of p; done reports the
@@ -92,10 +97,10 @@ func (d *Door) admitBuyer(ctx context.Context, buyer, product int64) error {
 // process knows is sold out: its answer (409) costs no Redis and is final,
 // and a buyer told "overloaded" would try again for nothing.
 func (d *Door) shed(p catalogue.Product) (done func(error), err error) {
-	if d.opt.Limit == nil || p.Lab || d.cat.SoldOut(p.ID) {
+	if d.limit == nil || p.Lab || d.cat.SoldOut(p.ID) {
 		return func(error) {}, nil
 	}
-	release, err := d.opt.Limit.Acquire()
+	release, err := d.limit.Acquire()
 	if err != nil {
 		return nil, err
 	}
@@ -122,14 +127,14 @@ func (d *Door) IssuePath(ctx context.Context, in PathRequest) (admission.PathTok
 		return admission.PathToken{}, err
 	}
 	if p.Captcha {
-		if d.opt.Captchas == nil {
+		if d.captchas == nil {
 			return admission.PathToken{}, fmt.Errorf("%w: product %d asks for a captcha and this service checks none", ErrNoPaths, p.ID)
 		}
-		if err := d.opt.Captchas.Solve(ctx, in.CaptchaID, in.Captcha, pathBinding(p, in.Buyer)); err != nil {
+		if err := d.captchas.Solve(ctx, in.CaptchaID, in.Captcha, pathBinding(p, in.Buyer)); err != nil {
 			return admission.PathToken{}, err
 		}
 	}
-	return d.opt.Paths.Issue(ctx, in.Buyer, p.ID)
+	return d.paths.Issue(ctx, in.Buyer, p.ID)
 }
 
 // CaptchaBinding is what a captcha for buyer's purchase path of a product
@@ -152,7 +157,7 @@ func (d *Door) CaptchaBinding(ctx context.Context, buyer, product int64) (string
 	switch {
 	case !p.Captcha:
 		return "", fmt.Errorf("%w: product %d asks for no captcha: ask POST /api/products/%d/path directly", ErrInvalid, p.ID, p.ID)
-	case d.opt.Captchas == nil:
+	case d.captchas == nil:
 		return "", fmt.Errorf("%w: product %d asks for a captcha and this service checks none", ErrNoPaths, p.ID)
 	}
 	if err := d.window(p); err != nil {
@@ -174,7 +179,7 @@ func (d *Door) pathFor(p catalogue.Product) error {
 	switch {
 	case !p.Path:
 		return fmt.Errorf("%w: product %d sells without a purchase path: buy it directly", ErrInvalid, p.ID)
-	case d.opt.Paths == nil:
+	case d.paths == nil:
 		return fmt.Errorf("%w: product %d asks for a purchase path and this service issues none", ErrNoPaths, p.ID)
 	}
 	return nil

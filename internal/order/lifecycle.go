@@ -192,7 +192,7 @@ func (lc *Lifecycle) lockShard(ctx context.Context, p catalogue.Product, shard i
 	if err != nil {
 		return func() {}
 	}
-	lease, err := locker.Acquire(ctx, p.Stock().LockKey(shard), lock.Options{TTL: lc.opt.LockTTL, Wait: lc.opt.budget().GiveBackWait()})
+	lease, err := locker.Acquire(ctx, p.Stock().LockKey(shard), lock.Options{TTL: lc.lockTTL, Wait: lc.budget.GiveBackWait()})
 	if err != nil {
 		lc.log.Warn("returning a unit without the shard's lock", "product", p.ID, "shard", shard, "error", err)
 		return func() {}
@@ -204,8 +204,8 @@ func (lc *Lifecycle) lockShard(ctx context.Context, p catalogue.Product, shard i
 // A path token's retries end first: once the buyer's take is forgotten, a
 // retry of the purchase would take anew, with the token it spent.
 func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Order) {
-	if p.Path && lc.opt.Paths != nil {
-		if err := lc.opt.Paths.CloseRetries(ctx, o.UserID, p.ID, o.Key); err != nil {
+	if p.Path && lc.paths != nil {
+		if err := lc.paths.CloseRetries(ctx, o.UserID, p.ID, o.Key); err != nil {
 			lc.log.WarnContext(ctx, "a cancelled order's path token still redeems for its key until it expires", "order", o.ID, "error", err)
 		}
 	}
@@ -219,7 +219,7 @@ func (lc *Lifecycle) returnUnit(ctx context.Context, p catalogue.Product, o Orde
 		locker, _ = lc.cat.Locker(p.Lock)
 	}
 	req := stock.Request{Product: p.Stock(), Taker: ModeOf(p).Taker(stock.Locked{Locker: locker,
-		Lock: lock.Options{TTL: lc.opt.LockTTL}, GiveBackWait: lc.opt.budget().GiveBackWait()})}
+		Lock: lock.Options{TTL: lc.lockTTL}, GiveBackWait: lc.budget.GiveBackWait()})}
 	lc.returns.giveBack(ctx, req, stock.Entry{User: o.UserID, Order: o.ID, Key: o.Key, Shard: o.Shard}, "cancelled")
 }
 
@@ -304,7 +304,7 @@ func (lc *Lifecycle) schedule(ctx context.Context, os ...Order) {
 // also closes the empty sets, so that the registry the passes read keeps
 // only the sets of shards with deadlines.
 func (lc *Lifecycle) expireOnSchedule() {
-	t := time.NewTicker(lc.opt.DueEvery)
+	t := time.NewTicker(lc.dueEvery)
 	defer t.Stop()
 	var swept time.Time
 	for {
@@ -313,7 +313,7 @@ func (lc *Lifecycle) expireOnSchedule() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), lc.opt.budget().Purchase())
+		ctx, cancel := context.WithTimeout(context.Background(), lc.budget.Purchase())
 		if err := lc.ExpireDue(ctx); err != nil && !errors.Is(err, ErrClosing) {
 			lc.log.Warn("a pass over the payment deadlines failed", "error", err)
 		}
@@ -345,7 +345,7 @@ func (lc *Lifecycle) ExpireDue(ctx context.Context) error {
 	}
 	var errs []error
 	for _, key := range keys {
-		ids, err := lc.stock.Deadlines().ClaimDue(ctx, key, time.Now(), lc.opt.DueLease, 100)
+		ids, err := lc.stock.Deadlines().ClaimDue(ctx, key, time.Now(), lc.dueLease, 100)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -412,7 +412,7 @@ func (lc *Lifecycle) expire(ctx context.Context, id idgen.ID) error {
 func (lc *Lifecycle) expireOverdue(ctx context.Context, p catalogue.Product) (int, error) {
 	var ids []int64
 	err := lc.db.WithContext(ctx).Model(&Order{}).
-		Where("product_id = ? AND sale = ? AND status = ? AND due_at < ?", p.ID, p.Sale, Unpaid, time.Now().Add(-2*lc.opt.DueLease)).
+		Where("product_id = ? AND sale = ? AND status = ? AND due_at < ?", p.ID, p.Sale, Unpaid, time.Now().Add(-2*lc.dueLease)).
 		Limit(1000).Pluck("id", &ids).Error
 	if err != nil {
 		return 0, fmt.Errorf("reading the overdue orders of product %d: %w", p.ID, err)

@@ -305,13 +305,18 @@ type returns struct {
 // Lifecycle moves orders through their lives: paid, cancelled, expired
 // unpaid with the unit returned.
 type Lifecycle struct {
-	db      *gorm.DB
-	stock   *stock.Store
-	cat     *catalogue.Catalogue
-	opt     Options
-	log     *slog.Logger
-	flight  *flight
-	returns returns
+	db     *gorm.DB
+	stock  *stock.Store
+	cat    *catalogue.Catalogue
+	log    *slog.Logger
+	flight *flight
+	// From Options: the give-back's lock, the path tokens to close, the
+	// deadlines' schedule.
+	lockTTL            time.Duration
+	budget             Budget
+	paths              Paths
+	dueEvery, dueLease time.Duration
+	returns            returns
 	// orderOf reads an order and its product as a buyer may see them
 	// (Service.orderOf).
 	orderOf func(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error)
@@ -397,9 +402,11 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	}
 	s.cat = cat
 	s.returns = returns{stock: s.stock, cat: cat, budget: opt.budget(), log: opt.Log}
-	s.life = &Lifecycle{db: db, stock: s.stock, cat: cat, opt: opt, log: opt.Log, flight: s.flight, returns: s.returns, orderOf: s.orderOf}
+	s.life = &Lifecycle{db: db, stock: s.stock, cat: cat, log: opt.Log, flight: s.flight, returns: s.returns, orderOf: s.orderOf,
+		lockTTL: opt.LockTTL, budget: opt.budget(), paths: opt.Paths, dueEvery: opt.DueEvery, dueLease: opt.DueLease}
 	s.queue = &Queue{stock: s.stock}
-	s.door = &Door{cat: cat, opt: opt}
+	s.door = &Door{cat: cat, buyers: opt.Admit, paths: opt.Paths, captchas: opt.Captchas, perAddress: opt.PerAddress,
+		limit: opt.Limit, now: opt.Now}
 	if opt.DueEvery > 0 {
 		s.flight.working.Go(s.life.expireOnSchedule)
 	}
