@@ -71,16 +71,26 @@ func (s *Service) record(ctx context.Context, p catalogue.Product, req stock.Req
 		return Order{}, fmt.Errorf("writing order %s: %w", o.ID, err)
 	}
 	// No answer: the INSERT may still commit.
-	row, live, serr := s.settle(rctx, o)
+	row, voided, err := s.unknown(rctx, o, "writing", err)
+	if voided {
+		s.returns.giveBack(ctx, req, e, err)
+	}
+	return row, err
+}
+
+// unknown settles o, whose write (doing) had no answer (err): the order, if
+// it landed; else voided, nothing sold, the unit free to go back, and an
+// error saying so. An error that is not voided leaves the outcome unknown.
+func (s *Service) unknown(ctx context.Context, o Order, doing string, err error) (_ Order, voided bool, _ error) {
+	row, live, serr := s.settle(ctx, o)
 	switch {
 	case serr != nil:
-		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
+		return Order{}, false, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
 	case live:
 		s.life.schedule(ctx, row)
-		return row, nil
+		return row, false, nil
 	}
-	s.returns.giveBack(ctx, req, e, err)
-	return Order{}, fmt.Errorf("writing order %s (voided, nothing was sold): %w", o.ID, err)
+	return Order{}, true, fmt.Errorf("%s order %s (voided, nothing was sold): %w", doing, o.ID, err)
 }
 
 // duplicate handles an order that collided with a row: the same order,

@@ -94,15 +94,10 @@ func (q inSQL) inTx(ctx context.Context, s *Service, sl sale, rc *Receipt) (Orde
 	if definite(s.db, err) {
 		return Order{}, fmt.Errorf("committing order %s: %w", o.ID, err)
 	}
-	row, live, serr := s.settle(ctx, o)
-	switch {
-	case serr != nil:
-		return Order{}, &UnsettledError{Order: o.ID, Err: errors.Join(err, serr)}
-	case live:
-		s.life.schedule(ctx, row)
-		return row, nil
-	}
-	return Order{}, fmt.Errorf("committing order %s (voided, nothing was sold): %w", o.ID, err)
+	// The stock's decrement was in the transaction with the order: if the
+	// order did not land, neither did it, and there is no unit to give back.
+	row, _, err := s.unknown(ctx, o, "committing", err)
+	return row, err
 }
 
 // duplicate handles an order that collided: the buyer has an

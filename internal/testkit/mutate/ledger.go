@@ -180,7 +180,7 @@ var ledger = []Mutation{
 		File: "internal/outbox/streams.go", Find: "\treturn Batch{Orders: good}, err\n}", Replace: "\tif err != nil {\n\t\tgood = nil\n\t}\n\treturn Batch{Orders: good}, err\n}",
 		Pkg: "./internal/testkit/faults", Run: "^TestFailoverLeavesNoOrderBehind$", Needs: realServers, Timeout: 5 * time.Minute},
 	{Name: "unknown-insert-given-back", Promise: "an INSERT whose answer is lost",
-		File: "internal/order/record.go", Find: "row, live, serr := s.settle(rctx, o)\n\tswitch {", Replace: "row, live, serr := Order{}, false, error(nil)\n\tswitch {",
+		File: "internal/order/record.go", Find: "row, live, serr := s.settle(ctx, o)\n\tswitch {", Replace: "row, live, serr := Order{}, false, error(nil)\n\tswitch {",
 		Pkg: "./internal/testkit/faults", Run: "^TestInsertAnswerLost$", Needs: realServers, Timeout: 3 * time.Minute},
 	{Name: "rebuilt-layout-orders-written", Promise: "the async mode: an order in a consumer's hand across a rebuild",
 		File: "internal/order/writer.go", Find: "!ok || l.Sale == q.Sale && l.Epoch != q.Layout.Epoch {", Replace: "!ok || l.Sale == q.Sale && l.Epoch != q.Layout.Epoch && false {",
