@@ -213,6 +213,9 @@ type outcome struct {
 	sent   time.Time
 	at     time.Time // when the answer came
 	err    error     // why no answer came
+	// unsent: the purchase was never sent, its buyer's account not made
+	// (token's marks go to the service's Redis).
+	unsent bool
 }
 
 func (o outcome) String() string {
@@ -237,7 +240,7 @@ func buyHeld(ctx context.Context, c *http.Client, url string, product, user int6
 	}
 	tok, err := token(url, user)
 	if err != nil {
-		o.err = err
+		o.err, o.unsent = err, true
 		return o
 	}
 	h.Set("Authorization", "Bearer "+tok)
