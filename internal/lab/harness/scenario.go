@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"seckill/internal/lab/experiment"
 )
 
 // Scenario is a named teaching preset: runs with the verdicts each is
@@ -165,11 +167,30 @@ var NotOversold = []string{Safe, Errors, Undersold}
 
 func always(v ...string) func(string) []string { return func(string) []string { return v } }
 
-// Scenarios are the presets, by name.
-var Scenarios = []Scenario{
+// Scenarios are the presets in the order of the scenario rows of the
+// experiments table, each with its row's summary: the table says what
+// there is and what each shows, presets what each runs.
+var Scenarios = fromTable(presets)
+
+// fromTable returns the preset of each scenario row of experiment.All,
+// with the row's summary. A row without a preset, or a preset without a
+// row, is left out here and fails TestScenariosAreTheTablesRows.
+func fromTable(presets []Scenario) []Scenario {
+	var out []Scenario
+	for _, e := range experiment.OfKind(experiment.Scenario) {
+		if i := slices.IndexFunc(presets, func(p Scenario) bool { return p.Name == e.Name }); i >= 0 {
+			sc := presets[i]
+			sc.Summary = e.Summary
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// presets are the steps of each scenario, by the name of its row.
+var presets = []Scenario{
 	{
-		Name:    "oversell",
-		Summary: "No lock, read-modify-write, a small hold: many buyers read the same stock and each writes it back minus one.",
+		Name: "oversell",
 		Steps: []Step{{
 			Spec:   Spec{Lock: "none", Mode: "rmw", Stock: 100, Buyers: 1000, Concurrency: 100, Hold: Duration(2 * time.Millisecond)},
 			Expect: always(Oversold),
@@ -177,7 +198,6 @@ var Scenarios = []Scenario{
 	},
 	{
 		Name:      "cross-process",
-		Summary:   "An in-process mutex over three processes serializes each process, not the fleet; a Redis lock with a token does.",
 		Instances: 3,
 		Steps: []Step{
 			{Spec: Spec{Lock: "local", Mode: "rmw", Stock: 100, Buyers: 1000, Concurrency: 60, Hold: Duration(2 * time.Millisecond)}, Expect: always(Oversold)},
@@ -185,18 +205,12 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
-		Name: "sharding",
-		Summary: "The token lock on one shard against five, read-modify-write, 100 buyers at once and a unit for each, " +
-			"at hold 0 and at hold 1ms. At hold 0 the lock is held for a few Redis round trips, and the rest of each " +
-			"purchase (HTTP, JSON, the order insert, all outside the lock) on the machine's cores is the limit: five " +
-			"locks help only as far as that leaves room (little on 2 cores). With 1ms held inside, the one lock is the " +
-			"limit, a buyer at a time, and five shards serve five at a time.",
+		Name:      "sharding",
 		Steps:     shardingSteps(0, Duration(time.Millisecond)),
 		Summarize: shardingRatios,
 	},
 	{
-		Name:    "strategies",
-		Summary: "Every registered lock strategy on the same workload, in one process: only the absent lock oversells.",
+		Name: "strategies",
 		Steps: []Step{{
 			Spec:     Spec{Mode: "rmw", Stock: 100, Buyers: 1000, Concurrency: 50, Hold: Duration(time.Millisecond)},
 			AllLocks: true,
@@ -209,8 +223,7 @@ var Scenarios = []Scenario{
 		}},
 	},
 	{
-		Name:    "lua-vs-lock",
-		Summary: "The stock taken atomically by a Lua script or by a conditional SQL update needs no lock at all; compare with the lock paths.",
+		Name: "lua-vs-lock",
 		Steps: []Step{
 			{Spec: Spec{Lock: "none", Mode: "lua", Stock: 500, Buyers: 2000, Concurrency: 100}, Expect: always(Safe)},
 			{Spec: Spec{Lock: "none", Mode: "db", Stock: 500, Buyers: 2000, Concurrency: 100}, Expect: always(Safe)},
@@ -220,11 +233,6 @@ var Scenarios = []Scenario{
 	},
 	{
 		Name: "no-fallback",
-		Summary: "Stock 7 over 5 shards (2,2,1,1,1), the token lock. Each process sends its buyers to the shards in turn " +
-			"(a counter per product), so 7 buyers put two on a shard that holds 1. Without fallback the second is told " +
-			"sold out while a unit waits on another shard: UNDERSOLD. With fallback it tries the other shards: SAFE. " +
-			"With 100 buyers every shard gets 20 and is drained, so the end state is SAFE even without fallback: " +
-			"sent one at a time, the table's \"early\" column counts the buyers told sold out before a later buyer got a unit.",
 		Steps: []Step{
 			{Spec: noFallbackSpec(7, 7, false), Expect: always(Undersold)},
 			{Spec: noFallbackSpec(7, 7, true), Expect: always(Safe)},
@@ -232,9 +240,7 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
-		Name: "long-hold",
-		Summary: "The holder holds past its 200ms lease (hold 300ms) in a live process: a lease without renewal lets " +
-			"the next buyer in, and both write; the watchdog renews it, and a fencing token refuses the stale write.",
+		Name:     "long-hold",
 		LockTTL:  200 * time.Millisecond,
 		LockWait: 10 * time.Second,
 		Steps: longHoldSteps(map[string][]string{
@@ -243,37 +249,20 @@ var Scenarios = []Scenario{
 	},
 	{
 		Name: "pay-vs-timeout",
-		Summary: "200 orders with a 1s payment window, each paid at its window's end ±100ms while the delay queue " +
-			"cancels the unpaid ones. The naive lifecycle reads the status, pauses 20ms, then writes whatever it " +
-			"has become: a payment and a timeout that both read \"unpaid\" both win, and a unit is paid for and back " +
-			"on sale (OVERSOLD). The conditional one (UPDATE … WHERE status = 'unpaid') lets exactly one win: every " +
-			"order paid or returned, never both (SAFE).",
 		Steps: []Step{
 			{Spec: payRaceSpec("naive"), Expect: always(Oversold)},
 			{Spec: payRaceSpec("conditional"), Expect: always(Safe)},
 		},
 	},
 	{
-		Name: "pause",
-		Summary: "A whole instance is paused (SIGSTOP) for 1s, past its 300ms lease, then resumed: its timers stop " +
-			"with it, the watchdog's renewals too. The lock expires, the other instance's buyers take it, and the " +
-			"paused holder, once resumed, writes a stock it read before the pause. The pause strikes as instance 1 " +
-			"answers, when its next buyer holds the lock. Each lock runs 7 times: token and watchdog oversell in at " +
-			"least one (most: the watchdog's waking renewal refuses the write when it answers first); fenced refuses " +
-			"the stale write every time.",
+		Name:      "pause",
 		Instances: 2,
 		LockTTL:   300 * time.Millisecond,
 		LockWait:  10 * time.Second,
 		Steps:     pauseSteps(),
 	},
 	{
-		Name: "redis-pause",
-		Summary: "The Redis the harness started is paused for 3s mid-burst, then resumed. Commands time out after " +
-			"2s and are sent once more; some had run before their answers froze, so a take may run twice: it is " +
-			"idempotent (the second run finds the first one's record under the buyer) and nothing is sold twice or lost: " +
-			"SAFE. A command that opens a new connection during the pause fails with it, without a second try (the " +
-			"connection's handshake timed out, not the command): its buyer gets 503 unavailable and nothing was sold, " +
-			"ERRORS then. The pause strikes once the service's connections are open, which makes that rare.",
+		Name:     "redis-pause",
 		OwnRedis: true,
 		LockWait: 10 * time.Second,
 		Steps: []Step{
@@ -282,10 +271,7 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
-		Name: "instance-kill",
-		Summary: "One of two instances is killed (SIGKILL) mid-burst: the purchases it had taken a unit for die " +
-			"before their orders are written, and its clients get no answer (the errors). After the reconciler's " +
-			"grace (1s here) a pass on demand voids those orders and returns their units: the audit is exact.",
+		Name:           "instance-kill",
 		Instances:      2,
 		ReconcileGrace: time.Second,
 		Steps: []Step{
@@ -295,24 +281,13 @@ var Scenarios = []Scenario{
 	},
 	{
 		Name: "unlock-before-commit",
-		Summary: "Stock in SQL, taken by SELECT, then UPDATE to the value read minus one, the order's INSERT and COMMIT, " +
-			"under the token lock (mode sqlrmw). Released before the COMMIT (fault release_before_commit, with a 5ms " +
-			"commit after the release), the next holder reads the value its predecessor has not committed yet and " +
-			"writes the same: OVERSOLD. Released after it: SAFE. Needs MySQL: SQLite runs one transaction at a time " +
-			"and refuses the fault (SKIPPED).",
 		Steps: []Step{
 			{Spec: unlockBeforeCommitSpec(true), Expect: always(Oversold)},
 			{Spec: unlockBeforeCommitSpec(false), Expect: always(Safe)},
 		},
 	},
 	{
-		Name: "crash-after-take",
-		Summary: "The mq mode takes a unit in Redis, then publishes the order to RabbitMQ: two systems, no transaction " +
-			"between them. The first 10 of 100 purchases stop between the two (fault crash-after-take), as a process " +
-			"that died there would: their units are out of the store and their orders nowhere (LOST). The reconciler " +
-			"compares the takes, the broker's queue and the orders, and returns those units once they are older than " +
-			"its grace period (2s): the audit is exact again, and only the 10 failed purchases remain (ERRORS). The " +
-			"async mode has no such moment: its take queues the order in the same Lua step. Needs RabbitMQ (RABBITMQ_URL).",
+		Name:           "crash-after-take",
 		ReconcileGrace: 2 * time.Second,
 		Steps: []Step{
 			{Spec: crashAfterTakeSpec(), Expect: always(Lost)},
@@ -320,9 +295,7 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
-		Name: "crash",
-		Summary: "The first holder never releases: a lock without expiry is held forever and every later buyer " +
-			"times out; a lock with a lease recovers when it expires.",
+		Name:     "crash",
 		LockTTL:  300 * time.Millisecond,
 		LockWait: time.Second,
 		Steps: []Step{
@@ -334,12 +307,7 @@ var Scenarios = []Scenario{
 	// Issue 12: etcd's lock through the service. The drills etcd-pause,
 	// ap-vs-cp, etcd-partition and failover (loadtest) strike below the API.
 	{
-		Name: "pause-etcd",
-		Summary: "The pause scenario on the etcd lock: instance 1 is paused (SIGSTOP) for 3s, past its 1s lease " +
-			"(2s on an etcd with the default election timeout); its keep-alive stops with it, etcd expires its " +
-			"session and grants the lock to the other instance's buyers. The paused holder, resumed, either learns " +
-			"from its keep-alive that the lease is gone and writes nothing, or writes first and the revision fence " +
-			"refuses it: never oversold. The instances share one etcd (ETCD_ENDPOINTS, else one the runner embeds).",
+		Name:      "pause-etcd",
 		Instances: 2,
 		LockTTL:   time.Second,
 		LockWait:  10 * time.Second,
@@ -351,12 +319,7 @@ var Scenarios = []Scenario{
 	},
 	// The async mode's faults (issue 9, items 4 and 5).
 	{
-		Name: "async-consumer-kill",
-		Summary: "Two instances, mode async, 600 purchases a second for 8s. Mid-drain, instance 1 is SIGKILLed at a moment when its consumer holds " +
-			"queued orders delivered to it and not acknowledged (the process is paused, its pending orders read, then " +
-			"killed). The living consumer claims them after the claim idle (1s here) and writes them; the fault is " +
-			"over once the dead consumer holds none, and fails the run if that takes longer than 30s. The killed " +
-			"instance's own clients get no answer (ERRORS); every 202 has its row, once, and the audit is exact.",
+		Name:      "async-consumer-kill",
 		Instances: 2,
 		ClaimIdle: time.Second,
 		OwnRedis:  true, // no other deployment's consumer on its streams
@@ -369,13 +332,7 @@ var Scenarios = []Scenario{
 		}},
 	},
 	{
-		Name: "async-db-outage",
-		Summary: "Mode async, an open loop of 200 purchases a second for 15s. After 400 answers the database becomes " +
-			"unreachable for 10s (a proxy of the run's, between the instance and MYSQL_DSN's server, is cut: " +
-			"connections reset, new ones closed; the server itself is untouched). Acceptance needs only Redis and goes " +
-			"on (202); the consumer retries its batch with a backoff doubling up to 5s; once the database is back the " +
-			"backlog drains. Any refusal or error makes it ERRORS, a 202 without its row LOST: SAFE is every purchase " +
-			"accepted and written. Needs MYSQL_DSN (SKIPPED on SQLite, which is in the process).",
+		Name:     "async-db-outage",
 		OwnRedis: true,
 		Steps: []Step{{
 			Spec:   Spec{Lock: "none", Mode: "async", Stock: 3000, Buyers: 3000, Concurrency: 20, Rate: 200, Duration: Duration(15 * time.Second)},
@@ -384,29 +341,13 @@ var Scenarios = []Scenario{
 		}},
 	},
 	{
-		Name: "async-durability",
-		Summary: "What a 202 promises: the async mode's queue is as durable as Redis. The run's own redis-server is " +
-			"switched to each persistence in turn: none, appendonly with appendfsync everysec, appendfsync always. " +
-			"Mid-run (after 4000 answers) it is SIGKILLed and started again on its directory; the consumers drain what " +
-			"it kept, and every order answered 202 is looked up in the table (POST /api/orders/lookup). No persistence " +
-			"loses the whole backlog (LOST). With an append-only file a killed process loses nothing, everysec as " +
-			"always: what it wrote is in the kernel's cache; everysec's last second is at risk only when the machine " +
-			"goes down, which a process kill cannot show. SAFE, or ERRORS for the purchases answered 503 while Redis " +
-			"was down. A run per persistence without a kill measures its throughput. Needs redis-server (SKIPPED " +
-			"with the embedded Redis, which keeps nothing).",
+		Name:      "async-durability",
 		OwnRedis:  true,
 		Steps:     durabilitySteps(),
 		Summarize: durabilityTable,
 	},
 	{
-		Name: "async-poison",
-		Summary: "Mode async, 500 buyers for 500 units. The first 3 purchases are poisoned (the lab's fault poison: their " +
-			"queued orders carry an idempotency key longer than its column, a row the database refuses). The consumer " +
-			"writes its batch, the database refuses it, it writes the orders one by one and sends the 3 refused ones " +
-			"to the dead letters with the database's reason, their units back on their shards, acknowledged: never " +
-			"retried. The rest are written. The audit counts the dead letters: 500 answered 202 = 497 orders + 3 dead " +
-			"letters, 3 units back in the store. SAFE with exactly 3 dead letters. Needs MYSQL_DSN: SQLite keeps no " +
-			"column sizes, and the service refuses the fault there (SKIPPED).",
+		Name:     "async-poison",
 		OwnRedis: true,
 		Steps: []Step{{
 			Spec:   Spec{Lock: "none", Mode: "async", Stock: 500, Buyers: 500, Concurrency: 20, Poison: true, FaultRequests: 3},
@@ -421,11 +362,7 @@ var Scenarios = []Scenario{
 	},
 	// --- Redis Cluster (issue 11) ---
 	{
-		Name: "cluster",
-		Summary: "The same workload on instances over one Redis, then over Redis Clusters of 3 and of 6 masters (a replica " +
-			"each), 6 shards: req/s of each, and each master's share of the purchase path's commands (INFO commandstats) " +
-			"and CPU (INFO cpu). On one machine the nodes share its cores, so the req/s ratio says little; the largest " +
-			"share says what the cluster would carry with a machine per master (the predicted speed-up, 1 / that share).",
+		Name:           "cluster",
 		CompareCluster: true,
 		Steps: []Step{
 			{Spec: clusterSpec("none", "lua"), Expect: always(Safe)},
