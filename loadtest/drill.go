@@ -13,14 +13,18 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/embedded"
+	"seckill/internal/lab/experiment"
 	"seckill/internal/testkit/child"
 )
 
 // lockDrill is a scenario whose fault lies below the service's HTTP API (a
 // node's clock): it drives the locks and the stock code directly, on
-// servers it starts, and prints one verdict row per variant.
+// servers it starts, and prints one verdict row per variant. Its row in
+// the experiments table (kind drill, the same Name) says what it shows.
 type lockDrill struct {
-	Name, Summary string
+	Name string
+	// Summary is the table's, filled in by lookupDrill.
+	Summary string
 	// Variants are run in order; each says the verdict it must reach.
 	Variants []drillVariant
 }
@@ -33,12 +37,6 @@ type drillVariant struct {
 
 var lockDrills = []lockDrill{{
 	Name: "clock-jump",
-	Summary: "Kleppmann's Redlock counter-example. A reaches only a bare majority of the nodes and takes the lock; " +
-		"the one node both majorities share has its clock jump past the lease, so A's key there expires; B takes " +
-		"that node and the ones A cannot reach, a majority of its own, while A's lease is valid by A's clock. " +
-		"Both sell the one unit: OVERSOLD, on 7 nodes as on 5. A fence on the store (a token per grant, checked " +
-		"at every read and write) refuses A's stale write: OK. The jumping node is an embedded Redis (redis-server " +
-		"will not start under libfaketime here); the others are redis-server processes when it is on PATH.",
 	Variants: []drillVariant{
 		clockJumpVariant("5 nodes, clocks steady", 5, false, false, api.VerdictOK),
 		clockJumpVariant("5 nodes, one clock jumps", 5, true, false, api.VerdictOversold),
@@ -70,13 +68,20 @@ func clockJumpVariant(name string, nodes int, jump, fence bool, want string) dri
 	}}
 }
 
+// lookupDrill returns the drill of the table's drill row named name, with
+// the row's summary; nil when name is no drill.
 func lookupDrill(name string) *lockDrill {
-	for i := range lockDrills {
-		if lockDrills[i].Name == name {
-			return &lockDrills[i]
-		}
+	e, ok := experiment.Lookup(name)
+	if !ok || e.Kind != experiment.Drill {
+		return nil
 	}
-	return nil
+	i := slices.IndexFunc(lockDrills, func(d lockDrill) bool { return d.Name == name })
+	if i < 0 {
+		return nil // TestEveryExperimentDispatches names the row
+	}
+	d := lockDrills[i]
+	d.Summary = e.Summary
+	return &d
 }
 
 // drillEnv is the servers a drill runs on: a store for the stock and

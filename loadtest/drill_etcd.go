@@ -20,13 +20,6 @@ func init() {
 	lockDrills = append(lockDrills,
 		lockDrill{
 			Name: "failover",
-			Summary: "A Redis master and its replica; the replication link is cut (a forwarder stops passing the " +
-				"master's stream: a partition of that one link). A takes the lock on the master and reads; the " +
-				"master is killed, the replica promoted (REPLICAOF NO ONE) and B takes the same lock there. Plain token: " +
-				"OVERSOLD. token+WAIT 1 (refuse a grant no replica acknowledged): A is refused, and so is B, since the " +
-				"promoted replica has none of its own: never oversold, at the price of availability. fenced: OVERSOLD, " +
-				"its counter failed over with the lock and B drew A's token again. A fence drawn from the store: OK. " +
-				"Needs redis-server.",
 			Variants: []drillVariant{
 				failoverVariant(FailoverToken, api.VerdictOversold),
 				failoverVariant(FailoverTokenWait, api.VerdictOK),
@@ -36,10 +29,6 @@ func init() {
 		},
 		lockDrill{
 			Name: "etcd-pause",
-			Summary: "etcd's side of the pause scenario: A's keep-alive stops (as a paused process's does) with its " +
-				"read in hand; etcd expires the session and grants B the lock; A wakes and writes. Without the fence " +
-				"the stale write lands: OVERSOLD. With the grant's revision as the fencing token it is refused: OK. " +
-				"On the etcd ETCD_ENDPOINTS names, else an embedded one.",
 			Variants: []drillVariant{
 				etcdPauseVariant("etcd, no fence", false, api.VerdictOversold),
 				etcdPauseVariant("etcd, revision fence", true, api.VerdictOK),
@@ -47,10 +36,6 @@ func init() {
 		},
 		lockDrill{
 			Name: "ap-vs-cp",
-			Summary: "The same lock held across the death of the server that granted it. Redis (AP) answers before " +
-				"replicating: master killed, replica promoted, a second holder: OVERSOLD. etcd (CP, 3 members) answers " +
-				"a grant once a majority has it: the leader killed, the lock survives, B is granted it only after A " +
-				"wrote: OK. The Redis row needs redis-server; the etcd members are the etcd binary when on PATH.",
 			Variants: []drillVariant{
 				failoverVariant(FailoverToken, api.VerdictOversold),
 				{Name: "etcd, leader killed", Want: api.VerdictOK, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
@@ -62,9 +47,6 @@ func init() {
 		},
 		lockDrill{
 			Name: "etcd-partition",
-			Summary: "A minority partition of a 3-member etcd: the holder's only member (a follower) is cut off " +
-				"(paused). The holder cannot renew; the majority expires its lease and grants B the lock; the " +
-				"holder, unaware, writes its stale read and the revision fence refuses it: OK.",
 			Variants: []drillVariant{{Name: "etcd, minority partition", Want: api.VerdictOK, Run: func(ctx context.Context, env *drillEnv) (Outcome, error) {
 				return onEtcdCluster(ctx, func(c EtcdCluster) (Outcome, error) {
 					return EtcdPartition(ctx, env.store, c, "etcd, minority partition")

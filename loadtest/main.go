@@ -3,7 +3,8 @@
 // counts and from the service's audit. By default it starts the service in-process
 // (on REDIS_ADDR/MYSQL_DSN when set, else embedded); -target drives running
 // instances; -instances K starts K processes sharing one Redis and one
-// database. -scenario runs a named teaching preset. Run it with -h.
+// database. -scenario runs a named experiment of internal/lab/experiment's
+// table; -list prints them all. Run it with -h.
 package main
 
 import (
@@ -25,12 +26,14 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
 	"seckill/internal/app"
+	"seckill/internal/lab/experiment"
 	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/testkit/child"
@@ -68,6 +71,7 @@ type options struct {
 	ceiling   bool
 	gate      bool
 	path      bool
+	list      bool
 	// concurrencyLimit is -scenario overload's limit on its limited instance.
 	concurrencyLimit int
 	cpuProfile       string
@@ -118,6 +122,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.csvOut, "csv", "", `write the report as CSV to this file ("-" for stdout)`)
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report with charts to this file")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
+	fs.BoolVar(&o.list, "list", false, "print every experiment (scenario, drill, bench, lesson) from the table: kind, name, what it shows, the verdict expected")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script (async twice: its consumer paused during the load, then running and its rows awaited), and the async consumers' writes against the lua mode's")
 	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
@@ -155,28 +160,63 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	return o, nil
 }
 
+// scenarioNames are what -scenario takes: the experiments table's
+// scenarios, drills and benches.
 func scenarioNames() string {
-	var names []string
-	for _, s := range harness.Scenarios {
-		names = append(names, s.Name)
-	}
-	for _, d := range lockDrills {
-		names = append(names, d.Name)
-	}
-	for _, b := range benches {
-		names = append(names, b.name)
-	}
-	return strings.Join(names, ", ")
+	return strings.Join(experiment.Names(experiment.Scenario, experiment.Drill, experiment.Bench), ", ")
 }
 
-// bench is a scenario that drives instances of its own its own way, not
+// benchFunc runs a bench: instances of its own, driven its own way, not
 // a harness scenario's steps.
-type bench struct {
-	name string
-	run  func(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) error
+type benchFunc func(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) error
+
+// benches run the table's bench rows, by name; -ceiling, -gate and
+// -selftest are the flags of three of them.
+var benches = map[string]benchFunc{
+	"opening":  openingBench,
+	"overload": overloadBench,
+	"curves":   curvesBench,
+	"ceiling":  luaCeiling,
+	"gate":     gateBench,
+	"selftest": func(ctx context.Context, o options, _ func(string) string, stdout, stderr io.Writer) error {
+		return selfTest(ctx, o, stdout, stderr)
+	},
 }
 
-var benches = []bench{{"opening", openingBench}, {"overload", overloadBench}, {"curves", curvesBench}}
+// lookupBench returns the runner of the table's bench row named name, or
+// nil when name is no bench.
+func lookupBench(name string) benchFunc {
+	if e, ok := experiment.Lookup(name); ok && e.Kind == experiment.Bench {
+		return benches[e.Name]
+	}
+	return nil
+}
+
+// bench is the bench that -selftest, -ceiling or -gate asks for, or -scenario names.
+func (o options) bench() benchFunc {
+	switch {
+	case o.selftest:
+		return lookupBench("selftest")
+	case o.ceiling:
+		return lookupBench("ceiling")
+	case o.gate:
+		return lookupBench("gate")
+	}
+	return lookupBench(o.scenario)
+}
+
+// printList prints every experiment of the table, one line each: its
+// kind, its name, what it shows and the verdict expected.
+func printList(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tSHOWS\tEXPECT")
+	for _, k := range experiment.Kinds {
+		for _, e := range experiment.OfKind(k) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Kind, e.Name, e.Shows, e.Expect)
+		}
+	}
+	return tw.Flush()
+}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if ok, err := child.Run(ctx, args, getenv, stdin, stdout, stderr, app.StartChild); ok {
@@ -202,19 +242,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		defer stop()
 	}
-	switch {
-	case o.selftest:
-		return selfTest(ctx, o, stdout, stderr)
-	case o.ceiling:
-		return luaCeiling(ctx, o, getenv, stdout, stderr)
-	case o.gate:
-		return gateBench(ctx, o, getenv, stdout, stderr)
+	if o.list {
+		return printList(stdout)
+	}
+	if b := o.bench(); b != nil {
+		return b(ctx, o, getenv, stdout, stderr)
 	}
 	if d := lookupDrill(o.scenario); d != nil {
 		return runDrill(ctx, d, o, getenv, stdout, stderr)
-	}
-	if i := slices.IndexFunc(benches, func(b bench) bool { return b.name == o.scenario }); i >= 0 {
-		return benches[i].run(ctx, o, getenv, stdout, stderr)
 	}
 
 	sc, err := o.plan()
