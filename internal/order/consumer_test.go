@@ -74,7 +74,7 @@ func TestConsumerClaimsADeadConsumersOrders(t *testing.T) {
 	}
 	store := stock.NewStore(f.rdb, f.db)
 	stream := stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}.StreamKey(0)
-	got, _, err := store.Queue().Read(t.Context(), "died", []string{stream}, 10, 0)
+	got, _, err := outbox.NewRedisStreams(store.Queue()).Read(t.Context(), "died", []string{stream}, 10, 0)
 	if err != nil || len(got) != 4 {
 		t.Fatalf("the dead consumer's read: %d orders, %v", len(got), err)
 	}
@@ -100,7 +100,7 @@ func TestAsyncOrderInHandAcrossARebuild(t *testing.T) {
 		}
 	}
 	stream := stock.Layout{ID: 1, Shards: p.Shards, Epoch: p.Epoch}.StreamKey(0)
-	held, _, err := stock.NewStore(f.rdb, f.db).Queue().Read(t.Context(), "holder", []string{stream}, 10, 0)
+	held, _, err := outbox.NewRedisStreams(stock.NewStore(f.rdb, f.db).Queue()).Read(t.Context(), "holder", []string{stream}, 10, 0)
 	if err != nil || len(held) != 3 {
 		t.Fatalf("the consumer's read: %d orders, %v; want the 3 queued", len(held), err)
 	}

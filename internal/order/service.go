@@ -237,7 +237,10 @@ type Service struct {
 	db    *gorm.DB
 	rdb   redis.UniversalClient
 	stock *stock.Store
-	ids   IDs
+	// streams reads the stock's queue for the process's consumers, which
+	// share it (NewConsumer).
+	streams *outbox.RedisStreams
+	ids     IDs
 	// ownIDs is ids when the service made them (Options.IDs unset): it
 	// closes them.
 	ownIDs *idgen.Segments
@@ -376,6 +379,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 	if s.stock == nil {
 		s.stock = stock.NewStore(rdb, db).ForDeployment(opt.Deployment)
 	}
+	s.streams = outbox.NewRedisStreams(s.stock.Queue())
 	s.marks = newMarks(s.stock.Ledgers(), opt.Step, opt.Log)
 	s.flight.working.Go(func() { s.marks.run(s.flight.stop) })
 	s.told = newTold(s.stock.Ledgers(), outbox.UniqueName(), opt.Step, opt.Log)

@@ -25,7 +25,7 @@ import (
 // the dead letters, its unit back to the store, and the rest keep flowing.
 func NewConsumer(db *gorm.DB, s *Service, opt outbox.Options) *outbox.Consumer {
 	name := outbox.UniqueName()
-	src := outbox.NewStreams(s.stock.Queue(), name, s.cat.Returned, opt)
+	src := outbox.NewStreams(s.streams, name, s.cat.Returned, opt)
 	return outbox.NewConsumer(name, src, writer{db: db, life: s.life}, opt)
 }
 
@@ -39,7 +39,7 @@ func NewConsumer(db *gorm.DB, s *Service, opt outbox.Options) *outbox.Consumer {
 // unacknowledged and is written again; a consumer that dies hands its
 // batch back to the queue.
 func NewMQConsumer(db *gorm.DB, s *Service, b *outbox.Broker, opt outbox.Options) *outbox.Consumer {
-	giveBack := func(ctx context.Context, q stock.QueuedOrder, reason string) {
+	giveBack := func(ctx context.Context, q outbox.QueuedOrder, reason string) {
 		req := stock.Request{Product: stock.Product{Layout: q.Layout}, Taker: mqMode.Taker(stock.Locked{})}
 		s.returns.giveBack(ctx, req, stock.Entry{User: q.User, Order: q.Order, Key: q.Key, Shard: q.Shard, MQ: true}, reason)
 	}
@@ -53,7 +53,7 @@ type writer struct {
 	life *Lifecycle
 }
 
-func (w writer) Write(ctx context.Context, qs []stock.QueuedOrder) (outbox.Outcome, error) {
+func (w writer) Write(ctx context.Context, qs []outbox.QueuedOrder) (outbox.Outcome, error) {
 	out, err := writeQueued(ctx, w.db, qs)
 	if err == nil {
 		w.life.schedule(ctx, rowsOf(out.Written)...)
@@ -65,7 +65,7 @@ func (w writer) Write(ctx context.Context, qs []stock.QueuedOrder) (outbox.Outco
 const writeTimeout = 10 * time.Second
 
 // rowsOf are the rows of queued orders written.
-func rowsOf(written []stock.QueuedOrder) []Order {
+func rowsOf(written []outbox.QueuedOrder) []Order {
 	rows := make([]Order, len(written))
 	for i, q := range written {
 		rows[i] = queuedOrder(q)
@@ -78,11 +78,11 @@ func rowsOf(written []stock.QueuedOrder) []Order {
 // one by one and reports those it refuses. An error means the database did
 // not answer, or refused for a reason of the moment (a deadlock, too many
 // connections), or failed in a way that says nothing about the orders: retry.
-func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (outbox.Outcome, error) {
+func writeQueued(ctx context.Context, db *gorm.DB, qs []outbox.QueuedOrder) (outbox.Outcome, error) {
 	var w outbox.Outcome
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	var stale []stock.QueuedOrder
+	var stale []outbox.QueuedOrder
 	err := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		stale, err = insertFresh(tx, qs)
@@ -93,13 +93,13 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (outb
 	}
 	if err != nil {
 		// The database refused the batch: find which order, one by one.
-		var ok []stock.QueuedOrder
+		var ok []outbox.QueuedOrder
 		stale = nil
 		for _, q := range qs {
-			var st []stock.QueuedOrder
+			var st []outbox.QueuedOrder
 			e := db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
 				var err error
-				st, err = insertFresh(tx, []stock.QueuedOrder{q})
+				st, err = insertFresh(tx, []outbox.QueuedOrder{q})
 				return err
 			})
 			if e != nil {
@@ -120,7 +120,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (outb
 			gone[q.MsgID+q.Stream] = true
 			w.Refused = append(w.Refused, outbox.Refusal{Order: q, Reason: fmt.Sprintf("the stock of product %d was laid out anew (a reset, or a rebuild after Redis lost it) since this order was taken from layout %d", q.Layout.ID, q.Layout.Epoch)})
 		}
-		qs = slices.DeleteFunc(qs, func(q stock.QueuedOrder) bool { return gone[q.MsgID+q.Stream] })
+		qs = slices.DeleteFunc(qs, func(q outbox.QueuedOrder) bool { return gone[q.MsgID+q.Stream] })
 	}
 	// "Insert if absent" skips an order whose id is there (a redelivery, or
 	// a void row) and one whose buyer has another order in the sale: read
@@ -158,7 +158,7 @@ func writeQueued(ctx context.Context, db *gorm.DB, qs []stock.QueuedOrder) (outb
 // queuedOrder is the row of a queued order. Its payment window starts now,
 // when the row is written, not at the take: until then the buyer cannot
 // pay (order_queued), and a window spent in the queue is not theirs.
-func queuedOrder(q stock.QueuedOrder) Order {
+func queuedOrder(q outbox.QueuedOrder) Order {
 	buyer, at, now := q.User, q.At, time.Now()
 	var due *time.Time
 	if q.Due != nil {
@@ -176,7 +176,7 @@ func queuedOrder(q stock.QueuedOrder) Order {
 // rebuild changes under an exclusive one (as insertSQL does for one order):
 // an order taken from a layout that a rebuild replaced is either in before
 // the change, and counted by it, or refused after it, and never sold twice.
-func insertFresh(tx *gorm.DB, qs []stock.QueuedOrder) (stale []stock.QueuedOrder, err error) {
+func insertFresh(tx *gorm.DB, qs []outbox.QueuedOrder) (stale []outbox.QueuedOrder, err error) {
 	var products []int64
 	for _, q := range qs {
 		if !slices.Contains(products, q.Layout.ID) {

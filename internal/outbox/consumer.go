@@ -10,31 +10,30 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"seckill/internal/stock"
 	"seckill/internal/telemetry"
 )
 
 // Batch is what a Source delivered at once: the orders to write, and the
 // source's own handle on the deliveries, which only it reads.
 type Batch struct {
-	Orders []stock.QueuedOrder
+	Orders []QueuedOrder
 	handle any
 }
 
 // Outcome is how a Sink wrote a batch.
 type Outcome struct {
 	// Written are in their rows now, or were already (a redelivery).
-	Written []stock.QueuedOrder
+	Written []QueuedOrder
 	// Voided found a void row under their id: the reconciler settled them
 	// as never written and returned their units. They are dropped.
-	Voided []stock.QueuedOrder
+	Voided []QueuedOrder
 	// Refused are orders the database will never take.
 	Refused []Refusal
 }
 
 // Refusal is an order the database refused, and why.
 type Refusal struct {
-	Order  stock.QueuedOrder
+	Order  QueuedOrder
 	Reason string
 }
 
@@ -42,7 +41,7 @@ type Refusal struct {
 // there already is not written again. An error means the database did not
 // answer, or refused for a reason of the moment: the consumer tries again.
 type Sink interface {
-	Write(ctx context.Context, orders []stock.QueuedOrder) (Outcome, error)
+	Write(ctx context.Context, orders []QueuedOrder) (Outcome, error)
 }
 
 // Source is a queue the consumer reads: the Redis Streams (NewStreams) or
@@ -269,7 +268,7 @@ func (c *Consumer) handle(ctx context.Context, b Batch) bool {
 
 // batchSpan starts the span of a batch's write, linked to the purchases'
 // spans that queued its orders (the traceparent each carried).
-func (c *Consumer) batchSpan(ctx context.Context, qs []stock.QueuedOrder) (context.Context, trace.Span) {
+func (c *Consumer) batchSpan(ctx context.Context, qs []QueuedOrder) (context.Context, trace.Span) {
 	if !telemetry.On() {
 		return telemetry.Start(ctx, "outbox.batch") // the no-op: no links built
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"seckill/internal/idgen"
-	"seckill/internal/stock"
 )
 
 // fakeSource hands out its batches in turn, each with its error, and
@@ -77,7 +76,7 @@ type fakeSink struct {
 	writes   int
 }
 
-func (s *fakeSink) Write(_ context.Context, qs []stock.QueuedOrder) (Outcome, error) {
+func (s *fakeSink) Write(_ context.Context, qs []QueuedOrder) (Outcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
@@ -99,10 +98,10 @@ func (s *fakeSink) Write(_ context.Context, qs []stock.QueuedOrder) (Outcome, er
 	return w, nil
 }
 
-func orders(ids ...idgen.ID) []stock.QueuedOrder {
-	qs := make([]stock.QueuedOrder, len(ids))
+func orders(ids ...idgen.ID) []QueuedOrder {
+	qs := make([]QueuedOrder, len(ids))
 	for i, id := range ids {
-		qs[i] = stock.QueuedOrder{Order: id}
+		qs[i] = QueuedOrder{Order: id}
 	}
 	return qs
 }

@@ -26,7 +26,7 @@ type message struct {
 }
 
 // PublishOrder publishes q's order (see Publish for what its error says).
-func (b *Broker) PublishOrder(ctx context.Context, q stock.QueuedOrder) error {
+func (b *Broker) PublishOrder(ctx context.Context, q QueuedOrder) error {
 	m := message{ID: q.Order.String(), Product: q.Layout.ID, Epoch: q.Layout.Epoch, Sale: q.Sale, User: q.User,
 		Shard: q.Shard, Key: q.Key, At: q.At.UnixMilli()}
 	if q.Due != nil {
@@ -40,16 +40,16 @@ func (b *Broker) PublishOrder(ctx context.Context, q stock.QueuedOrder) error {
 }
 
 // parseMessage reads an order from the broker.
-func parseMessage(body []byte) (stock.QueuedOrder, error) {
+func parseMessage(body []byte) (QueuedOrder, error) {
 	var m message
 	if err := json.Unmarshal(body, &m); err != nil {
-		return stock.QueuedOrder{}, fmt.Errorf("malformed order message %q: %w", body, err)
+		return QueuedOrder{}, fmt.Errorf("malformed order message %q: %w", body, err)
 	}
 	id, err := idgen.ParseID(m.ID)
 	if err != nil || id == 0 || m.User <= 0 || m.Product <= 0 {
-		return stock.QueuedOrder{}, fmt.Errorf("malformed order message %q", body)
+		return QueuedOrder{}, fmt.Errorf("malformed order message %q", body)
 	}
-	q := stock.QueuedOrder{Layout: stock.Layout{ID: m.Product, Epoch: m.Epoch}, Shard: m.Shard, Order: id, Sale: m.Sale,
+	q := QueuedOrder{Layout: stock.Layout{ID: m.Product, Epoch: m.Epoch}, Shard: m.Shard, Order: id, Sale: m.Sale,
 		User: m.User, Key: m.Key, At: time.UnixMilli(m.At), Mode: api.ModeMQ}
 	if m.Due > 0 {
 		d := time.UnixMilli(m.Due)
@@ -65,14 +65,14 @@ func parseMessage(body []byte) (stock.QueuedOrder, error) {
 type rabbit struct {
 	b        *Broker
 	opt      Options
-	giveBack func(ctx context.Context, q stock.QueuedOrder, reason string)
+	giveBack func(ctx context.Context, q QueuedOrder, reason string)
 	log      *slog.Logger
 	sub      *Subscription // nil until subscribed, and after it broke
 }
 
 // NewRabbit returns the Source of the broker's queue. giveBack returns the
 // unit of an order the database refused.
-func NewRabbit(b *Broker, giveBack func(ctx context.Context, q stock.QueuedOrder, reason string), opt Options) Source {
+func NewRabbit(b *Broker, giveBack func(ctx context.Context, q QueuedOrder, reason string), opt Options) Source {
 	opt = opt.withDefaults()
 	return &rabbit{b: b, opt: opt, giveBack: giveBack, log: opt.Log}
 }

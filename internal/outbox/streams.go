@@ -8,8 +8,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"seckill/internal/stock"
 )
 
 // UniqueName is a consumer name no other process takes: host, pid and a
@@ -19,12 +17,12 @@ func UniqueName() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
 }
 
-// streams is the async mode's queue: the Redis Streams of stock.Queue, one
+// streams is the async mode's queue: the Redis Streams of RedisStreams, one
 // per shard, read in one consumer group. Orders delivered to a consumer
 // that died are claimed by the living after Options.ClaimIdle. A refused
 // or malformed entry goes to the dead letters, its unit back to the store.
 type streams struct {
-	q        *stock.Queue
+	q        *RedisStreams
 	name     string
 	opt      Options
 	returned func(ctx context.Context, product int64)
@@ -42,7 +40,7 @@ type streams struct {
 // NewStreams returns the Source of q's streams for the consumer name.
 // returned is told of each product a unit came back to (a dead letter):
 // the other processes' sold-out flags must go.
-func NewStreams(q *stock.Queue, name string, returned func(ctx context.Context, product int64), opt Options) Source {
+func NewStreams(q *RedisStreams, name string, returned func(ctx context.Context, product int64), opt Options) Source {
 	opt = opt.withDefaults()
 	return &streams{q: q, name: name, opt: opt, returned: returned, log: opt.Log, lastClaim: time.Now()}
 }
@@ -135,11 +133,11 @@ func (s *streams) stale() {
 }
 
 func (s *streams) Refuse(ctx context.Context, r Refusal) {
-	s.deadLetter(ctx, []stock.QueuedOrder{r.Order}, r.Reason)
+	s.deadLetter(ctx, []QueuedOrder{r.Order}, r.Reason)
 }
 
 // malformed parks entries that are not orders in the dead letters.
-func (s *streams) malformed(ctx context.Context, bad []stock.QueuedOrder) {
+func (s *streams) malformed(ctx context.Context, bad []QueuedOrder) {
 	for _, q := range bad {
 		s.log.Error("a malformed queued order goes to the dead letters, its unit back on sale", "stream", q.Stream, "entry", q.MsgID)
 	}
@@ -148,7 +146,7 @@ func (s *streams) malformed(ctx context.Context, bad []stock.QueuedOrder) {
 
 // deadLetter parks qs in the dead letters, their units back in the store;
 // one it cannot park stays delivered, and is claimed again later.
-func (s *streams) deadLetter(ctx context.Context, qs []stock.QueuedOrder, reason string) {
+func (s *streams) deadLetter(ctx context.Context, qs []QueuedOrder, reason string) {
 	for _, q := range qs {
 		if err := s.q.DeadLetter(ctx, q, reason); err != nil {
 			s.log.Error("parking an order in the dead letters", "order", q.Order, "stream", q.Stream, "reason", reason, "error", err)

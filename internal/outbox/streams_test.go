@@ -31,7 +31,7 @@ func TestStreamsIdleOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cons := NewConsumer("idle", NewStreams(s.Queue(), "idle", func(context.Context, int64) {}, Options{Log: quiet}),
+	cons := NewConsumer("idle", NewStreams(NewRedisStreams(s.Queue()), "idle", func(context.Context, int64) {}, Options{Log: quiet}),
 		&fakeSink{}, Options{Log: quiet})
 	cons.Start()
 	t.Cleanup(func() { cons.Close() })
@@ -133,7 +133,7 @@ func TestStreamsReadsPerOrderOnCluster(t *testing.T) {
 	for range shards {
 		take()
 	}
-	cons := NewConsumer("perorder", NewStreams(s.Queue(), "perorder", func(context.Context, int64) {}, Options{Log: quiet}),
+	cons := NewConsumer("perorder", NewStreams(NewRedisStreams(s.Queue()), "perorder", func(context.Context, int64) {}, Options{Log: quiet}),
 		&fakeSink{}, Options{Log: quiet})
 	cons.Start()
 	t.Cleanup(func() { cons.Close() })
@@ -192,9 +192,7 @@ func blockingCluster(t *testing.T, perShard int) (*testkit.RedisCluster, *stock.
 	}
 	s := stock.NewStore(c.Client, nil)
 	const shards = clusterShards
-	p := stock.Product{Layout: stock.Layout{ID: 2_000_000 + rand.Int64N(1<<40), Shards: shards, Epoch: 1},
-		Where: stock.InRedis, Fallback: true}
-	t.Cleanup(func() { _ = stock.Purge(context.Background(), c.Client, []int64{p.ID}) })
+	p := streamProduct(t, c.Client, shards)
 	levels := make([]int, shards)
 	for i := range levels {
 		levels[i] = perShard

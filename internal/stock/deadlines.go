@@ -143,7 +143,7 @@ func (dl *Deadlines) scheduleCalls(batches []*dueBatch) []scriptCall {
 	for i, b := range batches {
 		keys := []string{b.set, dl.sets}
 		if dl.split {
-			keys = []string{b.set, dueOpenKey(b.set), generationKey(b.set)}
+			keys = []string{b.set, dueOpenKey(b.set), GenerationKey(b.set)}
 		}
 		calls[i] = scriptCall{keys: keys, args: append([]any{b.gen}, b.pairs...)}
 	}
@@ -162,7 +162,7 @@ func (dl *Deadlines) scheduled(ctx context.Context, b *dueBatch, cmd *redis.Cmd)
 		return false, nil
 	}
 	b.gen, _ = res[1].(string)
-	if err := enrol(ctx, dl.rdb, dl.sets, b.set, b.gen); err != nil {
+	if err := Enrol(ctx, dl.rdb, dl.sets, b.set, b.gen); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -247,7 +247,7 @@ func (dl *Deadlines) ForgetIdleDueSets(ctx context.Context) (int, error) {
 // closeKeys are close_due.lua's keys for set.
 func (dl *Deadlines) closeKeys(set string) []string {
 	if dl.split {
-		return []string{set, dueOpenKey(set), generationKey(set)}
+		return []string{set, dueOpenKey(set), GenerationKey(set)}
 	}
 	return []string{set, dl.sets}
 }
@@ -265,7 +265,7 @@ func (dl *Deadlines) closed(ctx context.Context, set string, cmd *redis.Cmd) (bo
 	if !dl.split {
 		return true, nil
 	}
-	return unenrol(ctx, dl.rdb, dl.sets, set, gen)
+	return Unenrol(ctx, dl.rdb, dl.sets, set, gen)
 }
 
 // DueKeyOf returns the deadline set of an order's shard.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"seckill/internal/idgen"
+	"seckill/internal/testkit"
 )
 
 // The registry's protocol on a cluster for the deadline sets, step by step,
@@ -15,7 +16,7 @@ import (
 // a schedule's enrolment and its open. Each way an open set stays
 // enrolled, and its deadline is claimed by a poller.
 func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
-	rdb := oneNodeCluster(t)
+	rdb := testkit.OneNodeCluster(t)
 	dl := NewStore(rdb, nil).Deadlines()
 	set := Layout{ID: 1}.DueKey(0)
 	ctx := t.Context()
@@ -38,7 +39,7 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	}
 	closeOnly := func() int64 {
 		t.Helper()
-		gen, err := closeDueScript.Run(ctx, rdb, []string{set, dueOpenKey(set), generationKey(set)}, 0).Int64()
+		gen, err := closeDueScript.Run(ctx, rdb, []string{set, dueOpenKey(set), GenerationKey(set)}, 0).Int64()
 		if err != nil || gen == 0 {
 			t.Fatalf("closing the empty set: generation %d, %v", gen, err)
 		}
@@ -62,7 +63,7 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	settle()
 	gen := closeOnly()
 	schedule(2) // finds the set closed: enrols it at gen, opens it
-	if _, err := unenrol(ctx, dl.rdb, dl.sets, set, gen); err != nil {
+	if _, err := Unenrol(ctx, dl.rdb, dl.sets, set, gen); err != nil {
 		t.Fatal(err)
 	}
 	enrolled("a schedule between a close and its drop", 2)
@@ -70,10 +71,10 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	gen = closeOnly()
 	schedule(3)
 	// A scheduler that read an older generation enrols late.
-	if err := enrol(ctx, dl.rdb, dl.sets, set, "0"); err != nil {
+	if err := Enrol(ctx, dl.rdb, dl.sets, set, "0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := unenrol(ctx, dl.rdb, dl.sets, set, gen); err != nil {
+	if _, err := Unenrol(ctx, dl.rdb, dl.sets, set, gen); err != nil {
 		t.Fatal(err)
 	}
 	enrolled("an enrolment at an older generation after a newer one", 3)
@@ -82,7 +83,7 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	closeOnly()
 	step := func(gen string) []any {
 		t.Helper()
-		res, err := scheduleScript.Run(ctx, rdb, []string{set, dueOpenKey(set), generationKey(set)}, gen, time.Now().UnixMilli(), "4").Slice()
+		res, err := scheduleScript.Run(ctx, rdb, []string{set, dueOpenKey(set), GenerationKey(set)}, gen, time.Now().UnixMilli(), "4").Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,10 +91,10 @@ func TestRegistryKeepsADeadlineSetOpenedDuringAClose(t *testing.T) {
 	}
 	read := step("")
 	stale, _ := read[1].(string)
-	if err := enrol(ctx, dl.rdb, dl.sets, set, stale); err != nil {
+	if err := Enrol(ctx, dl.rdb, dl.sets, set, stale); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := unenrol(ctx, dl.rdb, dl.sets, set, closeOnly()); err != nil {
+	if _, err := Unenrol(ctx, dl.rdb, dl.sets, set, closeOnly()); err != nil {
 		t.Fatal(err)
 	}
 	if res := step(stale); res[0] != int64(replyClosed) {

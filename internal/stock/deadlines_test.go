@@ -60,11 +60,11 @@ func pollDue(ctx context.Context, dl *stock.Deadlines) ([]idgen.ID, error) {
 // holding a deadline never does. The next schedule opens and enrols it
 // again, and its deadline is claimed.
 func TestEmptyDeadlineSetsLeaveTheRegistry(t *testing.T) {
-	for _, cl := range oneRedisAndCluster(t) {
-		t.Run(cl.name, func(t *testing.T) {
+	for _, cl := range testkit.OneRedisAndCluster(t) {
+		t.Run(cl.Name, func(t *testing.T) {
 			ctx := t.Context()
-			dl := deadlineStore(t, cl.rdb, "due").Deadlines()
-			p := clusterProduct(t, cl.rdb, 2)
+			dl := deadlineStore(t, cl.RDB, "due").Deadlines()
+			p := clusterProduct(t, cl.RDB, 2)
 			forget := func(want int, why string) {
 				t.Helper()
 				if n, err := dl.ForgetIdleDueSets(ctx); err != nil || n != want {
@@ -85,14 +85,14 @@ func TestEmptyDeadlineSetsLeaveTheRegistry(t *testing.T) {
 			if got, err := pollDue(ctx, dl); err != nil || len(got) != 4 {
 				t.Fatalf("claimed %d deadlines (%v), want 4", len(got), err)
 			}
-			if cl.cluster {
+			if cl.Cluster {
 				forget(0, "sets that took a deadline just now")
 				dl.Idle(0)
 			}
 			forget(2, "emptied sets")
 			registered(0)
 			for shard := range 2 {
-				if n, _ := cl.rdb.Exists(ctx, p.DueKey(shard)+":open").Result(); n != 0 {
+				if n, _ := cl.RDB.Exists(ctx, p.DueKey(shard)+":open").Result(); n != 0 {
 					t.Errorf("shard %d's deadline set is still marked open after its close", shard)
 				}
 			}
@@ -156,32 +156,6 @@ func TestScheduleOnAClusterIsAScriptPerSet(t *testing.T) {
 	}
 }
 
-// slowRegistry is a client hook that holds each script on the registry
-// for up to most before sending it: it widens the windows between a
-// close and its drop, and between a schedule's reading of a generation
-// and its enrolment, that the registry's protocol must survive.
-type slowRegistry struct {
-	prefix string
-	most   time.Duration
-}
-
-func (h slowRegistry) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h slowRegistry) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if name := strings.ToLower(cmd.Name()); len(args) > 3 && strings.HasPrefix(name, "eval") &&
-			strings.HasPrefix(fmt.Sprint(args[3]), h.prefix) {
-			time.Sleep(rand.N(h.most))
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h slowRegistry) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // The registry's protocol holds for the deadline sets under a race:
 // schedulers add deadlines in waves while a poller claims and settles what
 // is due and a closer closes every empty set as fast as it can (no idle
@@ -200,7 +174,7 @@ func TestNoDeadlineLeftOutsideTheRegistry(t *testing.T) {
 	t.Cleanup(func() { c.Client.Del(context.Background(), stock.DueSetsKey+":"+name) })
 	slow := func() *stock.Deadlines {
 		rdb := c.NewClient(t, nil)
-		rdb.AddHook(slowRegistry{prefix: stock.DueSetsKey, most: 3 * time.Millisecond})
+		rdb.AddHook(testkit.SlowRegistry{Prefix: stock.DueSetsKey, Most: 3 * time.Millisecond})
 		return stock.NewStore(rdb, nil).ForDeployment(name).Deadlines().Idle(0)
 	}
 	dl, scheduler, closer := stock.NewStore(c.Client, nil).ForDeployment(name).Deadlines(), slow(), slow()
@@ -218,7 +192,7 @@ func TestNoDeadlineLeftOutsideTheRegistry(t *testing.T) {
 		return len(ids), err
 	}
 	var closes, gaveUp int
-	stop := loops(func() {
+	stop := testkit.Loops(func() {
 		if _, err := poll(); err != nil {
 			t.Errorf("poller: %v", err)
 		}
@@ -258,7 +232,7 @@ func TestNoDeadlineLeftOutsideTheRegistry(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
-	missing := missed(t, scheduled, claimed, poll)
+	missing := testkit.Missed(t, scheduled, claimed, poll)
 	t.Logf("%d scheduled, %d claimed, %d set closes, %d of %d schedules gave up", len(scheduled), len(claimed), closes, gaveUp, waves*schedulers)
 	if gaveUp > waves*schedulers/10 {
 		t.Errorf("%d of %d schedules gave up: the closer starves them", gaveUp, waves*schedulers)

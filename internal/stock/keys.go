@@ -78,7 +78,7 @@ func (l Layout) ShardPendingKey(shard int) string {
 // generationKey counts the times member (a stream, a deadline set) was
 // closed: dropped from its registry (see registry.go). It lives in the
 // member's slot, and outlives the member.
-func generationKey(member string) string { return member + ":gen" }
+func GenerationKey(member string) string { return member + ":gen" }
 
 // Names the async mode's consumers share.
 const (

@@ -25,7 +25,7 @@ import (
 //     at g (enrol.lua keeps the highest generation it is told), and opens
 //     it only if its generation is still g, in the script that writes to
 //     it (async.lua, schedule.lua); else it starts again;
-//   - a closer closes the member when it holds no work (close_stream.lua,
+//   - a closer closes the member when it holds no work (outbox's close_stream.lua,
 //     close_due.lua), which makes its generation g+1, then drops it from
 //     the registry only if it is enrolled at a generation below g+1
 //     (unenrol.lua).
@@ -49,17 +49,17 @@ var (
 	unenrolScript = redis.NewScript(unenrolLua)
 )
 
-// enrol enrols member in registry at generation gen (see above).
-func enrol(ctx context.Context, rdb redis.Cmdable, registry, member, gen string) error {
+// Enrol enrols member in registry at generation gen (see above).
+func Enrol(ctx context.Context, rdb redis.Cmdable, registry, member, gen string) error {
 	if err := enrolScript.Run(ctx, rdb, []string{registry}, member, gen).Err(); err != nil {
 		return fmt.Errorf("enrolling %s in %s: %w", member, registry, err)
 	}
 	return nil
 }
 
-// unenrol drops member from registry after a close that made its
+// Unenrol drops member from registry after a close that made its
 // generation gen (see above); it reports whether it dropped it.
-func unenrol(ctx context.Context, rdb redis.Cmdable, registry, member string, gen int64) (bool, error) {
+func Unenrol(ctx context.Context, rdb redis.Cmdable, registry, member string, gen int64) (bool, error) {
 	n, err := unenrolScript.Run(ctx, rdb, []string{registry}, member, gen).Int()
 	if err != nil {
 		return false, fmt.Errorf("dropping %s from %s: %w", member, registry, err)
@@ -121,25 +121,6 @@ func runPipelined(ctx context.Context, rdb redis.Cmdable, script *redis.Script, 
 	return cmds
 }
 
-// AdoptOldRegistry moves the streams listed in the registry of an earlier
-// version (OldStreamsKey, a set) into the registry, each at its current
-// generation, then drops the old set: a stream it listed may hold orders
-// that no take will enrol again (a sold-out sale). A consumer calls it
-// once when it starts.
-func (qu *Queue) AdoptOldRegistry(ctx context.Context) error {
-	old, err := qu.rdb.SMembers(ctx, qu.oldStreams).Result()
-	if err != nil || len(old) == 0 {
-		return nil // none, or a key of another type: nothing of ours
-	}
-	if err := qu.enrolOpen(ctx, old); err != nil {
-		return err
-	}
-	if err := qu.rdb.Del(ctx, qu.oldStreams).Err(); err != nil {
-		return fmt.Errorf("dropping the old registry %s: %w", qu.oldStreams, err)
-	}
-	return nil
-}
-
 // EnrolQueued enrols the streams of l's shards that exist: the reconciler
 // calls it for the shards where it found takes still queued after the
 // grace. An enrolment lost with a node (a failover that lost the write) or
@@ -153,20 +134,20 @@ func (qu *Queue) EnrolQueued(ctx context.Context, l Layout, shards []int) error 
 	for _, k := range shards {
 		streams = append(streams, l.StreamKey(k))
 	}
-	return qu.enrolOpen(ctx, streams)
+	return qu.EnrolStreams(ctx, streams)
 }
 
-// enrolOpen enrols those of streams that exist at their generation: a
+// EnrolStreams enrols those of streams that exist at their generation: a
 // close racing with it moves the generation on and drops the stream again
 // (see the protocol above), or finds it enrolled at a generation below its
 // own; either way no order is left outside.
-func (qu *Queue) enrolOpen(ctx context.Context, streams []string) error {
+func (qu *Queue) EnrolStreams(ctx context.Context, streams []string) error {
 	exists := make([]*redis.IntCmd, len(streams))
 	gens := make([]*redis.StringCmd, len(streams))
 	_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, st := range streams {
 			exists[i] = pipe.Exists(ctx, st)
-			gens[i] = pipe.Get(ctx, generationKey(st))
+			gens[i] = pipe.Get(ctx, GenerationKey(st))
 		}
 		return nil
 	})
@@ -181,7 +162,7 @@ func (qu *Queue) enrolOpen(ctx context.Context, streams []string) error {
 		if gen == "" {
 			gen = "0"
 		}
-		if err := enrol(ctx, qu.rdb, qu.streams, st, gen); err != nil {
+		if err := Enrol(ctx, qu.rdb, qu.streams, st, gen); err != nil {
 			return err
 		}
 	}

@@ -87,26 +87,18 @@ type Store struct {
 	flags     *Flags
 }
 
-// Queue holds the async mode's queued orders: the shards' streams, read,
-// claimed and acknowledged by the consumers, and the dead letters.
+// Queue holds the async mode's queued orders as stock keeps them: the
+// shards' streams the takes append to, their registry and pending index;
+// internal/outbox reads, claims and acknowledges them (see Reading).
 type Queue struct {
 	rdb   redis.Cmdable
 	split bool
 	// streams is the registry of order streams (StreamsKey); oldStreams is
-	// its set before generations (OldStreamsKey), adopted once
-	// (AdoptOldRegistry).
+	// its set before generations (OldStreamsKey), adopted once by the
+	// outbox.
 	streams, oldStreams string
-	// drainIdle is how long a drained stream stays open on a cluster
-	// (DrainIdle).
-	drainIdle time.Duration
 	// flags are cleared when a dead letter's unit goes back.
 	flags *Flags
-	// blockers are the connections of the blocking reads on a cluster,
-	// kept between two reads; readers are each consumer's reads in flight
-	// there.
-	blockers  blockers
-	readersMu sync.Mutex
-	readers   map[string]*reader
 }
 
 // Deadlines holds the orders' payment deadlines: a delay queue the
@@ -171,7 +163,7 @@ func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
 	_, split := rdb.(*redis.ClusterClient)
 	flags := &Flags{}
 	return &Store{rdb: rdb, db: db, split: split, streams: StreamsKey, claimWindow: DefaultClaimWindow,
-		queue:     &Queue{rdb: rdb, split: split, streams: StreamsKey, oldStreams: OldStreamsKey, drainIdle: DefaultDrainIdle, flags: flags},
+		queue:     &Queue{rdb: rdb, split: split, streams: StreamsKey, oldStreams: OldStreamsKey, flags: flags},
 		deadlines: &Deadlines{rdb: rdb, split: split, sets: DueSetsKey, idle: DefaultDueIdle},
 		ledgers:   &Ledgers{rdb: rdb, db: db, split: split},
 		flags:     flags,
@@ -636,8 +628,11 @@ func (lg *Ledgers) count(ctx context.Context, p Product, withQueue bool) (Counts
 			continue
 		}
 		for _, m := range sh.entries.Val() {
-			if q, err := parseQueued(p.StreamKey(i), m); err == nil {
-				c.QueuedIDs = append(c.QueuedIDs, q.Order)
+			// The entry's "id", as async.lua wrote it; the rest of the
+			// entry is the outbox's to read (outbox.QueuedOrder).
+			raw, _ := m.Values["id"].(string)
+			if id, err := idgen.ParseID(raw); err == nil && id != 0 {
+				c.QueuedIDs = append(c.QueuedIDs, id)
 			}
 		}
 	}

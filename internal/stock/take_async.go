@@ -49,7 +49,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 	stream := p.StreamKey(t.Shard)
 	keys := []string{p.StockKey(t.Shard), p.LedgerKey(t.Shard), stream}
 	if s.split {
-		keys = append(keys, p.ShardPendingKey(t.Shard), generationKey(stream))
+		keys = append(keys, p.ShardPendingKey(t.Shard), GenerationKey(stream))
 	} else {
 		keys = append(keys, PendingKey(r.Ticket.Order.Time()), p.BuyerKey(r.Ticket.User), s.streams)
 	}
@@ -78,7 +78,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 		// The stream is closed: enrol it at its generation, and open it
 		// with the take, unless a consumer closed it again meanwhile.
 		gen, _ = res[1].(string)
-		if err := enrol(ctx, s.rdb, s.streams, stream, gen); err != nil {
+		if err := Enrol(ctx, s.rdb, s.streams, stream, gen); err != nil {
 			return false, err
 		}
 	}
@@ -86,7 +86,7 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 }
 
 // maxReopens bounds the enrolments of one take. A drained stream is
-// closed only after it took no order for a while (Queue.ForgetDrained),
+// closed only after it took no order for a while (outbox.RedisStreams.ForgetDrained),
 // but a close of a stream enrolled and not opened yet moves its generation
 // on too, and turns the take back once more; with the consumers' pass a
 // few seconds apart a take meets that rarely, and maxReopens in a row

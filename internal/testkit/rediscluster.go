@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
 
@@ -155,3 +156,17 @@ func (c *RedisCluster) Addrs() []string { return slices.Clone(c.addrs) }
 
 // Procs is the cluster's processes, nil unless Kind() == RedisProcess.
 func (c *RedisCluster) Procs() *child.ClusterProcs { return c.procs }
+
+// OneNodeCluster is a cluster client whose every slot is on one miniredis:
+// a store on it takes the cluster's paths, and a test orders their steps
+// (the routing is not what it tests).
+func OneNodeCluster(tb testing.TB) *redis.ClusterClient {
+	mr := miniredis.RunT(tb)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: mr.Addr()}}}}, nil
+		},
+	})
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}

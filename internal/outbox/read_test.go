@@ -1,4 +1,4 @@
-package stock_test
+package outbox
 
 import (
 	"context"
@@ -14,25 +14,15 @@ import (
 
 	"seckill/internal/idgen"
 	"seckill/internal/stock"
-	"seckill/internal/testkit"
 )
 
-// blockingCluster is a cluster whose nodes block reads (redis-server
-// processes: miniredis knows no CLIENT ID, and its streams are polled), a
-// store on it, and a product of six shards whose streams, groups made,
-// lie on more than one node.
-func blockingCluster(t *testing.T) (*redis.ClusterClient, *stock.Store, stock.Product, []string) {
+// groupedCluster is blockingCluster's store and product (six shards of
+// 100), their streams' groups made, the streams lying on more than one
+// node, and the reader of their queue.
+func groupedCluster(t *testing.T) (*redis.ClusterClient, *stock.Store, *RedisStreams, stock.Product, []string) {
 	t.Helper()
-	c := testkit.NewRedisCluster(t)
-	if c.Kind() == testkit.RedisEmbedded {
-		testkit.Skip(t, testkit.NoRedisServer, "miniredis knows no CLIENT ID: a cluster of it is polled")
-	}
-	s := stock.NewStore(c.Client, nil)
-	p := clusterProduct(t, c.Client, 6)
+	c, s, p := blockingCluster(t, 100)
 	ctx := t.Context()
-	if err := s.LayOut(ctx, p, []int{100, 100, 100, 100, 100, 100}, 600); err != nil {
-		t.Fatal(err)
-	}
 	var streams []string
 	nodes := map[string]bool{}
 	for i := range p.Shards {
@@ -50,7 +40,7 @@ func blockingCluster(t *testing.T) (*redis.ClusterClient, *stock.Store, stock.Pr
 	if len(nodes) < 2 {
 		t.Fatalf("the streams lie on %d node; want several", len(nodes))
 	}
-	return c.Client, s, p, streams
+	return c.Client, s, NewRedisStreams(s.Queue()), p, streams
 }
 
 func asyncTake(ctx context.Context, s *stock.Store, p stock.Product, user int64) (stock.Taken, error) {
@@ -119,17 +109,17 @@ func pendingOf(t *testing.T, cc *redis.ClusterClient, streams []string) map[stri
 // stream's read blocks while there is nothing, that each order comes back
 // alone, and that StopReading ends the reads.
 func TestClusterReadBlocks(t *testing.T) {
-	cc, s, p, streams := blockingCluster(t)
+	cc, s, rs, p, streams := groupedCluster(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	type arrival struct {
-		q  stock.QueuedOrder
+		q  QueuedOrder
 		at time.Time
 	}
 	arrived := make(chan arrival, 64)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			good, bad, err := s.Queue().Read(ctx, "reader", streams, 10, 2*time.Second)
+			good, bad, err := rs.Read(ctx, "reader", streams, 10, 2*time.Second)
 			if ctx.Err() != nil {
 				err = nil // a Read begun as the test ends
 			}
@@ -172,7 +162,7 @@ func TestClusterReadBlocks(t *testing.T) {
 	if n, err := blockedReads(t.Context(), cc); err != nil || n != len(streams) {
 		t.Errorf("%d reads blocked after the last Read, want %d (%v)", n, len(streams), err)
 	}
-	if good, bad, err := s.Queue().StopReading(t.Context(), "reader"); len(good)+len(bad) > 0 || err != nil {
+	if good, bad, err := rs.StopReading(t.Context(), "reader"); len(good)+len(bad) > 0 || err != nil {
 		t.Errorf("stopping: %d orders, %d malformed, %v; want none", len(good), len(bad), err)
 	}
 	slices.Sort(lat)
@@ -193,7 +183,7 @@ func TestClusterReadBlocks(t *testing.T) {
 // orders delivered to each consumer are exactly those returned to it:
 // none left delivered and not returned.
 func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
-	cc, s, p, streams := blockingCluster(t)
+	cc, s, rs, p, streams := groupedCluster(t)
 	ctx, stop := context.WithCancel(t.Context())
 	var mu sync.Mutex
 	returned := map[string]map[idgen.ID]int{"a": {}, "b": {}}
@@ -205,7 +195,7 @@ func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
 				if rand.IntN(2) == 0 {
 					rctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(3000))*time.Microsecond)
 				}
-				good, bad, err := s.Queue().Read(rctx, name, streams, 5, time.Second)
+				good, bad, err := rs.Read(rctx, name, streams, 5, time.Second)
 				if rctx.Err() != nil {
 					// Its pipeline may fail on the context: what it
 					// delivered comes back all the same.
@@ -253,7 +243,7 @@ func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
 	stop()
 	wg.Wait()
 	for name := range returned {
-		good, bad, err := s.Queue().StopReading(t.Context(), name)
+		good, bad, err := rs.StopReading(t.Context(), name)
 		if err != nil || len(bad) > 0 {
 			t.Errorf("stopping %s: %v, %d malformed", name, err, len(bad))
 		}
@@ -282,15 +272,15 @@ func TestClusterReadEndedEarlyLosesNothing(t *testing.T) {
 // stream's read without an error, and the Read goes on waiting on the
 // others.
 func TestClusterReadOutlivesADeletedStream(t *testing.T) {
-	cc, s, _, streams := blockingCluster(t)
+	cc, _, rs, _, streams := groupedCluster(t)
 	ctx := t.Context()
 	type read struct {
-		good []stock.QueuedOrder
+		good []QueuedOrder
 		err  error
 	}
 	done := make(chan read, 1)
 	go func() {
-		good, _, err := s.Queue().Read(ctx, "reader", streams, 10, 5*time.Second)
+		good, _, err := rs.Read(ctx, "reader", streams, 10, 5*time.Second)
 		done <- read{good, err}
 	}()
 	awaitBlocked(t, cc, len(streams))
@@ -310,7 +300,7 @@ func TestClusterReadOutlivesADeletedStream(t *testing.T) {
 	if got.err != nil || len(got.good) != 1 || got.good[0].Order != id {
 		t.Errorf("read %v, %v; want order %s alone", got.good, got.err, id)
 	}
-	if good, _, err := s.Queue().StopReading(ctx, "reader"); len(good) > 0 || err != nil {
+	if good, _, err := rs.StopReading(ctx, "reader"); len(good) > 0 || err != nil {
 		t.Errorf("stopping: %d orders, %v; want none", len(good), err)
 	}
 }

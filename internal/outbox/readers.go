@@ -1,4 +1,4 @@
-package stock
+package outbox
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type blockReply struct {
 }
 
 // reader returns consumer's reader, made on its first Read.
-func (qu *Queue) reader(consumer string) *reader {
+func (qu *RedisStreams) reader(consumer string) *reader {
 	qu.readersMu.Lock()
 	defer qu.readersMu.Unlock()
 	rd := qu.readers[consumer]
@@ -56,7 +56,7 @@ func (qu *Queue) reader(consumer string) *reader {
 // wait starts a blocking read on each of streams that has none in flight,
 // and waits up to block for one to deliver or fail, or for ctx. The
 // streams it cannot block on are polled meanwhile.
-func (rd *reader) wait(ctx context.Context, qu *Queue, got *readings, consumer string, streams []string, count int64, block time.Duration) {
+func (rd *reader) wait(ctx context.Context, qu *RedisStreams, got *readings, consumer string, streams []string, count int64, block time.Duration) {
 	rest := rd.launch(ctx, qu, consumer, streams, count, block)
 	stop := make(chan struct{})
 	polled := make(chan readings, 1)
@@ -100,7 +100,7 @@ func setOf(streams []string) map[string]bool {
 // launch starts a blocking read on each of streams that has none in
 // flight, up to maxBlocking in all, and returns those it could not: past
 // the bound, or on a node that cannot be reached or knows no CLIENT ID.
-func (rd *reader) launch(ctx context.Context, qu *Queue, consumer string, streams []string, count int64, block time.Duration) (rest []string) {
+func (rd *reader) launch(ctx context.Context, qu *RedisStreams, consumer string, streams []string, count int64, block time.Duration) (rest []string) {
 	cc, _ := qu.rdb.(*redis.ClusterClient)
 	// Not the caller's context: go-redis does not end a command on it
 	// anyway, and a read outlives its Read.
@@ -140,7 +140,7 @@ func (rd *reader) idle(streams []string) []string {
 
 // landed takes the replies that came, without waiting, and returns the
 // streams of want that may wait again (see settle).
-func (rd *reader) landed(ctx context.Context, qu *Queue, got *readings, consumer string, want map[string]bool) (again []string) {
+func (rd *reader) landed(ctx context.Context, qu *RedisStreams, got *readings, consumer string, want map[string]bool) (again []string) {
 	for rep, ok := rd.next(); ok; rep, ok = rd.next() {
 		again = append(again, rd.settle(ctx, qu, got, consumer, want, rep)...)
 	}
@@ -152,7 +152,7 @@ func (rd *reader) landed(ctx context.Context, qu *Queue, got *readings, consumer
 // stream (delivered less than it could), and a read in flight will deliver
 // the next order the moment it comes, without the Read's pipeline. A
 // redirected read's stream is read through the cluster client at once.
-func (rd *reader) settle(ctx context.Context, qu *Queue, got *readings, consumer string, want map[string]bool, rep blockReply) []string {
+func (rd *reader) settle(ctx context.Context, qu *RedisStreams, got *readings, consumer string, want map[string]bool, rep blockReply) []string {
 	st := rep.b.stream
 	switch rd.land(qu, got, rep) {
 	case timedOut, emptied:
@@ -187,7 +187,7 @@ const (
 )
 
 // land records a read's reply and hands its connection back.
-func (rd *reader) land(qu *Queue, got *readings, rep blockReply) ending {
+func (rd *reader) land(qu *RedisStreams, got *readings, rep blockReply) ending {
 	delete(rd.flying, rep.b.stream)
 	got.add(rep.b.stream, rep.res, rep.err)
 	var rerr redis.Error
@@ -219,7 +219,7 @@ func (rd *reader) land(qu *Queue, got *readings, rep blockReply) ending {
 // what they delivered meanwhile, which the consumer holds as it holds any
 // batch it did not write: acknowledged by nobody, claimed by another
 // consumer after its idle time. On one Redis it has nothing to do.
-func (qu *Queue) StopReading(ctx context.Context, consumer string) (good, bad []QueuedOrder, err error) {
+func (qu *RedisStreams) StopReading(ctx context.Context, consumer string) (good, bad []QueuedOrder, err error) {
 	qu.readersMu.Lock()
 	rd := qu.readers[consumer]
 	delete(qu.readers, consumer)

@@ -7,11 +7,11 @@
 -- the dead letters; KEYS[5] buyer; KEYS[6] the day's pending index; KEYS[7]
 -- the dead letters' count per sale. On a Redis Cluster only the shard's
 -- KEYS[1..3] are given, and the caller does the rest in steps of their own
--- (Store.DeadLetter).
+-- (RedisStreams.DeadLetter).
 -- ARGV[1] group; ARGV[2] message id; ARGV[3] order id; ARGV[4] user id;
 -- ARGV[5] reason; ARGV[6] the message's fields as "name value" pairs, tab
 -- separated; ARGV[7] the count's field, "product:sale"; ARGV[8] the
--- pending index's value, "failed @product:user reason" (Queue.Pending).
+-- pending index's value, "failed @product:user reason" (stock's Queue.Pending).
 if KEYS[4] then
 	local fields = {}
 	for f in string.gmatch(ARGV[6], "[^\t]+") do

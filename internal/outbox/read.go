@@ -1,4 +1,4 @@
-package stock
+package outbox
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // Read delivers up to count new orders per stream to consumer, waiting up
@@ -16,7 +18,7 @@ import (
 // delivered and unacknowledged until a claim. On a cluster, too, Read
 // leaves blocking reads in flight for the consumer's next Read (readEach);
 // a consumer that stops calls StopReading.
-func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
+func (qu *RedisStreams) Read(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good []QueuedOrder, bad []QueuedOrder, err error) {
 	if len(streams) == 0 {
 		return nil, nil, nil
 	}
@@ -27,7 +29,7 @@ func (qu *Queue) Read(ctx context.Context, consumer string, streams []string, co
 	for i := range streams {
 		args[len(streams)+i] = ">"
 	}
-	res, err := qu.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: args, Count: count, Block: block}).Result()
+	res, err := qu.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: stock.Group, Consumer: consumer, Streams: args, Count: count, Block: block}).Result()
 	if errors.Is(err, redis.Nil) || errStreamGone(err) {
 		return nil, nil, nil
 	}
@@ -58,7 +60,7 @@ const readPoll = 20 * time.Millisecond
 // consumer's reader), so that an order is delivered as soon as it is
 // added, with no poll. The Read returns when one delivers; the others stay
 // in flight, and what they deliver later is the next Read's (see reader).
-func (qu *Queue) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
+func (qu *RedisStreams) readEach(ctx context.Context, consumer string, streams []string, count int64, block time.Duration) (good, bad []QueuedOrder, err error) {
 	rd := qu.reader(consumer)
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
@@ -79,7 +81,7 @@ func (qu *Queue) readEach(ctx context.Context, consumer string, streams []string
 
 // readNow reads every stream once, without BLOCK: one XREADGROUP per
 // stream in one pipeline.
-func (qu *Queue) readNow(ctx context.Context, r *readings, consumer string, streams []string, count int64) {
+func (qu *RedisStreams) readNow(ctx context.Context, r *readings, consumer string, streams []string, count int64) {
 	cmds := make([]*redis.XStreamSliceCmd, len(streams))
 	_, err := qu.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, st := range streams {
@@ -98,7 +100,7 @@ func (qu *Queue) readNow(ctx context.Context, r *readings, consumer string, stre
 }
 
 func readArgs(consumer, stream string, count int64, block time.Duration) *redis.XReadGroupArgs {
-	return &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: []string{stream, ">"}, Count: count, Block: block}
+	return &redis.XReadGroupArgs{Group: stock.Group, Consumer: consumer, Streams: []string{stream, ">"}, Count: count, Block: block}
 }
 
 // readings gathers what the reads of one Read delivered, and how they
@@ -143,7 +145,7 @@ func (r *readings) any() bool {
 }
 
 // result is Read's answer: the orders delivered, beside the failures.
-func (r *readings) result(ctx context.Context, qu *Queue) (good, bad []QueuedOrder, err error) {
+func (r *readings) result(ctx context.Context, qu *RedisStreams) (good, bad []QueuedOrder, err error) {
 	if len(r.failed) > 0 {
 		return r.good, r.bad, errors.Join(r.failed...)
 	}
@@ -155,7 +157,7 @@ func (r *readings) result(ctx context.Context, qu *Queue) (good, bad []QueuedOrd
 
 // poll reads streams without BLOCK every readPoll until one delivers, stop
 // closes, or deadline passes.
-func (qu *Queue) poll(ctx context.Context, stop <-chan struct{}, consumer string, streams []string, count int64, deadline time.Time) readings {
+func (qu *RedisStreams) poll(ctx context.Context, stop <-chan struct{}, consumer string, streams []string, count int64, deadline time.Time) readings {
 	var r readings
 	for time.Now().Before(deadline) {
 		t := time.NewTimer(readPoll)
