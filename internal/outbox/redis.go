@@ -195,7 +195,7 @@ func (qu *RedisStreams) ForgetDrained(ctx context.Context) (int, error) {
 
 // DefaultDrainIdle is how long, on a Redis Cluster, a drained stream must
 // have taken no order before ForgetDrained closes it: a take that finds
-// its stream closed costs two more round trips (registry.go), which a
+// its stream closed costs two more round trips (stock's registry.go), which a
 // stream drained between two orders of a running sale should not. On one
 // Redis there is no such cost, and an empty stream closes at once.
 const DefaultDrainIdle = 30 * time.Second
@@ -234,7 +234,7 @@ func (qu *RedisStreams) close(ctx context.Context, stream string, idle time.Dura
 }
 
 // AdoptOldRegistry moves the streams listed in the registry of an earlier
-// version (OldStreamsKey, a set) into the registry, each at its current
+// version (stock.OldStreamsKey, a set) into the registry, each at its current
 // generation, then drops the old set: a stream it listed may hold orders
 // that no take will enrol again (a sold-out sale). A consumer calls it
 // once when it starts.

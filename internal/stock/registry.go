@@ -25,8 +25,8 @@ import (
 //     at g (enrol.lua keeps the highest generation it is told), and opens
 //     it only if its generation is still g, in the script that writes to
 //     it (async.lua, schedule.lua); else it starts again;
-//   - a closer closes the member when it holds no work (outbox's close_stream.lua,
-//     close_due.lua), which makes its generation g+1, then drops it from
+//   - a closer closes the member when it holds no work (close_stream.lua
+//     in internal/outbox, close_due.lua), which makes its generation g+1, then drops it from
 //     the registry only if it is enrolled at a generation below g+1
 //     (unenrol.lua).
 //

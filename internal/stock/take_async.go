@@ -58,7 +58,10 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 		due = t.At.Add(p.PayTimeout).UnixMilli()
 	}
 	// The enqueue is the script's: its span is the one the queued entry
-	// names, for the consumer's batch to link to.
+	// names, for the consumer's batch to link to. It stays here, in stock,
+	// though the outbox reads, claims and acknowledges the streams: the
+	// entry is appended in the step that takes the unit (async.lua), and
+	// moving the enqueue out would split that atomic step in two.
 	ectx, span := telemetry.Start(ctx, "outbox.enqueue")
 	defer span.End()
 	if span.IsRecording() {
@@ -86,12 +89,12 @@ func (s *Store) takeAsync(ctx context.Context, r Request, t *Taken) (bool, error
 }
 
 // maxReopens bounds the enrolments of one take. A drained stream is
-// closed only after it took no order for a while (outbox.RedisStreams.ForgetDrained),
-// but a close of a stream enrolled and not opened yet moves its generation
-// on too, and turns the take back once more; with the consumers' pass a
-// few seconds apart a take meets that rarely, and maxReopens in a row
-// means a closer running without pause. The take then gives up, having
-// taken nothing.
+// closed only after it took no order for a while (the outbox's
+// RedisStreams.ForgetDrained), but a close of a stream enrolled and not
+// opened yet moves its generation on too, and turns the take back once
+// more; with the consumers' pass a few seconds apart a take meets that
+// rarely, and maxReopens in a row means a closer running without pause.
+// The take then gives up, having taken nothing.
 const maxReopens = 5
 
 // pendingTTL is how long a day's pending index lives after its first
