@@ -62,6 +62,7 @@ type App struct {
 	captchas   *admission.Captchas
 	perAddress *admission.PerAddress
 	db         *gorm.DB
+	closeDB    func() error
 	embedded   *embedded.Redis
 	limit      *admission.Gradient // nil when Config.ConcurrencyLimit is 0
 	etcd       *etcdConn
@@ -151,7 +152,7 @@ func (a *App) openBackends(ctx context.Context, connected *onConnect) (err error
 	if a.rdb, err = a.openRedis(ctx, connected); err != nil {
 		return err
 	}
-	if a.db, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
+	if a.db, a.closeDB, err = openSQL(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
 		return err
 	}
 	a.Embedded = a.Embedded || cfg.MySQLDSN == ""
@@ -439,13 +440,11 @@ func (a *App) Close() error {
 	if a.rdb != nil {
 		errs = append(errs, a.rdb.Close())
 	}
-	if a.db != nil {
-		if sqlDB, err := a.db.DB(); err == nil {
-			// An idle connection the server (or the network) already closed
-			// fails its goodbye with ErrBadConn: nothing is left undone.
-			if err := sqlDB.Close(); !closedByPeer(err) {
-				errs = append(errs, err)
-			}
+	if a.closeDB != nil {
+		// An idle connection the server (or the network) already closed
+		// fails its goodbye with ErrBadConn: nothing is left undone.
+		if err := a.closeDB(); !closedByPeer(err) {
+			errs = append(errs, err)
 		}
 	}
 	if a.embedded != nil {

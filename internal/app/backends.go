@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"seckill/internal/embedded"
 	"seckill/internal/order"
 	"seckill/internal/reconcile"
 )
@@ -136,7 +139,9 @@ func checkClusterNode(ctx context.Context, addr string) error {
 	return nil
 }
 
-func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
+// openSQL opens the service's database: MySQL at dsn, else SQLite at
+// sqlitePath, else SQLite in memory. closeDB closes it.
+func openSQL(ctx context.Context, dsn, sqlitePath string) (_ *gorm.DB, closeDB func() error, err error) {
 	cfg := &gorm.Config{
 		TranslateError: true, // duplicate keys become gorm.ErrDuplicatedKey on every driver
 		// One INSERT is atomic by itself: GORM's default BEGIN/COMMIT around
@@ -146,25 +151,34 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 		PrepareStmt:            true,
 	}
 	var (
-		db  *gorm.DB
-		err error
+		db   *gorm.DB
+		keep io.Closer = io.NopCloser(nil)
 	)
-	if dsn != "" {
+	switch {
+	case dsn != "":
 		db, err = gorm.Open(mysql.Open(mysqlDSN(dsn)), cfg)
-	} else {
+	case sqlitePath != "":
 		db, err = gorm.Open(sqlite.Open(sqliteDSN(sqlitePath)), cfg)
+	default:
+		var memory string
+		if memory, keep, err = embedded.MemorySQLite(ctx, sqlitePragmas); err != nil {
+			return nil, nil, err
+		}
+		db, err = gorm.Open(sqlite.Open(memory), cfg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening the database: %w", err)
+		keep.Close()
+		return nil, nil, fmt.Errorf("opening the database: %w", err)
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, err
+		keep.Close()
+		return nil, nil, err
 	}
+	closeDB = func() error { return errors.Join(sqlDB.Close(), keep.Close()) }
 	if dsn == "" {
 		// SQLite has one writer at a time; one connection turns contention
-		// into a queue instead of SQLITE_BUSY errors, and an in-memory
-		// database exists only on its connection anyway.
+		// into a queue instead of SQLITE_BUSY errors.
 		sqlDB.SetMaxOpenConns(1)
 	} else {
 		sqlDB.SetMaxOpenConns(ordersConns)
@@ -178,10 +192,10 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 		db = db.Set("gorm:table_options", "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci").Session(&gorm.Session{})
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
-		return nil, fmt.Errorf("connecting to the database: %w", err)
+		closeDB()
+		return nil, nil, fmt.Errorf("connecting to the database: %w", err)
 	}
-	return db, nil
+	return db, closeDB, nil
 }
 
 // ordersConns bounds the service's own pool on MySQL. With the mysql
@@ -190,14 +204,12 @@ func openSQL(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, error) {
 // max_connections (151) with room for other clients.
 const ordersConns = 24
 
+const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+
 func sqliteDSN(path string) string {
-	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
-	if path == "" {
-		return "file::memory:?" + pragmas
-	}
 	// WAL lets readers in other processes (the harness's instances) read
 	// while one writes.
-	return "file:" + path + "?" + pragmas + "&_pragma=journal_mode(WAL)"
+	return "file:" + path + "?" + sqlitePragmas + "&_pragma=journal_mode(WAL)"
 }
 
 // mysqlDSN pins what the service needs of a MySQL connection, whatever the

@@ -33,7 +33,7 @@ func BenchmarkNextString(b *testing.B) {
 			return idgen.NewRedis(rdb, prefix, new(idgen.MemoryBlocks))
 		}},
 		{"segments", func(b *testing.B) idgen.Generator {
-			dialect := sqlite.Open("file::memory:")
+			dialect := sqlite.Open(testkit.MemorySQLite(b))
 			if os.Getenv("MYSQL_DSN") != "" {
 				dialect = mysql.Open(testkit.NewMySQL(b))
 			}

@@ -109,7 +109,7 @@ func TestBlocksDisjoint(t *testing.T) {
 		open func(t *testing.T) idgen.Blocks
 	}{
 		{"memory", func(*testing.T) idgen.Blocks { return new(idgen.MemoryBlocks) }},
-		{"sqlite", func(t *testing.T) idgen.Blocks { return sqlBlocks(t, sqlite.Open("file::memory:")) }},
+		{"sqlite", func(t *testing.T) idgen.Blocks { return sqlBlocks(t, sqlite.Open(testkit.MemorySQLite(t))) }},
 		{"mysql", func(t *testing.T) idgen.Blocks {
 			if os.Getenv("MYSQL_DSN") == "" {
 				// testkit.NewMySQL would fall back to go-mysql-server, which
@@ -160,7 +160,7 @@ func sqlBlocks(t testing.TB, dialect gorm.Dialector) idgen.Blocks {
 	}
 	t.Cleanup(func() { sqlDB.Close() })
 	if dialect.Name() == "sqlite" {
-		sqlDB.SetMaxOpenConns(1) // an in-memory database lives on one connection
+		sqlDB.SetMaxOpenConns(1) // one writer at a time: a queue, not SQLITE_BUSY
 	}
 	if err := idgen.MigrateBlocks(t.Context(), db); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func segmentStores() []struct {
 			return func() idgen.Blocks { return b }
 		}},
 		{"sqlite", func(t *testing.T) func() idgen.Blocks {
-			b := sqlBlocks(t, sqlite.Open("file::memory:")) // one connection: one handle
+			b := sqlBlocks(t, sqlite.Open(testkit.MemorySQLite(t))) // one handle: the processes share it
 			return func() idgen.Blocks { return b }
 		}},
 		{"mysql", func(t *testing.T) func() idgen.Blocks {

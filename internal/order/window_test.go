@@ -126,7 +126,7 @@ func TestBadWindowsAreInvalid(t *testing.T) {
 // its columns, on SQLite and on MySQL, and keeps its rows.
 func TestMigrateAddsTheWindow(t *testing.T) {
 	dbs := map[string]func(t *testing.T) gorm.Dialector{
-		"sqlite": func(*testing.T) gorm.Dialector { return sqlite.Open("file::memory:") },
+		"sqlite": func(t *testing.T) gorm.Dialector { return sqlite.Open(testkit.MemorySQLite(t)) },
 		"mysql": func(t *testing.T) gorm.Dialector {
 			dsn := os.Getenv("MYSQL_DSN")
 			if dsn == "" {

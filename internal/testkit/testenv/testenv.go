@@ -212,7 +212,7 @@ func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	db, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{Logger: logger.Discard, TranslateError: true})
+	db, err := gorm.Open(sqlite.Open(testkit.MemorySQLite(t)), &gorm.Config{Logger: logger.Discard, TranslateError: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func Local(t testing.TB) (*redis.Client, *gorm.DB, *miniredis.Miniredis) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqlDB.SetMaxOpenConns(1) // one in-memory database lives on one connection
+	sqlDB.SetMaxOpenConns(1) // one writer at a time: a queue, not SQLITE_BUSY
 	t.Cleanup(func() { sqlDB.Close() })
 	if err := order.Migrate(t.Context(), db); err != nil {
 		t.Fatal(err)
