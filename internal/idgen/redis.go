@@ -70,6 +70,14 @@ type Redis struct {
 	// caller refused before the last one ended draws again without another.
 	refilling sync.Mutex
 	refills   atomic.Uint64
+	// lastSet is the last block set (under refilling): its day key and
+	// its end. A reservation ahead of need is made unless a block past its
+	// floor is set already; the count of refills cannot tell, since a draw
+	// may see a block before its refill is counted.
+	lastSet struct {
+		key string
+		to  uint64
+	}
 
 	// The reservation ahead of need (see drawn): its state, and the
 	// goroutine that makes it, which Close cancels and waits for.
@@ -219,17 +227,19 @@ func (g *Redis) Draw(ctx context.Context, s Slot) (ID, error) {
 // reported) and sets it in Redis, unless another caller did so since s was
 // made. It returns s as of now, for the next draw.
 func (g *Redis) refillSlot(ctx context.Context, s Slot, floor uint64) (Slot, error) {
-	n, err := g.refill(ctx, s.DayKey, floor, s.refills)
+	n, err := g.refill(ctx, s.DayKey, floor, s.refills, false)
 	s.refills = n
 	return s, err
 }
 
 // refill reserves a block for key past floor and sets it, unless a block
 // was set since refills read seen; it returns refills as it leaves them.
-func (g *Redis) refill(ctx context.Context, key string, floor, seen uint64) (uint64, error) {
+// ahead is a reservation ahead of need, made unless a block past floor is
+// set (seen is not looked at).
+func (g *Redis) refill(ctx context.Context, key string, floor, seen uint64, ahead bool) (uint64, error) {
 	g.refilling.Lock()
 	defer g.refilling.Unlock()
-	if n := g.refills.Load(); n != seen {
+	if n := g.refills.Load(); !ahead && n != seen || ahead && g.lastSet.key == key && g.lastSet.to > floor {
 		return n, nil
 	}
 	from, to, err := g.blocks.Reserve(ctx, key, floor, g.size)
@@ -242,6 +252,7 @@ func (g *Redis) refill(ctx context.Context, key string, floor, seen uint64) (uin
 	if err := g.run(ctx, refillScript, key, from, min(to, math.MaxUint32), g.ttl).Err(); err != nil {
 		return seen, fmt.Errorf("setting the block (%d, %d] of %s: %w", from, to, key, err)
 	}
+	g.lastSet.key, g.lastSet.to = key, to
 	return g.refills.Add(1), nil
 }
 
@@ -269,13 +280,12 @@ func (g *Redis) drawn(s Slot, seq, ceil uint64) {
 		return
 	}
 	g.next = aheadState{key: s.DayKey, ceil: ceil, until: now.Add(aheadTimeout + aheadRetry)}
-	seen := g.refills.Load()
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
 		ctx, cancel := context.WithTimeout(g.bgCtx, aheadTimeout)
 		defer cancel()
-		_, err := g.refill(ctx, s.DayKey, ceil, seen)
+		_, err := g.refill(ctx, s.DayKey, ceil, 0, true)
 		g.aheadMu.Lock()
 		defer g.aheadMu.Unlock()
 		if g.next.key == s.DayKey && g.next.ceil == ceil {
