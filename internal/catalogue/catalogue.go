@@ -122,11 +122,12 @@ func (c *Catalogue) Close() error {
 
 func (c *Catalogue) subscribe() error {
 	ctx := context.Background()
-	c.sub = c.rdb.Subscribe(ctx, resetChannel, returnChannel)
-	for range 2 { // the confirmations: no notice is missed after these
+	channels := []string{resetChannel, returnChannel, stock.MarkedChannel}
+	c.sub = c.rdb.Subscribe(ctx, channels...)
+	for range channels { // the confirmations: no notice is missed after these
 		if _, err := c.sub.Receive(ctx); err != nil {
 			c.sub.Close()
-			return fmt.Errorf("subscribing to %s and %s: %w", resetChannel, returnChannel, err)
+			return fmt.Errorf("subscribing to %s: %w", strings.Join(channels, ", "), err)
 		}
 	}
 	go c.followNotices()
@@ -135,7 +136,8 @@ func (c *Catalogue) subscribe() error {
 
 // followNotices runs until Close closes the subscription. After a
 // reconnection the subscription is confirmed again; notices sent while it
-// was down are lost, so then every cached product and flag is dropped.
+// was down are lost, so then every cached product and flag is dropped, and
+// every product known to have no unsettled orders is asked about again.
 func (c *Catalogue) followNotices() {
 	defer close(c.done)
 	for m := range c.sub.ChannelWithSubscriptions() {
@@ -144,13 +146,18 @@ func (c *Catalogue) followNotices() {
 			c.products.Clear()
 			c.absent.Clear()
 			c.stock.Flags().ClearAll()
+			c.stock.Ledgers().ForgetSettled()
 		case *redis.Message:
 			id, err := strconv.ParseInt(m.Payload, 10, 64)
 			if err != nil {
 				c.log.Warn("ignoring a malformed notice", "channel", m.Channel, "payload", m.Payload)
 				continue
 			}
-			if m.Channel == resetChannel {
+			switch m.Channel {
+			case stock.MarkedChannel:
+				c.stock.Ledgers().Marked(id)
+				continue // a mark returns no unit: the flag stays
+			case resetChannel:
 				c.products.Delete(id)
 				c.absent.Delete(id)
 			}
@@ -207,6 +214,19 @@ func (c *Catalogue) Product(ctx context.Context, id int64) (Product, error) {
 		return Product{}, err
 	}
 	return v.(Product), nil
+}
+
+// Cached returns product id from the process's cache, without a read: ok
+// is false when the cache does not hold it, and the error ErrNotFound when
+// it was read and found missing less than MissTTL ago.
+func (c *Catalogue) Cached(id int64) (p Product, ok bool, err error) {
+	if v, ok := c.products.Load(id); ok {
+		return v.(Product), true, nil
+	}
+	if c.knownMissing(id) {
+		return Product{}, false, notFound(id)
+	}
+	return Product{}, false, nil
 }
 
 // Known reports, without a round trip, whether this process has held

@@ -25,6 +25,8 @@ type Door struct {
 	perAddress AddressAdmitter // Options.PerAddress
 	limit      Limiter         // Options.Limit
 	now        func() time.Time
+	marks      *marks // the service's, held until Redis takes them
+	ledgers    *stock.Ledgers
 }
 
 // Door is the service's part that admits purchases and issues path tokens.
@@ -43,6 +45,44 @@ func (d *Door) admit(ctx context.Context, p catalogue.Product, in Purchase) erro
 		return err
 	}
 	return d.admitBuyer(ctx, in.UserID, p.ID)
+}
+
+// Refusal is the answer every purchase of product id gets now, whoever
+// buys it, when the process knows it without a round trip: the product
+// does not exist (read and found missing less than catalogue.MissTTL ago),
+// its sale has not started or has ended, or it is sold out for good (the
+// process's flag is set and no unit of a purchase whose outcome is unknown
+// may come back). Nil when only the purchase itself can tell. The edge asks
+// it before it verifies the buyer, so that the herd's answers cost no token
+// check and no round trip; the purchase would answer the same (Buy). A
+// retry (a purchase with the client's own key) is never refused as sold
+// out here: its first attempt may hold a unit, which only the buyer's
+// record can tell.
+func (d *Door) Refusal(id int64, retry bool) error {
+	p, ok, err := d.cat.Cached(id)
+	if err != nil || !ok {
+		return err
+	}
+	if err := d.window(p); err != nil {
+		return err
+	}
+	if !retry && d.cat.SoldOut(id) && d.settled(p) {
+		return stock.ErrSoldOut
+	}
+	return nil
+}
+
+// settled reports, without a round trip, that no unit of p's purchases
+// whose outcome is unknown may come back: true for a product in SQL, whose
+// takes and orders are one transaction; for one in Redis, when the process
+// holds no mark of its layout and knows that Redis held none a moment ago
+// (stock.Ledgers.KnownSettled).
+func (d *Door) settled(p catalogue.Product) bool {
+	if p.Store != string(stock.InRedis) {
+		return true
+	}
+	l := p.Stock().Layout
+	return !d.marks.holds(l) && d.ledgers.KnownSettled(l)
 }
 
 // window refuses a purchase outside p's sale window: from the cached

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"seckill/internal/idgen"
@@ -29,7 +30,10 @@ type marks struct {
 
 	mu   sync.Mutex
 	held map[stock.Layout]map[idgen.ID]bool
-	kick chan struct{} // a mark is held: the writer wakes
+	// layouts is len(held), for holds to answer the common "none" without
+	// the lock: every sold-out refusal asks.
+	layouts atomic.Int64
+	kick    chan struct{} // a mark is held: the writer wakes
 }
 
 // markWriter writes unsettled marks (stock.Ledgers).
@@ -69,6 +73,7 @@ func (m *marks) hold(l stock.Layout, order idgen.ID) {
 	defer m.mu.Unlock()
 	if m.held[l] == nil {
 		m.held[l] = make(map[idgen.ID]bool)
+		m.layouts.Store(int64(len(m.held)))
 	}
 	m.held[l][order] = true
 }
@@ -81,12 +86,16 @@ func (m *marks) drop(l stock.Layout, orders []idgen.ID) {
 	}
 	if len(m.held[l]) == 0 {
 		delete(m.held, l)
+		m.layouts.Store(int64(len(m.held)))
 	}
 }
 
 // holds reports whether the process holds marks of the layout that Redis
 // has not taken.
 func (m *marks) holds(l stock.Layout) bool {
+	if m.layouts.Load() == 0 {
+		return false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.held[l]) > 0

@@ -410,7 +410,8 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		lockTTL: opt.LockTTL, budget: opt.budget(), paths: opt.Paths, dueEvery: opt.DueEvery, dueLease: opt.DueLease}
 	s.queue = &Queue{stock: s.stock}
 	s.door = &Door{cat: cat, buyers: opt.Admit, paths: opt.Paths, captchas: opt.Captchas, perAddress: opt.PerAddress,
-		limit: opt.Limit, now: opt.Now}
+		limit: opt.Limit, now: opt.Now,
+		marks: s.marks, ledgers: s.stock.Ledgers()}
 	if opt.DueEvery > 0 {
 		s.flight.working.Go(s.life.expireOnSchedule)
 	}

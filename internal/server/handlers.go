@@ -190,6 +190,14 @@ func (s *shop) handleBuy(c *gin.Context) {
 		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, msg)
 		return
 	}
+	// The answers every buyer would get come first: the herd's refusals
+	// cost no token check and no round trip.
+	key := c.GetHeader(api.HeaderIdempotencyKey)
+	if err := s.door.Refusal(*req.ProductID, key != ""); err != nil {
+		s.metrics.purchase(order.Receipt{}, err)
+		s.refuse(c, *req.ProductID, err, nil)
+		return
+	}
 	buyer, counted, ok := s.buyerOf(c, *req.ProductID, req.UserID)
 	if !ok {
 		return
@@ -202,7 +210,7 @@ func (s *shop) handleBuy(c *gin.Context) {
 		client = ""
 	}
 	o, rc, err := s.orders.Buy(c.Request.Context(), order.Purchase{
-		UserID: buyer.ID, ProductID: *req.ProductID, Key: c.GetHeader(api.HeaderIdempotencyKey),
+		UserID: buyer.ID, ProductID: *req.ProductID, Key: key,
 		Path: req.PathToken, Client: client,
 		Lab: order.LabOptions{Lock: req.Lock, Mode: req.Mode, Faults: faults(req), Trace: trace},
 	})
@@ -211,13 +219,7 @@ func (s *shop) handleBuy(c *gin.Context) {
 	// Lock none's lease is a no-op: its section runs from read to write.
 	t := traceBody(trace, rc.Lock != "none")
 	if err != nil {
-		if errors.Is(err, stock.ErrSoldOut) && s.cat.SoldOut(*req.ProductID) {
-			// For the edge gate: only the flag, which a returning unit
-			// clears (and the gate is told), says the whole product is
-			// sold out; one empty shard without fallback does not.
-			c.Header(api.HeaderSoldOut, strconv.FormatInt(*req.ProductID, 10))
-		}
-		s.e.failTraced(c, err, t)
+		s.refuse(c, *req.ProductID, err, t)
 		return
 	}
 	body := newOrder(o)
@@ -230,6 +232,17 @@ func (s *shop) handleBuy(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, body)
+}
+
+// refuse answers a purchase of product that failed with err.
+func (s *shop) refuse(c *gin.Context, product int64, err error, t *api.Trace) {
+	if errors.Is(err, stock.ErrSoldOut) && s.cat.SoldOut(product) {
+		// For the edge gate: only the flag, which a returning unit
+		// clears (and the gate is told), says the whole product is
+		// sold out; one empty shard without fallback does not.
+		c.Header(api.HeaderSoldOut, strconv.FormatInt(product, 10))
+	}
+	s.e.failTraced(c, err, t)
 }
 
 // checkBuy says what is wrong with a purchase's body, if anything.

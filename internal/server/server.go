@@ -76,8 +76,10 @@ type Catalogue interface {
 	SoldOut(id int64) bool
 }
 
-// Door hands out purchase paths and binds captchas to them (*order.Door).
+// Door hands out purchase paths and binds captchas to them, and knows the
+// refusals that need no buyer (*order.Door).
 type Door interface {
+	Refusal(product int64, retry bool) error
 	IssuePath(ctx context.Context, in order.PathRequest) (admission.PathToken, error)
 	CaptchaBinding(ctx context.Context, buyer, product int64) (string, error)
 }
@@ -237,6 +239,7 @@ type edge struct {
 type shop struct {
 	e       *edge
 	orders  Buyer
+	door    Door
 	pay     Payer
 	cat     Catalogue
 	audit   Auditor
@@ -276,7 +279,7 @@ func New(deps Deps) *Server {
 		e.origins[normalizeOrigin(o)] = true
 	}
 	s := &Server{edge: e, health: deps.Health, log: deps.Log, web: deps.Web, metrics: m,
-		shop: &shop{e: e, orders: deps.Orders, pay: deps.Payments, cat: deps.Catalogue, audit: deps.Auditor, metrics: m},
+		shop: &shop{e: e, orders: deps.Orders, door: deps.Door, pay: deps.Payments, cat: deps.Catalogue, audit: deps.Auditor, metrics: m},
 		accounts: &accounts{e: e, sessions: deps.Sessions, signups: deps.Signups, captchas: deps.Captchas,
 			passkeys: deps.Passkeys, passkeyOrigins: deps.PasskeyOrigins},
 		bots: botRoutes{e: e, captchas: deps.Captchas, door: deps.Door},

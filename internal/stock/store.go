@@ -118,6 +118,10 @@ type Ledgers struct {
 	rdb   redis.Cmdable
 	db    *gorm.DB
 	split bool
+	// settled: what the process knows of its products' unsettled orders
+	// without a round trip (unsettled.go).
+	settled sync.Map      // int64 → *settledWord
+	fresh   time.Duration // SettledFor
 }
 
 // Flags are this process's sold-out flags, one per product: set, the
@@ -165,7 +169,7 @@ func NewStore(rdb redis.Cmdable, db *gorm.DB) *Store {
 	return &Store{rdb: rdb, db: db, split: split, streams: StreamsKey, claimWindow: DefaultClaimWindow,
 		queue:     &Queue{rdb: rdb, split: split, streams: StreamsKey, oldStreams: OldStreamsKey, flags: flags},
 		deadlines: &Deadlines{rdb: rdb, split: split, sets: DueSetsKey, idle: DefaultDueIdle},
-		ledgers:   &Ledgers{rdb: rdb, db: db, split: split},
+		ledgers:   &Ledgers{rdb: rdb, db: db, split: split, fresh: SettledFresh},
 		flags:     flags,
 	}
 }
