@@ -91,6 +91,9 @@ func (m *metrics) purchase(rc order.Receipt, err error) {
 	case errors.Is(err, stock.ErrSoldOut):
 		m.soldOut.Inc()
 	}
+	if rc.Mode == "" { // refused before a mode was chosen
+		return
+	}
 	if mode, err := order.ModeNamed(rc.Mode); err != nil || !mode.Locked {
 		return
 	}
