@@ -22,7 +22,7 @@ import (
 // bodies and "Connection: close" are handled as net/http would.
 type conn struct {
 	addr string // host:port
-	head []byte // the request line and headers up to Content-Length's value
+	head []byte // the request line and the headers every request carries
 	c    net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -43,16 +43,17 @@ func newConn(target, path string) (*conn, error) {
 		host = net.JoinHostPort(u.Hostname(), "80")
 	}
 	head := "POST " + u.EscapedPath() + path + " HTTP/1.1\r\nHost: " + u.Host +
-		"\r\nUser-Agent: seckill-harness\r\nContent-Type: " + api.MediaType + "\r\nContent-Length: "
+		"\r\nUser-Agent: seckill-harness\r\nContent-Type: " + api.MediaType + "\r\n"
 	return &conn{addr: host, head: []byte(head)}, nil
 }
 
 var dialer = net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 
-// do sends body and returns the answer, whose Body the caller reads and
-// closes before the next do. An error closes the connection; the next do
-// dials again. A request is never retried: an order may have been placed.
-func (c *conn) do(ctx context.Context, buf *[]byte, body []byte) (*http.Response, error) {
+// do sends body, with a signed-in buyer's token unless it is "", and
+// returns the answer, whose Body the caller reads and closes before the
+// next do. An error closes the connection; the next do dials again. A
+// request is never retried: an order may have been placed.
+func (c *conn) do(ctx context.Context, buf *[]byte, token string, body []byte) (*http.Response, error) {
 	if c.c == nil {
 		nc, err := dialer.DialContext(ctx, "tcp", c.addr)
 		if err != nil {
@@ -65,6 +66,12 @@ func (c *conn) do(ctx context.Context, buf *[]byte, body []byte) (*http.Response
 		c.stop = context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	}
 	b := append((*buf)[:0], c.head...)
+	if token != "" {
+		b = append(b, "Authorization: Bearer "...)
+		b = append(b, token...)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "Content-Length: "...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, body...)

@@ -809,3 +809,45 @@ func TestEverysecKillRowCanFail(t *testing.T) {
 		}
 	}
 }
+
+// Signed-in buyers' requests carry their tokens, each in turn, and a body
+// that names the product alone: a user_id would stand for the token.
+func TestSignedBuyersSendTheirTokens(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{} // "<Authorization> <body>" → requests
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[r.Header.Get("Authorization")+" "+string(b)]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(api.Error{Code: api.CodeSoldOut, Error: "sold out"})
+	}))
+	t.Cleanup(srv.Close)
+	signed := []api.Session{{BuyerID: 1 << 50, Token: "tok-a"}, {BuyerID: 1<<50 + 1, Token: "tok-b"}, {BuyerID: 1<<50 + 2, Token: "tok-c"}}
+	row, err := Drive(t.Context(), Spec{Targets: []string{srv.URL}, ProductID: 9, Signed: signed, Requests: 30, Concurrency: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.SoldOut != 30 || row.Requests != 30 {
+		t.Errorf("sold out %d of %d requests (%v): want 30 of 30", row.SoldOut, row.Requests, row.ErrorSamples)
+	}
+	want := map[string]int{}
+	for _, s := range signed {
+		want["Bearer "+s.Token+` {"product_id":9}`] = 10
+	}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("requests by token and body (-want +got):\n%s", diff)
+	}
+}
+
+// A run of signed-in buyers has them as its buyers and no fault.
+func TestSignedBuyersRefuseOtherBuyersAndFaults(t *testing.T) {
+	signed := []api.Session{{BuyerID: 1 << 50, Token: "tok"}}
+	for _, s := range []Spec{{Buyers: 5, Signed: signed}, {Abandon: true, Signed: signed}} {
+		s.Targets = []string{"http://127.0.0.1:1"}
+		if _, err := s.withDefaults(); !errors.Is(err, ErrSpec) {
+			t.Errorf("%+v: err %v, want ErrSpec", s, err)
+		}
+	}
+}

@@ -403,8 +403,12 @@ func (l *load) work(ctx context.Context, w *worker, limit int) {
 		if spec.faulty(i) {
 			tail = l.faulty
 		}
-		user := spec.UserBase + 1 + int64(i%spec.Buyers)
-		w.send(ctx, i%len(spec.Targets), user, tail, due, &l.sh)
+		user, token := spec.UserBase+1+int64(i%spec.Buyers), ""
+		if len(spec.Signed) > 0 {
+			b := spec.Signed[i%len(spec.Signed)]
+			user, token = b.BuyerID, b.Token
+		}
+		w.send(ctx, i%len(spec.Targets), user, token, tail, due, &l.sh)
 		l.strikeWhenDue(ctx)
 	}
 }
@@ -495,8 +499,16 @@ func tally(row *Row, workers []*worker, elapsed time.Duration) {
 }
 
 // bodyTails encodes the request fields once; a request's body is then
-// `{"user_id":N,` + tail, which keeps encoding off the hot path.
+// `{"user_id":N,` + tail, which keeps encoding off the hot path; a signed-in
+// buyer's, `{` + tail, the product alone.
 func bodyTails(s Spec) (plain, faulty []byte, err error) {
+	if len(s.Signed) > 0 {
+		b, err := json.Marshal(api.OrderRequest{ProductID: &s.ProductID})
+		if err != nil {
+			return nil, nil, fmt.Errorf("encoding the order fields: %w", err)
+		}
+		return b[1:], b[1:], nil
+	}
 	// UserID stays nil, hence absent: each request writes its own.
 	f := api.OrderRequest{
 		ProductID: &s.ProductID, Lock: s.Lock, Mode: s.Mode,
@@ -515,36 +527,43 @@ func bodyTails(s Spec) (plain, faulty []byte, err error) {
 	return plain[1:], faulty[1:], nil // drop the '{'
 }
 
-// roundTrip posts `{"user_id":N,` + tail to the target.
-func (w *worker) roundTrip(ctx context.Context, target int, user int64, tail []byte) (*http.Response, error) {
+// roundTrip posts `{"user_id":N,` + tail to the target, or, for a
+// signed-in buyer (token not ""), `{` + tail with the buyer's token.
+func (w *worker) roundTrip(ctx context.Context, target int, user int64, token string, tail []byte) (*http.Response, error) {
 	body := w.body[:0]
 	if w.conns == nil {
 		// A fresh body per request: the transport may still read it after
 		// Do returns when the server answers early.
 		body = make([]byte, 0, len(`{"user_id":,`)+20+len(tail))
 	}
-	body = append(body, `{"user_id":`...)
-	body = strconv.AppendInt(body, user, 10)
-	body = append(body, ',')
+	body = append(body, '{')
+	if token == "" {
+		body = append(body, `"user_id":`...)
+		body = strconv.AppendInt(body, user, 10)
+		body = append(body, ',')
+	}
 	body = append(body, tail...)
 	if w.conns != nil {
 		w.body = body
-		return w.conns[target].do(ctx, &w.buf, body)
+		return w.conns[target].do(ctx, &w.buf, token, body)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.urls[target], bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", api.MediaType)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	return w.client.Do(req)
 }
 
 // errorPeek bounds what is read of an error answer to find its code.
 const errorPeek = 4 << 10
 
-func (w *worker) send(ctx context.Context, target int, user int64, tail []byte, due time.Time, sh *shared) {
+func (w *worker) send(ctx context.Context, target int, user int64, token string, tail []byte, due time.Time, sh *shared) {
 	sent := time.Now()
-	resp, err := w.roundTrip(ctx, target, user, tail)
+	resp, err := w.roundTrip(ctx, target, user, token, tail)
 	if err != nil {
 		if ctx.Err() != nil {
 			w.fail("timeout", "cancelled in flight: "+context.Cause(ctx).Error())

@@ -64,6 +64,12 @@ type Spec struct {
 	// UserBase+1+i%Buyers, so requests beyond Buyers repeat users and draw
 	// "already_bought". Default: 1000.
 	Buyers int `json:"buyers,omitempty"`
+	// Signed, when set, are signed-in buyers: request i is sent by
+	// Signed[i%len(Signed)], with Authorization: Bearer <its token> and a
+	// body that names the product only (no user_id, which would stand for
+	// the token, and no lab option, which a product that is not a lab
+	// product refuses). Buyers is then len(Signed), and no fault applies.
+	Signed []api.Session `json:"-"`
 	// UserBase offsets the user ids. Default: drawn at random per run, from
 	// 2^40 to 2^52, so that no two runs share a buyer: the service limits
 	// each user's order rate and remembers who bought.
@@ -183,6 +189,12 @@ func (s Spec) withDefaults() (Spec, error) {
 		s.UserBase = freshUserBase()
 	}
 	def(&s.Stock, DefaultStock)
+	if len(s.Signed) > 0 {
+		if s.Buyers != 0 && s.Buyers != len(s.Signed) || s.hasFaults() {
+			return s, fmt.Errorf("%w: signed-in buyers are the run's buyers, with no fault", ErrSpec)
+		}
+		s.Buyers = len(s.Signed)
+	}
 	def(&s.Buyers, DefaultBuyers)
 	def(&s.Concurrency, DefaultConcurrency)
 	if s.Lock == "" {
