@@ -67,6 +67,7 @@ type bareOrder struct {
 // body and runs its level's steps on shard 0 of the product. Nothing else:
 // no product lookup, no lock, no fallback, no metrics. The order ids are
 // product<<20 + an INCR of idKey, apart from any id the service draws.
+// POST /refuse/api/orders binds the body and answers 409 sold_out.
 func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -111,6 +112,7 @@ func bareHandler(rdb redis.Cmdable, db *gorm.DB, idKey string) http.Handler {
 	for level, l := range bareLevels {
 		r.POST(l.prefix+"/api/orders", func(c *gin.Context) { take(c, bareLevel(level)) })
 	}
+	r.POST(bareRefusePrefix+"/api/orders", bareRefuse)
 	return r
 }
 
@@ -169,26 +171,34 @@ func ceilingModes(o options) ([]string, error) {
 // other work loads every side alike; it reports the ratios of the medians.
 // Each round buys a fresh product whose stock outlasts the round, with
 // distinct buyers, so that every request takes a unit (the script's longest
-// path).
+// path). Unless -ceiling-refusals=false, each round also sends signed-in
+// buyers' purchases of a sold-out product to the service and to a bare
+// handler answering a constant 409.
 func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) error {
+	_, err := measureCeiling(ctx, o, getenv, stdout, stderr)
+	return err
+}
+
+// measureCeiling is luaCeiling, returning what it measured.
+func measureCeiling(ctx context.Context, o options, getenv func(string) string, stdout, stderr io.Writer) (*ceilingRun, error) {
 	cfg, err := serviceConfig(getenv, o.lockTTL, o.lockWait, o.spec.AdminToken)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(cfg.RedisCluster) > 0 {
 		// Its bare handlers run one script over the shard and the buyer,
 		// which a cluster refuses (CROSSSLOT): they measure one Redis.
-		return fmt.Errorf("-ceiling measures the service against bare handlers on one Redis; unset REDIS_CLUSTER (%s)", strings.Join(cfg.RedisCluster, ","))
+		return nil, fmt.Errorf("-ceiling measures the service against bare handlers on one Redis; unset REDIS_CLUSTER (%s)", strings.Join(cfg.RedisCluster, ","))
 	}
 	modes, err := ceilingModes(o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The async side times its consumers itself (asyncCeiling).
 	cfg.Consume = false
 	c, err := startCluster(ctx, 1, clusterNeeds{}, cfg, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if serr := c.stop(); serr != nil {
@@ -206,7 +216,7 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 	defer r.cleanUp(ctx, db, idKey, stderr) // runs before c.stop: the clients are still open
 	bare, stop, err := serveLoopback(bareHandler(r.rdb, db, idKey))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer stop()
 	r.bare = bare
@@ -235,20 +245,35 @@ func luaCeiling(ctx context.Context, o options, getenv func(string) string, stdo
 		Duration: harness.Duration(o.selfDur), Timeout: harness.Duration(o.selfDur + time.Minute),
 		AdminToken: c.first.Config.AdminToken,
 	}
+	if o.refusals {
+		// The product after every round's.
+		id := product + int64(o.selfRounds*len(r.sides))
+		if r.refusals, err = r.prepareRefusals(ctx, id, load.AdminToken, stderr); err != nil {
+			return nil, err
+		}
+	}
 	for round := range o.selfRounds {
 		for i := range r.sides {
 			s := load
 			s.ProductID = product + int64(round*len(r.sides)+i)
 			if err := r.round(ctx, stdout, round, i, s); err != nil {
-				return err
+				return nil, err
+			}
+		}
+		if r.refusals != nil {
+			if err := r.refusalRound(ctx, stdout, round, load); err != nil {
+				return nil, err
 			}
 		}
 	}
 	if err := r.printMedians(stdout, o.selfRounds); err != nil {
-		return err
+		return nil, err
 	}
 	printCeilingNotes(stdout, rep.Machine.SQL)
-	return nil
+	if r.refusals != nil {
+		r.refusals.note(stdout)
+	}
+	return r, nil
 }
 
 // ceilingRun is one -ceiling measurement: the service, the bare handlers
@@ -265,6 +290,8 @@ type ceilingRun struct {
 	// handlers' keys, and every side's product.
 	bareKeys []string
 	products []int64
+	// refusals are the sold-out refusals' sides; nil when skipped.
+	refusals *refusals
 }
 
 // ceilingSides are a side per service mode, then one per bare level.
@@ -332,7 +359,7 @@ func (r *ceilingRun) round(ctx context.Context, stdout io.Writer, round, i int, 
 		extra += fmt.Sprintf("; then the consumers alone wrote %d rows in %.2fs: %.0f orders/s",
 			row.Sold, row.DrainS, r.drained.rps[len(r.drained.rps)-1])
 	}
-	fmt.Fprintf(stdout, "round %d %-22s %6.0f req/s (%d requests, p50 %.2fms, p99 %.2fms%s)\n",
+	fmt.Fprintf(stdout, "round %d %-27s %6.0f req/s (%d requests, p50 %.2fms, p99 %.2fms%s)\n",
 		round+1, r.sides[i].name+":", row.RPS, row.Requests, row.P50MS, row.P99MS, extra)
 	return nil
 }
@@ -393,13 +420,13 @@ func (r *ceilingRun) printMedians(stdout io.Writer, rounds int) error {
 			if sd.writes {
 				unit = fmt.Sprintf("orders/s answered and written (%.0f req/s during the load alone)", harness.Median(sd.loadRPS))
 			}
-			fmt.Fprintf(stdout, "  %-22s %6.0f %s\n", sd.name, m, unit)
+			fmt.Fprintf(stdout, "  %-26s %6.0f %s\n", sd.name, m, unit)
 			continue
 		}
 		if m == 0 {
 			return errors.New("a bare handler served nothing")
 		}
-		line := fmt.Sprintf("  %-22s %6.0f req/s;", sd.name, m)
+		line := fmt.Sprintf("  %-26s %6.0f req/s;", sd.name, m)
 		for _, svc := range r.sides[:r.services] {
 			line += " " + ratios(svc.name, harness.Median(svc.rps), m)
 			if bareLevel(i-r.services) == evalOnly {
@@ -415,7 +442,7 @@ func (r *ceilingRun) printMedians(stdout io.Writer, rounds int) error {
 	}
 	if len(r.drained.rps) > 0 {
 		d := harness.Median(r.drained.rps)
-		line := fmt.Sprintf("  %-22s %6.0f orders/s written by the consumers", r.drained.name, d)
+		line := fmt.Sprintf("  %-26s %6.0f orders/s written by the consumers", r.drained.name, d)
 		for _, svc := range r.sides[:r.services] {
 			if svc.mode == api.ModeLua && harness.Median(svc.rps) > 0 {
 				lua := harness.Median(svc.rps)
@@ -427,6 +454,9 @@ func (r *ceilingRun) printMedians(stdout io.Writer, rounds int) error {
 			}
 		}
 		fmt.Fprintln(stdout, line)
+	}
+	if r.refusals != nil {
+		return r.refusals.print(stdout)
 	}
 	return nil
 }

@@ -69,9 +69,11 @@ type options struct {
 	repeat    int
 	selftest  bool
 	ceiling   bool
-	gate      bool
-	path      bool
-	list      bool
+	// refusals: -ceiling measures the sold-out refusals too.
+	refusals bool
+	gate     bool
+	path     bool
+	list     bool
 	// concurrencyLimit is -scenario overload's limit on its limited instance.
 	concurrencyLimit int
 	cpuProfile       string
@@ -124,7 +126,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.repeat, "repeat", 1, "run the scenario (or every lock and mode) this many times, each on a fresh product, and count the verdicts")
 	fs.BoolVar(&o.list, "list", false, "print every experiment (scenario, drill, bench, lesson) from the table: kind, name, what it shows, the verdict expected")
 	fs.BoolVar(&o.selftest, "selftest", false, "measure the harness against a bare handler, and wrk on the same handler")
-	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script (async twice: its consumer paused during the load, then running and its rows awaited), and the async consumers' writes against the lua mode's")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "measure the lua and async modes (or -mode) through the service against a bare Gin handler doing one EVALSHA of the lua script (async twice: its consumer paused during the load, then running and its rows awaited), the async consumers' writes against the lua mode's, and sold-out refusals to signed-in buyers against a bare Gin handler answering a constant 409 (see -ceiling-refusals)")
+	fs.BoolVar(&o.refusals, "ceiling-refusals", true, fmt.Sprintf("-ceiling: also send purchases of a sold-out public product from %d signed-in buyers, in every round, to the service and to a bare Gin handler that reads the body and answers 409; the product is sold in the lua mode whatever -mode is (an async one needs a Redis with appendonly); false skips them and their sign-ins", refusalBuyers))
 	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
 	fs.BoolVar(&o.path, "path", false, "-scenario opening: the product asks for a purchase path token, which each buyer fetches before buying")
 	fs.IntVar(&o.concurrencyLimit, "concurrency-limit", overloadLimit, "-scenario overload: the ceiling of the adaptive concurrency limit of the instance it floods with the limit on (the other has none)")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/app"
 	"seckill/internal/gate"
 	"seckill/internal/lab/harness"
@@ -250,9 +251,46 @@ func TestLuaCeilingReportsTheRatios(t *testing.T) {
 	}
 	for _, want := range []string{"machine: ", "verdict SAFE", "bare EVALSHA", "service lua / this = ", "service async / this = ",
 		"the 70% target", "+INCR+INSERT", "orders/s written by the consumers", "the 3× target",
-		"service async+writes / this = ", "the 50% target", "orders/s answered and written (", "req/s during the load alone)"} {
+		"service async+writes / this = ", "the 50% target", "orders/s answered and written (", "req/s during the load alone)",
+		"bare 409", "service sold-out refusals / this = ", "the 80% target"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q", want)
+		}
+	}
+}
+
+// -ceiling's refusals go to signed-in buyers of a public product sold out
+// before the rounds, in the lua mode whatever -mode is, and to the bare 409
+// handler: every answer of every round is 409 sold_out.
+func TestCeilingRefusalsAreAllSoldOut(t *testing.T) {
+	product := testenv.ProductID(t)
+	getenv := backends(t, product, 2*5+1) // 2 rounds of 5 sides, and the refusals' product
+	var stdout, stderr bytes.Buffer
+	o, err := parseFlags([]string{"loadtest", "-ceiling", "-mode", "async", "-selftest-rounds", "2", "-selftest-duration", "200ms",
+		"-concurrency", "8", "-product", strconv.FormatInt(product, 10)}, getenv, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := measureCeiling(t.Context(), o, getenv, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("-ceiling: %v", err)
+	}
+	f := r.refusals
+	if f == nil {
+		t.Fatal("no refusals measured")
+	}
+	if f.mode != api.ModeLua || len(f.signed) != refusalBuyers {
+		t.Errorf("the product sold in %q to %d buyers: want %q, %d", f.mode, len(f.signed), api.ModeLua, refusalBuyers)
+	}
+	for name, rows := range map[string][]harness.Row{f.service.name: f.serviceRows, f.bare.name: f.bareRows} {
+		if len(rows) != 2 {
+			t.Errorf("%s: %d rounds, want 2", name, len(rows))
+		}
+		for i, row := range rows {
+			if row.Requests == 0 || row.SoldOut != row.Requests {
+				t.Errorf("%s, round %d: %d of %d answers 409 sold_out (%v): want every one", name, i+1, row.SoldOut, row.Requests, row.ErrorCodes)
+			}
 		}
 	}
 }

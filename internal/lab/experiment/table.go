@@ -203,10 +203,10 @@ var runnable = []Experiment{
 	},
 	{
 		Name: "ceiling", Kind: Bench, Command: "go run ./loadtest -ceiling",
-		Shows:    "lua and async (consumers paused, then running) against a bare handler doing one EVALSHA, in the same run",
-		Workload: "the lua and async modes (or -mode), alternated with a bare Gin handler", Fault: "",
+		Shows:    "lua and async (consumers paused, then running) against a bare handler doing one EVALSHA, and sold-out refusals to signed-in buyers against a bare 409, in the same run",
+		Workload: "the lua and async modes (or -mode), alternated with a bare Gin handler; 2,000 signed-in buyers of a sold-out product, alternated with a bare 409", Fault: "",
 		Expect:  "the service's req/s as a share of the bare handler's, no verdict",
-		Summary: "The lua and async modes through the service against a bare Gin handler doing one EVALSHA of the lua script (async twice: its consumer paused during the load, then running and its rows awaited), and the async consumers' writes against the lua mode's.",
+		Summary: "The lua and async modes through the service against a bare Gin handler doing one EVALSHA of the lua script (async twice: its consumer paused during the load, then running and its rows awaited), the async consumers' writes against the lua mode's, and sold-out refusals to 2,000 signed-in buyers against a bare Gin handler answering a constant 409.",
 	},
 	{
 		Name: "gate", Kind: Bench, Command: "go run ./loadtest -gate",
