@@ -24,6 +24,7 @@ import (
 	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/outbox"
+	"seckill/internal/session"
 	"seckill/internal/stock"
 )
 
@@ -290,6 +291,7 @@ type ceilingRun struct {
 	// handlers' keys, and every side's product.
 	bareKeys []string
 	products []int64
+	accounts []int64 // the buyers signed in for the refusals
 	// refusals are the sold-out refusals' sides; nil when skipped.
 	refusals *refusals
 }
@@ -311,10 +313,12 @@ func ceilingSides(modes []string) (sides []ceilingSide, services int) {
 
 // cleanUp deletes the keys and orders of every product the run sold: the
 // service's sides leave a buyer key per request (tens of thousands a
-// round), which would otherwise stay in Redis for good.
+// round), which would otherwise stay in Redis for good; and the marks of
+// the accounts it made, which would stay a day.
 func (r *ceilingRun) cleanUp(ctx context.Context, db *gorm.DB, idKey string, stderr io.Writer) {
 	cctx := context.WithoutCancel(ctx)
-	err := errors.Join(r.rdb.Del(cctx, append(r.bareKeys, idKey)...).Err(), stock.Purge(cctx, r.rdb, r.products))
+	keys := append(append(r.bareKeys, idKey), session.MarkKeys(r.accounts...)...)
+	err := errors.Join(r.rdb.Unlink(cctx, keys...).Err(), stock.Purge(cctx, r.rdb, r.products))
 	if err != nil {
 		fmt.Fprintln(stderr, "loadtest: deleting the run's keys:", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"seckill/internal/gate"
 	"seckill/internal/lab/harness"
 	"seckill/internal/reconcile"
+	"seckill/internal/session"
 	"seckill/internal/stock"
 	"seckill/internal/testkit"
 	"seckill/internal/testkit/child"
@@ -282,6 +283,16 @@ func TestCeilingRefusalsAreAllSoldOut(t *testing.T) {
 	}
 	if f.mode != api.ModeLua || len(f.signed) != refusalBuyers {
 		t.Errorf("the product sold in %q to %d buyers: want %q, %d", f.mode, len(f.signed), api.ModeLua, refusalBuyers)
+	}
+	if len(r.accounts) != refusalBuyers+1 {
+		t.Errorf("%d accounts to clean up, want %d", len(r.accounts), refusalBuyers+1)
+	}
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		if n, err := rdb.Exists(t.Context(), session.MarkKeys(r.accounts...)...).Result(); err != nil || n != 0 {
+			t.Errorf("%d of the run's %d account marks left in Redis (%v): want none", n, len(r.accounts), err)
+		}
 	}
 	for name, rows := range map[string][]harness.Row{f.service.name: f.serviceRows, f.bare.name: f.bareRows} {
 		if len(rows) != 2 {

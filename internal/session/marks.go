@@ -34,6 +34,17 @@ func markKey(buyer int64) string {
 	return "seckill:session:{" + strconv.FormatInt(buyer, 10) + "}:account"
 }
 
+// MarkKeys are the keys of buyers' marks: for a load test that made the
+// accounts for its run, to delete what it leaves in a shared Redis (a
+// mark lives MarkTTL, and a run makes thousands).
+func MarkKeys(buyers ...int64) []string {
+	keys := make([]string, len(buyers))
+	for i, b := range buyers {
+		keys[i] = markKey(b)
+	}
+	return keys
+}
+
 // markValue is "<created, Unix ns>:<generation>".
 func markValue(r accountRow) string {
 	return strconv.FormatInt(r.CreatedAt.UnixNano(), 10) + ":" + strconv.FormatInt(r.Generation, 10)
