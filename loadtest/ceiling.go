@@ -24,6 +24,7 @@ import (
 	"seckill/internal/lab/harness"
 	"seckill/internal/order"
 	"seckill/internal/outbox"
+	"seckill/internal/reconcile"
 	"seckill/internal/session"
 	"seckill/internal/stock"
 )
@@ -318,7 +319,11 @@ func ceilingSides(modes []string) (sides []ceilingSide, services int) {
 func (r *ceilingRun) cleanUp(ctx context.Context, db *gorm.DB, idKey string, stderr io.Writer) {
 	cctx := context.WithoutCancel(ctx)
 	keys := append(append(r.bareKeys, idKey), session.MarkKeys(r.accounts...)...)
-	err := errors.Join(r.rdb.Unlink(cctx, keys...).Err(), stock.Purge(cctx, r.rdb, r.products))
+	var extra []string // the reconciler's keys: the service's passes leave them
+	for _, p := range r.products {
+		extra = append(extra, reconcile.ProductKeys(p)...)
+	}
+	err := errors.Join(r.rdb.Unlink(cctx, keys...).Err(), stock.Purge(cctx, r.rdb, r.products, extra...))
 	if err != nil {
 		fmt.Fprintln(stderr, "loadtest: deleting the run's keys:", err)
 	}
