@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -242,8 +243,29 @@ func (s *shop) refuse(c *gin.Context, product int64, err error, t *api.Trace) {
 		// sold out; one empty shard without fallback does not.
 		c.Header(api.HeaderSoldOut, strconv.FormatInt(product, 10))
 	}
+	if err == stock.ErrSoldOut && t == nil {
+		c.Data(soldOut.status, "application/json; charset=utf-8", soldOut.body)
+		return
+	}
 	s.e.failTraced(c, err, t)
 }
+
+// canned is an answer written as it was encoded once: the herd's sold
+// out, the same bytes for every buyer, costs no encoding.
+type canned struct {
+	status int
+	body   []byte
+}
+
+// soldOut is failErr's answer to stock.ErrSoldOut itself.
+var soldOut = func() canned {
+	status, code, _ := classify(stock.ErrSoldOut)
+	body, err := json.Marshal(api.Error{Code: code, Error: stock.ErrSoldOut.Error()})
+	if err != nil {
+		panic(err)
+	}
+	return canned{status, body}
+}()
 
 // checkBuy says what is wrong with a purchase's body, if anything.
 func checkBuy(req api.OrderRequest) string {
