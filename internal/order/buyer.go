@@ -74,10 +74,10 @@ func (s *Service) OrderFor(ctx context.Context, id idgen.ID, b Buyer) (Order, er
 // product's order, or b's own, b signed in. Whatever b may not see (no
 // row, a void row, another buyer's order) goes one way: it is looked for
 // among the queued orders as a miss is, so that "not yours" and "does not
-// exist" cost the same lookups (one SQL read, one Redis pipeline) and get
-// one answer: ErrNotFound, or b's refusal (Buyer.May) when b is not
-// signed in. The product costs no round trip once the catalogue caches
-// it. An order refused by the database after it was queued keeps no
+// exist" cost the same lookups (two SQL reads, one Redis pipeline between
+// them) and get one answer: ErrNotFound, or b's refusal (Buyer.May) when b
+// is not signed in. The product costs no round trip once the catalogue
+// caches it. An order refused by the database after it was queued keeps no
 // product in the pending index: it counts as a product's that is not a
 // lab product.
 func (s *Service) orderOf(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error) {
@@ -97,6 +97,20 @@ func (s *Service) orderOf(ctx context.Context, id idgen.ID, b Buyer) (Order, cat
 	if queued && !found { // a row, void or not, is the order: its queued entry is stale
 		if p, ok, err := s.sees(ctx, b, q); ok || err != nil {
 			return q, p, err
+		}
+	}
+	if !queued {
+		// The order may have left the queue for its row between the two
+		// reads: a consumer writes the row before it drops the queued
+		// entry, so the row is there now. Read again, whatever was found
+		// the first time, so that every miss costs the same lookups.
+		if row, found, err = find(ctx, s.db, id); err != nil {
+			return Order{}, catalogue.Product{}, err
+		}
+		if found && row.Status != Void {
+			if p, ok, err := s.sees(ctx, b, row); ok || err != nil {
+				return row, p, err
+			}
 		}
 	}
 	var none catalogue.Product

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"seckill/internal/api"
 	"seckill/internal/catalogue"
@@ -209,5 +212,40 @@ func TestDeadLetterClearsEverySoldOutFlag(t *testing.T) {
 	})
 	if _, _, err := other.Buy(t.Context(), order.Purchase{UserID: 7, ProductID: 1}); err != nil {
 		t.Errorf("the returned unit, bought through the other process: %v", err)
+	}
+}
+
+// An order read while the consumer moves it from the queue to its row is
+// found: the read of its row misses it, the consumer writes the row and
+// drops the queued entry, and the read of the queue misses it too. The
+// read looks at the row again. (A buyer paying its queued order was told
+// 400 there, CI on 9c0cf5e.)
+func TestAnOrderReadWhileItIsWrittenIsFound(t *testing.T) {
+	f := newFixture(t, order.Options{})
+	f.Reset(catalogue.ProductSpec{ID: 1, Stock: 1, Shards: 1, Mode: "async", Lab: true})
+	o, _, err := f.svc.Buy(t.Context(), order.Purchase{UserID: 1, ProductID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := stock.NewStore(f.rdb, f.db).Queue()
+	var moved atomic.Bool
+	const name = "write_the_order_after_its_first_read"
+	if err := f.db.Callback().Query().After("gorm:query").Register(name, func(db *gorm.DB) {
+		if db.Statement.Table != "orders" || !moved.CompareAndSwap(false, true) {
+			return
+		}
+		f.Consumer(outbox.Options{})
+		testenv.WaitFor(t, "the order written and its queued entry dropped", func() bool {
+			_, queued, err := queue.Pending(t.Context(), o.ID)
+			return err == nil && !queued
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.db.Callback().Query().Remove(name) })
+
+	got, err := f.svc.OrderFor(t.Context(), o.ID, order.Buyer{ID: 1})
+	if err != nil || got.ID != o.ID || got.Status != order.Unpaid {
+		t.Errorf("the order read while it was written: %+v, %v; want it, unpaid", got, err)
 	}
 }
