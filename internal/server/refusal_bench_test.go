@@ -8,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
-	"seckill/internal/app"
 	"seckill/internal/testkit/testenv"
 )
 
@@ -19,10 +18,7 @@ import (
 // testenv's backends (REDIS_ADDR and MYSQL_DSN when set); one buyer's
 // token over and over, as a buyer clicking again would send.
 func BenchmarkSoldOutRefusal(b *testing.B) {
-	cfg := testenv.Config(b)
-	cfg.SessionSecret = testenv.SessionSecret
-	cfg.LogLevel = "error"
-	srv := testenv.Start(b, cfg, app.Extras{})
+	srv := startSigning(b)
 	id := testenv.ProductID(b)
 	p := fmt.Sprintf(`{"id":%d,"stock":1,"shards":5,"mode":"lua","lab":false}`, id)
 	if rec := post(srv.Handler, "/api/products", p, srv.Config.AdminToken); rec.Code != http.StatusOK {

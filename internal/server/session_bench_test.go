@@ -19,10 +19,7 @@ import (
 // with an account, testenv.Accounts), on testenv's backends (REDIS_ADDR
 // and MYSQL_DSN when set).
 func BenchmarkPurchaseSignedIn(b *testing.B) {
-	cfg := testenv.Config(b)
-	cfg.SessionSecret = testenv.SessionSecret
-	cfg.LogLevel = "error"
-	srv := testenv.Start(b, cfg, app.Extras{})
+	srv := startSigning(b)
 	// token-lab is a token on a lab product: the token's cost alone. Each
 	// purchase is a buyer of its own (next counts across every round),
 	// whose account is marked in Redis as a sign-in marks it: the token's
@@ -60,6 +57,15 @@ func BenchmarkPurchaseSignedIn(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startSigning starts a service that signs buyers in with testenv's
+// secret (testenv.Token), logging errors only.
+func startSigning(b *testing.B) *app.Server {
+	cfg := testenv.Config(b)
+	cfg.SessionSecret = testenv.SessionSecret
+	cfg.LogLevel = "error"
+	return testenv.Start(b, cfg, app.Extras{})
 }
 
 // post sends a JSON POST straight to the handler, as if to the loopback
