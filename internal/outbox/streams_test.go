@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,4 +203,115 @@ func blockingCluster(t *testing.T, perShard int) (*testkit.RedisCluster, *stock.
 		t.Fatal(err)
 	}
 	return c, s, p
+}
+
+// A read round on a cluster whose node fails mid-sale returns what the
+// living nodes' streams delivered beside the failure, and the consumer
+// writes it then: orders delivered and dropped would wait for the claim
+// (ClaimIdle) however soon the node is back. The node fails for the
+// consumer's client alone (its connections to the node refuse every byte),
+// so the first round reads the dead stream and the living ones in one
+// pipeline, every time; TestFailoverLeavesNoOrderBehind (faults) kills a
+// real master, where that overlap is up to timing.
+func TestReadRoundKeepsWhatLivingNodesDelivered(t *testing.T) {
+	c := testkit.NewRedisCluster(t)
+	ctx := t.Context()
+	const shards = clusterShards
+	var (
+		p      stock.Product
+		victim string
+	)
+	for victim == "" {
+		p = streamProduct(t, c.Client, shards)
+		victim = streamNodeBut(t, c.Client, p, stock.StreamsKey)
+	}
+	setup := stock.NewStore(c.Client, nil)
+	levels := make([]int, shards)
+	for i := range levels {
+		levels[i] = 1
+	}
+	if err := setup.LayOut(ctx, p, levels, shards); err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	cc := c.NewClient(t, &redis.ClusterOptions{Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != victim {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		if down.Load() {
+			return nil, errNodeDown
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return failingConn{Conn: conn, down: &down}, err
+	}})
+	// Every shard's stream opened and enrolled, with one order each.
+	living := 0
+	for i := range shards {
+		if _, err := asyncTake(ctx, setup, p, int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+		if nodeOf(t, c.Client, p.StreamKey(i)) != victim {
+			living++
+		}
+	}
+	src := NewStreams(NewRedisStreams(stock.NewStore(cc, nil).Queue()), "reader", func(context.Context, int64) {},
+		Options{Block: 50 * time.Millisecond, Log: quiet})
+	down.Store(true)
+	b, err := src.Next(ctx, nil)
+	if err == nil {
+		t.Fatalf("a round over a dead node's stream failed nothing (%d orders)", len(b.Orders))
+	}
+	if len(b.Orders) != living {
+		t.Fatalf("a round over a dead node's stream returned %d orders beside its failure, want the living streams' %d (%v)", len(b.Orders), living, err)
+	}
+	t.Logf("%d orders returned beside: %v", living, err)
+}
+
+var errNodeDown = errors.New("the node is down")
+
+// failingConn is a connection that refuses every byte once down is set.
+type failingConn struct {
+	net.Conn
+	down *atomic.Bool
+}
+
+func (c failingConn) Read(b []byte) (int, error) {
+	if c.down.Load() {
+		return 0, errNodeDown
+	}
+	return c.Conn.Read(b)
+}
+
+func (c failingConn) Write(b []byte) (int, error) {
+	if c.down.Load() {
+		return 0, errNodeDown
+	}
+	return c.Conn.Write(b)
+}
+
+// streamNodeBut returns the address of a node that holds some of p's
+// streams, not all of them, and not key; or "" if none does.
+func streamNodeBut(t *testing.T, cc *redis.ClusterClient, p stock.Product, key string) string {
+	t.Helper()
+	avoid := nodeOf(t, cc, key)
+	on := map[string]int{}
+	for i := range p.Shards {
+		on[nodeOf(t, cc, p.StreamKey(i))]++
+	}
+	for node, n := range on {
+		if node != avoid && n < p.Shards {
+			return node
+		}
+	}
+	return ""
+}
+
+// nodeOf returns the address of the master of key's slot.
+func nodeOf(t *testing.T, cc *redis.ClusterClient, key string) string {
+	t.Helper()
+	node, err := cc.MasterForKey(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node.Options().Addr
 }
