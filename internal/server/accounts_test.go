@@ -242,3 +242,26 @@ func TestAccountsBefore(t *testing.T) {
 		t.Errorf("an account made before accounts_before buys: %d, want 201", st)
 	}
 }
+
+// TestPayAndCancelTakeNoBody: a signed-in buyer pays and cancels its
+// orders with its token and no body, as docs/API.md shows; without a token
+// either, the answer says to sign in, as for {}.
+func TestPayAndCancelTakeNoBody(t *testing.T) {
+	e := startDefault(t)
+	buyer, _ := e.signUp(uniqueName("nadia"), password)
+	for _, action := range []string{"pay", "cancel"} {
+		id := e.reset(product{"stock": 10, "shards": 1, "lab": false}) // one order a buyer
+		var o api.Order
+		if st := buyer.do("POST", "/api/orders", map[string]any{"product_id": id}, &o); st != http.StatusCreated {
+			t.Fatalf("buying: %d", st)
+		}
+		want := map[string]string{"pay": "paid", "cancel": "cancelled"}[action]
+		var ae api.Error
+		if st := e.do("POST", "/api/orders/"+o.ID+"/"+action, nil, &ae); st != http.StatusUnauthorized || ae.Code != api.CodeSignInRequired {
+			t.Errorf("%s with no body and no token: %d %+v, want 401 %s", action, st, ae, api.CodeSignInRequired)
+		}
+		if st := buyer.do("POST", "/api/orders/"+o.ID+"/"+action, nil, &o); st != http.StatusOK || o.Status != want {
+			t.Errorf("%s with the buyer's token and no body: %d %+v, want 200 %s", action, st, o, want)
+		}
+	}
+}

@@ -34,8 +34,18 @@ var (
 // into v: every body this API takes goes through here. Names must match a
 // field exactly, once each; a typo such as "hold" for "hold_ms" or "User_ID"
 // for "user_id" is refused, not ignored.
-func (s *edge) decode(c *gin.Context, v any) error {
+func (s *edge) decode(c *gin.Context, v any) error { return s.decodeBody(c, v, false) }
+
+// decodeOptional is decode for a body whose every field may be left out:
+// no body, or one of white space only, leaves v as it is. Pay and cancel
+// take one, so that a signed-in buyer sends its token and nothing else.
+func (s *edge) decodeOptional(c *gin.Context, v any) error { return s.decodeBody(c, v, true) }
+
+func (s *edge) decodeBody(c *gin.Context, v any, optional bool) error {
 	r := c.Request
+	if optional && r.ContentLength == 0 {
+		return nil
+	}
 	if r.ContentLength != 0 { // a body, or one of unknown length
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != api.MediaType {
 			return fmt.Errorf("%w: send the body as JSON with Content-Type: %s", errMediaType, api.MediaType)
@@ -44,6 +54,9 @@ func (s *edge) decode(c *gin.Context, v any) error {
 	b, err := s.readBody(c)
 	if err != nil {
 		return describe(err, v)
+	}
+	if optional && len(bytes.TrimSpace(b)) == 0 {
+		return nil
 	}
 	dec := jsontext.NewDecoder(bytes.NewReader(b))
 	if err := json.UnmarshalDecode(dec, v, json.RejectUnknownMembers(true)); err != nil {

@@ -330,7 +330,7 @@ func (s *shop) changeOrder(c *gin.Context, change func(context.Context, idgen.ID
 		return
 	}
 	var req api.BuyerRequest
-	if err := s.e.decode(c, &req); err != nil {
+	if err := s.e.decodeOptional(c, &req); err != nil {
 		s.e.failErr(c, err)
 		return
 	}
