@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/lab/experiment"
 	"seckill/internal/lab/harness"
 	"seckill/internal/reconcile"
@@ -223,6 +224,162 @@ func purgeLessonKeys(t *testing.T, addr string, prefix int64, used []int64) {
 				break
 			}
 			keys = keys[n:]
+		}
+	}
+}
+
+// TestCourseQuestionsNameTheirRunsNumbers: a number a lesson's question
+// names of buyers, units, shards, instances, runs or a duration is the
+// run's: the page's preset when the lesson has one (the page asks the
+// question and runs it), the command's scenario otherwise. Lesson 1 asked
+// about a thousand buyers and a hundred units while the page ran 300 and 50.
+func TestCourseQuestionsNameTheirRunsNumbers(t *testing.T) {
+	for _, l := range loadCourse(t).Lessons {
+		named := questionNumbers(l.Question)
+		if len(named) == 0 {
+			continue
+		}
+		runs, source := runNumbers(l)
+		if runs == nil {
+			t.Errorf("lesson %s: its question names %v, and neither a preset nor a scenario of the harness gives its run's numbers", l.ID, named)
+			continue
+		}
+		for _, n := range named {
+			if !slices.Contains(runs[n.unit], n.value) {
+				t.Errorf("lesson %s: its question names %d %s; %s runs %s %v", l.ID, n.value, n.unit, source, n.unit, runs[n.unit])
+			}
+		}
+	}
+}
+
+type namedNumber struct {
+	value int
+	unit  string
+}
+
+// numberWords are the numbers the questions spell out.
+var numberWords = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+	"eight": 8, "nine": 9, "ten": 10, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+	"a hundred": 100, "one hundred": 100, "two hundred": 200, "three hundred": 300, "a thousand": 1000}
+
+// questionNumber is a number, in digits or words, and the unit it counts;
+// a word may stand between them ("20,000 signed-in buyers").
+var questionNumber = regexp.MustCompile(`(?i)\b(\d[\d,]*|(?:a|one|two|three) (?:hundred|thousand)|one|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|forty|fifty)\s+(?:[a-z-]+\s+)?(buyers|purchases|orders|units|shards?|instances|runs|ms|s)\b`)
+
+// unitOf folds the words a question counts with into the run's fields.
+var unitOf = map[string]string{"buyers": "buyers", "purchases": "buyers", "orders": "buyers", "units": "units",
+	"shard": "shards", "shards": "shards", "instances": "instances", "runs": "runs", "ms": "ms", "s": "ms"}
+
+func questionNumbers(q string) []namedNumber {
+	var out []namedNumber
+	for _, m := range questionNumber.FindAllStringSubmatch(q, -1) {
+		word, unit := strings.ToLower(m[1]), strings.ToLower(m[2])
+		v, ok := numberWords[word]
+		if !ok {
+			v, _ = strconv.Atoi(strings.ReplaceAll(word, ",", ""))
+		}
+		if unit == "s" {
+			v *= 1000
+		}
+		out = append(out, namedNumber{v, unitOf[unit]})
+	}
+	return out
+}
+
+// runNumbers gives the numbers of the lesson's run by unit, and what the
+// run is; nil when no preset or harness scenario describes it.
+func runNumbers(l web.Lesson) (map[string][]int, string) {
+	if p := l.Preset; p != nil {
+		return map[string][]int{"buyers": {p.Buyers}, "units": {p.Stock}, "shards": {p.Shards},
+			"ms": {p.HoldMS}, "instances": {1}, "runs": {1}}, "the page's preset"
+	}
+	if l.Scenario() == "opening" {
+		return map[string][]int{"buyers": {openingBuyers}}, "-scenario opening"
+	}
+	sc, err := harness.LookupScenario(l.Scenario())
+	if err != nil {
+		return nil, ""
+	}
+	n := map[string][]int{"instances": {max(sc.Instances, 1)}, "ms": {millis(sc.LockTTL), millis(sc.LockWait)}}
+	for _, s := range sc.Steps {
+		sp := s.Spec
+		n["buyers"] = append(n["buyers"], sp.Buyers)
+		n["units"] = append(n["units"], sp.Stock)
+		n["shards"] = append(n["shards"], sp.Shards)
+		n["runs"] = append(n["runs"], max(s.Runs, 1))
+		n["ms"] = append(n["ms"], millis(time.Duration(sp.Hold)), millis(time.Duration(sp.PayTimeout)))
+		if s.Fault != nil {
+			n["ms"] = append(n["ms"], millis(s.Fault.For))
+		}
+	}
+	return n, "-scenario " + sc.Name
+}
+
+func millis(d time.Duration) int { return int(d / time.Millisecond) }
+
+// TestCourseChecksCanFail feeds each lesson's check a wrong outcome and
+// sees it refused. A step of the harness refuses, through the row's own
+// check, a verdict outside its set; a step whose runs may reach every
+// verdict (the pause, random run by run) must be checked across its runs,
+// and runs that never reach what that check wants are refused. A drill's
+// or the opening's rows, checked outside the harness, must each leave out
+// a verdict a run can reach. A go test command passes or fails.
+func TestCourseChecksCanFail(t *testing.T) {
+	// What a step's run can reach: a sale against its stock, and LOST
+	// (an order answered and never written) only where orders are queued.
+	// A set missing only a verdict its run cannot reach refuses nothing.
+	reachable := func(mode string) []string {
+		v := []string{harness.Oversold, harness.Safe, harness.Undersold, harness.Errors}
+		if mode == "async" || mode == "mq" {
+			v = append(v, harness.Lost)
+		}
+		return v
+	}
+	outside := func(set, reachable []string) string {
+		for _, v := range reachable {
+			if !slices.Contains(set, v) {
+				return v
+			}
+		}
+		return ""
+	}
+	for _, l := range loadCourse(t).Lessons {
+		if l.Scenario() == "" {
+			continue
+		}
+		sc, err := harness.LookupScenario(l.Scenario())
+		if err != nil {
+			for i, row := range l.Verdicts {
+				if outside(strings.Split(row, "|"), append(reachable("async"), api.VerdictOK)) == "" {
+					t.Errorf("lesson %s: row %d accepts %s, every verdict a run reaches: it cannot fail", l.ID, i+1, row)
+				}
+			}
+			continue
+		}
+		for i, s := range sc.Steps {
+			if s.Expect == nil {
+				continue
+			}
+			want := s.Expect(s.Spec.Lock)
+			can := reachable(s.Spec.Mode)
+			if wrong := outside(want, can); wrong != "" {
+				row := harness.Row{RunResult: api.RunResult{Verdict: wrong, Agree: true}}
+				if row.Check(want...) {
+					t.Errorf("lesson %s: step %d (%s) accepts %s, which it does not expect", l.ID, i+1, s.Spec.Lock, wrong)
+				}
+				continue
+			}
+			if s.Across == nil {
+				t.Errorf("lesson %s: step %d (%s) accepts every verdict and is not checked across its runs: it cannot fail", l.ID, i+1, s.Spec.Lock)
+				continue
+			}
+			rows := make([]harness.Row, max(s.Runs, 1))
+			for j := range rows {
+				rows[j] = harness.Row{RunResult: api.RunResult{Verdict: outside(s.Across.Verdicts, can), Agree: true}}
+			}
+			if _, _, held, checked := s.Across.Check(rows); !checked || held {
+				t.Errorf("lesson %s: step %d (%s): %d runs that never reach %v pass its check across the runs", l.ID, i+1, s.Spec.Lock, len(rows), s.Across.Verdicts)
+			}
 		}
 	}
 }

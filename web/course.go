@@ -14,16 +14,40 @@ import (
 // course mode fetches it, docs/COURSE.md is generated from it, and the
 // loadtest package's tests check it against the scenarios and run it.
 type Course struct {
-	Title   string   `json:"title"`
-	Intro   string   `json:"intro"`
-	Lessons []Lesson `json:"lessons"`
+	Title string `json:"title"`
+	Intro string `json:"intro"`
+	// Sources are the source articles, by the number of their file in
+	// the project's notes ("000" … "004"): a reader has only the title and
+	// the author to find one, so every lesson cites its source so.
+	Sources map[string]Source `json:"sources"`
+	Lessons []Lesson          `json:"lessons"`
+}
+
+// Source is one source article as our copy gives it.
+type Source struct {
+	Title string `json:"title"`
+	// Author is the name the article gives its author, or "" when our
+	// copy names none; Where then says what the article is.
+	Author string `json:"author,omitempty"`
+	Where  string `json:"where,omitempty"`
+}
+
+// Cite names the article for a reader: “title” by author, or “title”
+// (where; no author named) when the copy names none. app.js's cite says
+// the same.
+func (s Source) Cite() string {
+	if s.Author != "" {
+		return "“" + s.Title + "” by " + s.Author
+	}
+	return "“" + s.Title + "” (" + s.Where + "; no author named)"
 }
 
 // Lesson is one failure: predicted, run, seen and explained.
 type Lesson struct {
 	ID    string `json:"id"`
 	Title string `json:"title"`
-	// Seed is the seed article the failure comes from ("000" … "004").
+	// Seed is the source article the failure comes from, a key of the
+	// course's Sources ("000" … "004"); readers see its Cite, never the key.
 	Seed     string `json:"seed"`
 	Question string `json:"question"`
 	// Answer is what the question's prediction should be: "more",
@@ -91,6 +115,9 @@ var (
 	scenarioCommand = regexp.MustCompile(`^go run \./loadtest -scenario ([a-z0-9-]+)$`)
 	testCommand     = regexp.MustCompile(`^go test -run (\S+|'[^']+') \./([a-z0-9/]+)$`)
 	lessonID        = regexp.MustCompile(`^[a-z0-9-]+$`)
+	// seedKey is a source cited by its file's number, which names nothing
+	// a reader can find.
+	seedKey = regexp.MustCompile(`(?i)\bseeds?\s*\d{3}`)
 )
 
 // ErrCourse: static/course.json is not a valid course.
@@ -114,8 +141,19 @@ func (c Course) check() error {
 		return fmt.Errorf("%w: a title, an intro and lessons are needed", ErrCourse)
 	}
 	var errs []error
+	for key, src := range c.Sources {
+		if strings.TrimSpace(src.Title) == "" || strings.TrimSpace(src.Author) == "" && strings.TrimSpace(src.Where) == "" {
+			errs = append(errs, fmt.Errorf("source %s: a title, and an author or what the article is", key))
+		}
+	}
+	if seedKey.MatchString(c.Intro) {
+		errs = append(errs, fmt.Errorf("the intro says %q: name the article by its title and author", seedKey.FindString(c.Intro)))
+	}
 	seen := make(map[string]bool)
 	for i, l := range c.Lessons {
+		if _, ok := c.Sources[l.Seed]; !ok {
+			errs = append(errs, fmt.Errorf("lesson %d (%s): seed %q is not one of the sources", i+1, l.ID, l.Seed))
+		}
 		if seen[l.ID] {
 			errs = append(errs, fmt.Errorf("lesson %d: id %q twice", i+1, l.ID))
 		}
@@ -137,12 +175,12 @@ func (l Lesson) check() error {
 		if strings.TrimSpace(v) == "" {
 			errs = append(errs, fmt.Errorf("%s is empty", name))
 		}
+		if m := seedKey.FindString(v); m != "" {
+			errs = append(errs, fmt.Errorf("%s says %q: name the article by its title and author", name, m))
+		}
 	}
 	if !lessonID.MatchString(l.ID) {
 		errs = append(errs, fmt.Errorf("id %q: lower case letters, digits and dashes", l.ID))
-	}
-	if !slices.Contains([]string{"000", "001", "002", "003", "004"}, l.Seed) {
-		errs = append(errs, fmt.Errorf("seed %q is not one of 000 … 004", l.Seed))
 	}
 	if !slices.Contains(Answers, l.Answer) {
 		errs = append(errs, fmt.Errorf("answer %q is not one of %v", l.Answer, Answers))

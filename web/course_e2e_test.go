@@ -131,3 +131,57 @@ func TestPageCourse(t *testing.T) {
 	}
 	screenshot(t, ctx, "course")
 }
+
+// TestPageCourseEveryLessonReachable: at a laptop's width and a phone's,
+// every lesson's link is inside the list's visible box (a list capped in
+// height hid lessons 9–17 at 1280 px, with nothing saying they were there);
+// a lesson cites its article by title and author, and a random lesson's
+// answer says it holds in at least one of its runs.
+func TestPageCourseEveryLessonReachable(t *testing.T) {
+	browser := findChromium(t)
+	course, err := web.LoadCourse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testenv.Config(t)
+	cfg.RateLimit, cfg.DemoStock, cfg.AdminToken = 0, 0, token
+	srv := testenv.Start(t, cfg, app.Extras{Web: web.FS(), Runs: lab.New(lab.Options{ProductID: 6_000_000 + rand.Int64N(1_000_000)})})
+	ctx := newBrowser(t, browser)
+	// Every link's box inside the list's box: what the list shows of itself
+	// without scrolling in it.
+	const hidden = `(() => { const list = document.querySelector("#course-list").getBoundingClientRect();
+		return [...document.querySelectorAll("#course-list .lesson-link")].filter((a) => {
+			const r = a.getBoundingClientRect(); return r.top < list.top || r.bottom > list.bottom + 1; }).length; })()`
+	for _, vp := range [][2]int64{{1280, 800}, {375, 800}} {
+		do(t, ctx, fmt.Sprintf("open the page at %dx%d", vp[0], vp[1]),
+			chromedp.EmulateViewport(vp[0], vp[1]),
+			chromedp.Navigate(srv.URL+"/"),
+			chromedp.WaitReady(chromedp.CSS("#lesson-number")))
+		waitFor[bool](t, ctx, "the lessons", fmt.Sprintf(`document.querySelectorAll("#course-list .lesson-link").length === %d`, len(course.Lessons)))
+		if n := run[int](t, ctx, hidden); n != 0 {
+			t.Errorf("at %d px: %d lessons hidden inside the list", vp[0], n)
+		}
+	}
+
+	var pause web.Lesson
+	for _, l := range course.Lessons {
+		if l.ID == "pause" {
+			pause = l
+		}
+	}
+	if len(pause.Across) == 0 {
+		t.Fatal("the pause lesson is not checked across its runs")
+	}
+	do(t, ctx, "open the pause lesson, predict and reveal",
+		chromedp.Click(chromedp.CSS(`#course-list [data-lesson="pause"]`)),
+		chromedp.WaitVisible(chromedp.ID("lesson-reveal")),
+		chromedp.Click(chromedp.CSS(`input[name="prediction"][value="`+pause.Answer+`"]`)),
+		chromedp.Click(chromedp.ID("lesson-reveal")))
+	if seed, want := run[string](t, ctx, `document.querySelector("#lesson-seed").textContent`), course.Sources[pause.Seed].Cite(); !strings.Contains(seed, want) {
+		t.Errorf("the pause lesson cites %q, want %q", seed, want)
+	}
+	held := waitFor[string](t, ctx, "the answer", `!document.querySelector("#lesson-outcome").hidden && document.querySelector("#lesson-held").textContent`)
+	if !strings.Contains(held, "in at least one of its runs") || !strings.Contains(held, pause.Across[0]) {
+		t.Errorf("the pause lesson's answer says %q, want it to hold in at least one of its runs, as %q", held, pause.Across[0])
+	}
+}

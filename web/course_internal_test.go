@@ -26,6 +26,7 @@ func TestCourseCheckRefuses(t *testing.T) {
 			l.Preset = &Preset{Mode: "rmw", Fault: "none", Shards: 1, Stock: 1, Buyers: 1, Concurrency: 1}
 		}},
 		{"an unknown seed", "seed", func(l *Lesson) { l.Seed = "9" }},
+		{"a source cited by its number", "name the article by its title and author", func(l *Lesson) { l.Why = "As seed 002 tells it." }},
 		{"no why", "why is empty", func(l *Lesson) { l.Why = " " }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,6 +38,16 @@ func TestCourseCheckRefuses(t *testing.T) {
 				t.Errorf("check: %v, want ErrCourse naming lesson %s and %q", err, c.Lessons[0].ID, tc.want)
 			}
 		})
+	}
+	// A source without its title names nothing a reader can find.
+	untitled := c
+	untitled.Sources = map[string]Source{}
+	for k, v := range c.Sources {
+		untitled.Sources[k] = v
+	}
+	untitled.Sources["002"] = Source{Author: "冰河"}
+	if err := untitled.check(); !errors.Is(err, ErrCourse) || !strings.Contains(err.Error(), "source 002") {
+		t.Errorf("a source without a title: %v, want refused", err)
 	}
 	dup := c
 	dup.Lessons = append([]Lesson(nil), c.Lessons...)

@@ -31,11 +31,11 @@ func renderCourseDoc(c web.Course) []byte {
 		"(`go run ./cmd/seckill`, then open the page). `go test ./loadtest -run TestCourse` checks every lesson\n" +
 		"against the scenarios, and runs small the ones no other test runs.\n\n")
 	for i, l := range c.Lessons {
-		fmt.Fprintf(&b, "%d. [%s](#%d-%s) (seed %s)\n", i+1, l.Title, i+1, l.ID, l.Seed)
+		fmt.Fprintf(&b, "%d. [%s](#%d-%s)\n", i+1, l.Title, i+1, l.ID)
 	}
 	for i, l := range c.Lessons {
 		fmt.Fprintf(&b, "\n## %d. %s\n\n", i+1, l.Title)
-		fmt.Fprintf(&b, "<a id=\"%d-%s\"></a>Seed %s. **The question.** %s\n\n", i+1, l.ID, l.Seed, l.Question)
+		fmt.Fprintf(&b, "<a id=\"%d-%s\"></a>From %s. **The question.** %s\n\n", i+1, l.ID, c.Sources[l.Seed].Cite(), l.Question)
 		fmt.Fprintf(&b, "**Predict:** more units sold than the stock, exactly the stock, or fewer? (Answer under *Why*.)\n\n")
 		fmt.Fprintf(&b, "**Run:**\n\n```sh\n%s\n```\n\n", l.Command)
 		if l.Needs != "" {
@@ -59,7 +59,11 @@ func renderCourseDoc(c web.Course) []byte {
 			fmt.Fprintf(&b, "**Verdicts**, one per row: %s.\n\n", verdictList(l.Verdicts))
 		}
 		fmt.Fprintf(&b, "**What you will see.** %s\n\n", l.Look)
-		fmt.Fprintf(&b, "**Why.** The answer is *%s*. %s %s\n\n", answerText(l.Answer), l.Failure, l.Why)
+		answer := answerText(l.Answer)
+		if len(l.Across) > 0 {
+			answer += " in at least one run (one run alone is random)"
+		}
+		fmt.Fprintf(&b, "**Why.** The answer is *%s*. %s %s\n\n", answer, l.Failure, l.Why)
 		fmt.Fprintf(&b, "**The fix.** %s\n\n", l.Fix)
 		fmt.Fprintf(&b, "**The test that proves it:** `%s`\n", l.Test)
 		if len(l.More) > 0 {

@@ -1217,8 +1217,8 @@
     $("#lesson").dataset.lesson = id;
     $("#lesson-number").textContent = (i + 1) + ".";
     $("#lesson-title").textContent = l.title;
-    // The seed only: the failure's name would give the answer away.
-    $("#lesson-seed").textContent = "From seed " + l.seed + " (docs/COURSE.md, lesson " + (i + 1) + ").";
+    // The source article only: the failure's name would give the answer away.
+    $("#lesson-seed").textContent = "From " + cite(state.course.sources[l.seed]) + " (docs/COURSE.md, lesson " + (i + 1) + ").";
     $("#lesson-question").textContent = l.question;
     $("#lesson-command").textContent = l.command;
     $("#lesson-needs").textContent = l.needs ? "(needs " + l.needs + ")" : "";
@@ -1240,6 +1240,13 @@
     if (done) showOutcome(l, done);
     else $("#lesson-outcome").hidden = true;
     renderCourseList();
+  }
+
+  // cite names a source article as web.Source's Cite does: by its title
+  // and author, or what it is when our copy names no author.
+  function cite(src) {
+    if (!src) return "a source article";
+    return "“" + src.title + "”" + (src.author ? " by " + src.author : " (" + src.where + "; no author named)");
   }
 
   function prediction() {
@@ -1306,7 +1313,11 @@
       setStatus($("#lesson-status"), "Predict first: more, exactly or fewer?", true);
       return;
     }
-    const outcome = { prediction: guess, outcome: l.answer, verdict: (l.verdicts || []).join(", ") };
+    // A lesson checked across its runs is random run by run: its answer
+    // holds for at least one of them, and the page says so.
+    const random = !!(l.across && l.across.length);
+    const verdict = (l.verdicts || []).map((v) => v.replaceAll("|", " or ")).join("; ");
+    const outcome = { prediction: guess, outcome: l.answer, verdict, random };
     const p = courseProgress();
     p.done[l.id] = outcome;
     saveCourse(p);
@@ -1317,7 +1328,8 @@
 
   function showOutcome(l, o) {
     const held = o.prediction === o.outcome;
-    const what = o.run ? "Run " + o.run + " sold " + ANSWER_TEXT[o.outcome] : "It sells " + ANSWER_TEXT[o.outcome];
+    const what = o.run ? "Run " + o.run + " sold " + ANSWER_TEXT[o.outcome]
+      : "It sells " + ANSWER_TEXT[o.outcome] + (o.random ? " in at least one of its runs (one run alone is random: " + l.across.join("; ") + ")" : "");
     $("#lesson-held").replaceChildren(
       ...(o.run ? [badge(o.verdict, true), " "] : o.verdict ? [el("code", {}, o.verdict), " "] : []),
       el("strong", { id: "lesson-verdict-held" }, held ? "Your prediction held." : "Your prediction did not hold."),
