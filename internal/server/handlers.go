@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/docs"
 	"seckill/internal/api"
 	"seckill/internal/catalogue"
 	"seckill/internal/durability"
@@ -38,6 +39,16 @@ func (s *Server) handleHealth(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, h)
+}
+
+// handleOpenAPI serves the API's description (docs/openapi.yaml) as JSON.
+func (s *Server) handleOpenAPI(c *gin.Context) {
+	b, err := docs.OpenAPIJSON()
+	if err != nil { // the embedded file is checked by internal/api/spec's test
+		s.edge.fail(c, http.StatusInternalServerError, api.CodeInternal, "the API's description cannot be read: "+err.Error())
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
 }
 
 func newProductView(v reconcile.View) api.ProductView {

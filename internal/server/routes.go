@@ -13,6 +13,7 @@ import (
 func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.handleHealth)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
+	r.GET("/openapi.json", s.handleOpenAPI)
 
 	e, shop, acc, br, lr := s.edge, s.shop, s.accounts, s.bots, s.lab
 	g := r.Group("/api")

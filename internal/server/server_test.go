@@ -111,6 +111,12 @@ func operator(method, path string) bool {
 func (e *env) send(req *http.Request, out any) int {
 	e.t.Helper()
 	method, path := req.Method, req.URL.Path
+	var sentBody []byte
+	if req.GetBody != nil {
+		if b, err := req.GetBody(); err == nil {
+			sentBody, _ = io.ReadAll(b)
+		}
+	}
 	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Errorf("%s %s: %v", method, path, err)
@@ -120,6 +126,8 @@ func (e *env) send(req *http.Request, out any) int {
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		e.t.Errorf("%s %s: reading the body: %v", method, path, err)
+	} else {
+		checkContract(e.t, req, sentBody, resp.StatusCode, resp.Header, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
