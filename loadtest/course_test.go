@@ -383,3 +383,40 @@ func TestCourseChecksCanFail(t *testing.T) {
 		}
 	}
 }
+
+// TestCoursePredictionsAreTheLocksRuns: a lesson that asks one prediction
+// per lock names locks its scenario runs, and each lock's answers are what
+// its step may show, in the prediction's words: its check across the runs
+// when it is random run by run (the worst run), else its verdicts.
+func TestCoursePredictionsAreTheLocksRuns(t *testing.T) {
+	words := map[string]string{harness.Oversold: "more", harness.Safe: "exactly", harness.Undersold: "fewer", harness.Errors: "fewer"}
+	for _, l := range loadCourse(t).Lessons {
+		if len(l.Predictions) == 0 {
+			continue
+		}
+		sc, err := harness.LookupScenario(l.Scenario())
+		if err != nil {
+			t.Errorf("lesson %s asks a prediction per lock and runs no scenario of the harness (%q)", l.ID, l.Command)
+			continue
+		}
+		for _, p := range l.Predictions {
+			i := slices.IndexFunc(sc.Steps, func(s harness.Step) bool { return s.Spec.Lock == p.Lock })
+			if i < 0 {
+				t.Errorf("lesson %s: a prediction for lock %s, which -scenario %s does not run", l.ID, p.Lock, sc.Name)
+				continue
+			}
+			s := sc.Steps[i]
+			shows := s.Expect(p.Lock)
+			if s.Across != nil {
+				shows = s.Across.Verdicts
+			}
+			var want []string
+			for _, v := range shows {
+				want = append(want, words[v])
+			}
+			if got := sortedSet(strings.Split(p.Answer, "|")); !slices.Equal(got, sortedSet(want)) {
+				t.Errorf("lesson %s: lock %s's answer is %s; its step shows %v: %s", l.ID, p.Lock, p.Answer, shows, strings.Join(sortedSet(want), "|"))
+			}
+		}
+	}
+}

@@ -53,8 +53,12 @@ type Lesson struct {
 	// Answer is what the question's prediction should be: "more",
 	// "exactly" or "fewer" units sold than the stock. With a Preset it
 	// is what the page's run of the preset shows; without, what Command does.
-	Answer  string `json:"answer"`
-	Failure string `json:"failure"`
+	// Empty when the lesson compares locks: Predictions then ask one each.
+	Answer string `json:"answer,omitempty"`
+	// Predictions, for a lesson that compares locks, ask one prediction
+	// per lock instead of one for the lesson.
+	Predictions []Prediction `json:"predictions,omitempty"`
+	Failure     string       `json:"failure"`
 	// Command is the one command of the lesson: go run ./loadtest -scenario
 	// NAME, or go test -run PATTERN ./PACKAGE.
 	Command string `json:"command"`
@@ -102,6 +106,16 @@ type Preset struct {
 	HoldMS        int    `json:"hold_ms"`
 	Fault         string `json:"fault"`
 	FaultRequests int    `json:"fault_requests,omitempty"`
+}
+
+// Prediction is one lock's prediction in a lesson that compares locks.
+type Prediction struct {
+	// Lock is the strategy's name, as the command's rows print it.
+	Lock string `json:"lock"`
+	// Answer is what the lock's run shows, "A|B" when its runs may show
+	// either (a lock that never oversells but may refuse buyers:
+	// "exactly|fewer"); a prediction holds when it is one of them.
+	Answer string `json:"answer"`
 }
 
 // Answers are the predictions the course asks for.
@@ -182,9 +196,7 @@ func (l Lesson) check() error {
 	if !lessonID.MatchString(l.ID) {
 		errs = append(errs, fmt.Errorf("id %q: lower case letters, digits and dashes", l.ID))
 	}
-	if !slices.Contains(Answers, l.Answer) {
-		errs = append(errs, fmt.Errorf("answer %q is not one of %v", l.Answer, Answers))
-	}
+	errs = append(errs, l.checkAnswers())
 	if _, _, ok := l.GoTest(); !ok && l.Scenario() == "" {
 		errs = append(errs, fmt.Errorf("command %q is neither go run ./loadtest -scenario NAME nor go test -run PATTERN ./PACKAGE", l.Command))
 	}
@@ -203,6 +215,31 @@ func (l Lesson) check() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (l Lesson) checkAnswers() error {
+	if len(l.Predictions) == 0 {
+		if !slices.Contains(Answers, l.Answer) {
+			return fmt.Errorf("answer %q is not one of %v", l.Answer, Answers)
+		}
+		return nil
+	}
+	if l.Answer != "" || l.Preset != nil {
+		return errors.New("a lesson with a prediction per lock has no answer of its own, and no preset: the page's lab runs one lock")
+	}
+	seen := make(map[string]bool)
+	for _, p := range l.Predictions {
+		if p.Lock == "" || seen[p.Lock] {
+			return fmt.Errorf("prediction for lock %q: each lock named, once", p.Lock)
+		}
+		seen[p.Lock] = true
+		for _, a := range strings.Split(p.Answer, "|") {
+			if !slices.Contains(Answers, a) {
+				return fmt.Errorf("prediction for lock %s: answer %q is not one of %v", p.Lock, a, Answers)
+			}
+		}
+	}
+	return nil
 }
 
 func (l Lesson) checkVerdicts() error {

@@ -135,8 +135,9 @@ func TestPageCourse(t *testing.T) {
 // TestPageCourseEveryLessonReachable: at a laptop's width and a phone's,
 // every lesson's link is inside the list's visible box (a list capped in
 // height hid lessons 9–17 at 1280 px, with nothing saying they were there);
-// a lesson cites its article by title and author, and a random lesson's
-// answer says it holds in at least one of its runs.
+// a lesson cites its article by title and author; a lesson that compares
+// locks asks a prediction per lock and says which held, and a random
+// lesson's answer says it is the worst of its runs.
 func TestPageCourseEveryLessonReachable(t *testing.T) {
 	browser := findChromium(t)
 	course, err := web.LoadCourse()
@@ -169,19 +170,46 @@ func TestPageCourseEveryLessonReachable(t *testing.T) {
 			pause = l
 		}
 	}
-	if len(pause.Across) == 0 {
-		t.Fatal("the pause lesson is not checked across its runs")
+	if len(pause.Across) == 0 || len(pause.Predictions) < 2 {
+		t.Fatal("the pause lesson is not checked across its runs, or asks no prediction per lock")
 	}
-	do(t, ctx, "open the pause lesson, predict and reveal",
+	do(t, ctx, "open the pause lesson",
 		chromedp.Click(chromedp.CSS(`#course-list [data-lesson="pause"]`)),
-		chromedp.WaitVisible(chromedp.ID("lesson-reveal")),
-		chromedp.Click(chromedp.CSS(`input[name="prediction"][value="`+pause.Answer+`"]`)),
-		chromedp.Click(chromedp.ID("lesson-reveal")))
+		chromedp.WaitVisible(chromedp.ID("lesson-reveal")))
 	if seed, want := run[string](t, ctx, `document.querySelector("#lesson-seed").textContent`), course.Sources[pause.Seed].Cite(); !strings.Contains(seed, want) {
 		t.Errorf("the pause lesson cites %q, want %q", seed, want)
 	}
+	if n := run[int](t, ctx, `document.querySelector("#lesson-predictions").hidden ? 0 : document.querySelectorAll("#lesson-predictions fieldset").length`); n != len(pause.Predictions) {
+		t.Fatalf("the pause lesson shows %d predictions per lock, want %d", n, len(pause.Predictions))
+	}
+	// Every lock's prediction but the last: the lesson asks for the rest.
+	last := len(pause.Predictions) - 1
+	for _, p := range pause.Predictions[:last] {
+		do(t, ctx, "predict "+p.Lock, chromedp.Click(chromedp.CSS(`input[name="prediction-`+p.Lock+`"][value="`+strings.Split(p.Answer, "|")[0]+`"]`)))
+	}
+	do(t, ctx, "reveal with a lock unpredicted", chromedp.Click(chromedp.ID("lesson-reveal")))
+	if s := run[string](t, ctx, `document.querySelector("#lesson-status").textContent`); !strings.Contains(s, "Predict first") {
+		t.Errorf("revealing with lock %s unpredicted says %q, want it to ask", pause.Predictions[last].Lock, s)
+	}
+	// The last lock predicted wrong: that one prediction did not hold.
+	wrong := "more"
+	if strings.Contains(pause.Predictions[last].Answer, "more") {
+		wrong = "exactly"
+	}
+	do(t, ctx, "predict the last lock wrong and reveal",
+		chromedp.Click(chromedp.CSS(`input[name="prediction-`+pause.Predictions[last].Lock+`"][value="`+wrong+`"]`)),
+		chromedp.Click(chromedp.ID("lesson-reveal")))
 	held := waitFor[string](t, ctx, "the answer", `!document.querySelector("#lesson-outcome").hidden && document.querySelector("#lesson-held").textContent`)
-	if !strings.Contains(held, "in at least one of its runs") || !strings.Contains(held, pause.Across[0]) {
-		t.Errorf("the pause lesson's answer says %q, want it to hold in at least one of its runs, as %q", held, pause.Across[0])
+	if !strings.Contains(held, "did not hold") || !strings.Contains(held, "worst of its runs") || !strings.Contains(held, pause.Across[0]) {
+		t.Errorf("the pause lesson's answer says %q, want its worst run, its check across the runs %q, and a prediction that did not hold", held, pause.Across[0])
+	}
+	for i, p := range pause.Predictions {
+		want := p.Lock + " sells"
+		if verdict := map[bool]string{true: " (held)", false: " (did not hold)"}[i < last]; !strings.Contains(held, verdict) {
+			t.Errorf("the answer %q does not say %s%s", held, want, verdict)
+		}
+		if !strings.Contains(held, want) {
+			t.Errorf("the answer %q does not say what %s", held, want)
+		}
 	}
 }

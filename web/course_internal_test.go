@@ -26,6 +26,10 @@ func TestCourseCheckRefuses(t *testing.T) {
 			l.Preset = &Preset{Mode: "rmw", Fault: "none", Shards: 1, Stock: 1, Buyers: 1, Concurrency: 1}
 		}},
 		{"an unknown seed", "seed", func(l *Lesson) { l.Seed = "9" }},
+		{"an answer beside a prediction per lock", "prediction per lock", func(l *Lesson) { l.Predictions = []Prediction{{"token", "more"}} }},
+		{"a lock's prediction no reader can make", `answer "maybe"`, func(l *Lesson) {
+			l.Answer, l.Preset, l.Predictions = "", nil, []Prediction{{"token", "more|maybe"}}
+		}},
 		{"a source cited by its number", "name the article by its title and author", func(l *Lesson) { l.Why = "As seed 002 tells it." }},
 		{"no why", "why is empty", func(l *Lesson) { l.Why = " " }},
 	} {

@@ -36,7 +36,15 @@ func renderCourseDoc(c web.Course) []byte {
 	for i, l := range c.Lessons {
 		fmt.Fprintf(&b, "\n## %d. %s\n\n", i+1, l.Title)
 		fmt.Fprintf(&b, "<a id=\"%d-%s\"></a>From %s. **The question.** %s\n\n", i+1, l.ID, c.Sources[l.Seed].Cite(), l.Question)
-		fmt.Fprintf(&b, "**Predict:** more units sold than the stock, exactly the stock, or fewer? (Answer under *Why*.)\n\n")
+		if len(l.Predictions) > 0 {
+			var locks []string
+			for _, p := range l.Predictions {
+				locks = append(locks, p.Lock)
+			}
+			fmt.Fprintf(&b, "**Predict, for each lock** (%s): more units sold than the stock, exactly the stock, or fewer? (Answers under *Why*.)\n\n", strings.Join(locks, ", "))
+		} else {
+			fmt.Fprintf(&b, "**Predict:** more units sold than the stock, exactly the stock, or fewer? (Answer under *Why*.)\n\n")
+		}
 		fmt.Fprintf(&b, "**Run:**\n\n```sh\n%s\n```\n\n", l.Command)
 		if l.Needs != "" {
 			fmt.Fprintf(&b, "Needs %s; without it the command says so (SKIPPED).\n\n", l.Needs)
@@ -59,11 +67,7 @@ func renderCourseDoc(c web.Course) []byte {
 			fmt.Fprintf(&b, "**Verdicts**, one per row: %s.\n\n", verdictList(l.Verdicts))
 		}
 		fmt.Fprintf(&b, "**What you will see.** %s\n\n", l.Look)
-		answer := answerText(l.Answer)
-		if len(l.Across) > 0 {
-			answer += " in at least one run (one run alone is random)"
-		}
-		fmt.Fprintf(&b, "**Why.** The answer is *%s*. %s %s\n\n", answer, l.Failure, l.Why)
+		fmt.Fprintf(&b, "**Why.** %s %s %s\n\n", answerSentence(l), l.Failure, l.Why)
 		fmt.Fprintf(&b, "**The fix.** %s\n\n", l.Fix)
 		fmt.Fprintf(&b, "**The test that proves it:** `%s`\n", l.Test)
 		if len(l.More) > 0 {
@@ -86,6 +90,30 @@ func verdictList(vs []string) string {
 		out = append(out, strings.ReplaceAll(v, "|", " or "))
 	}
 	return strings.Join(out, "; ")
+}
+
+// answerSentence gives the lesson's answer, or each lock's; a lesson
+// checked across its runs is random run by run, and says so.
+func answerSentence(l web.Lesson) string {
+	random := ""
+	if len(l.Across) > 0 {
+		random = " in the worst of its runs (one run alone is random)"
+	}
+	if len(l.Predictions) == 0 {
+		return fmt.Sprintf("The answer is *%s*%s.", answerText(l.Answer), random)
+	}
+	var each []string
+	for _, p := range l.Predictions {
+		var alt []string
+		for _, a := range strings.Split(p.Answer, "|") {
+			alt = append(alt, answerText(a))
+		}
+		each = append(each, fmt.Sprintf("%s *%s*", p.Lock, strings.Join(alt, " or ")))
+	}
+	if random != "" {
+		random = ", each lock's worst run (one run alone is random)"
+	}
+	return fmt.Sprintf("The answers%s: %s.", random, strings.Join(each, "; "))
 }
 
 func answerText(a string) string {

@@ -1230,11 +1230,14 @@
     $("#lesson-load").hidden = !pr;
     $("#lesson-run").hidden = !pr;
     $("#lesson-reveal").hidden = !!pr;
-    for (const r of document.querySelectorAll('input[name="prediction"]')) r.checked = false;
+    renderPredictions(l);
     const done = p.done[id];
     if (done && done.prediction) {
-      const r = document.querySelector('input[name="prediction"][value="' + done.prediction + '"]');
-      if (r) r.checked = true;
+      const made = typeof done.prediction === "string" ? { "": done.prediction } : done.prediction;
+      for (const [lock, guess] of Object.entries(made)) {
+        const r = document.querySelector('input[name="' + predictionName(lock) + '"][value="' + guess + '"]');
+        if (r) r.checked = true;
+      }
     }
     setStatus($("#lesson-status"), "");
     if (done) showOutcome(l, done);
@@ -1249,9 +1252,33 @@
     return "“" + src.title + "”" + (src.author ? " by " + src.author : " (" + src.where + "; no author named)");
   }
 
+  // predictionName is the radio group of a lock's prediction; "" is the
+  // lesson's one prediction.
+  function predictionName(lock) {
+    return lock ? "prediction-" + lock : "prediction";
+  }
+
+  // renderPredictions shows the lesson's one prediction, or a group per
+  // lock when the lesson compares locks.
+  function renderPredictions(l) {
+    const per = l.predictions || [];
+    for (const r of document.querySelectorAll('input[name="prediction"]')) r.checked = false;
+    $("#lesson-prediction").hidden = per.length > 0;
+    $("#lesson-predictions").hidden = per.length === 0;
+    $("#lesson-predictions").replaceChildren(...per.map((p) => el("fieldset", { class: "prediction", "data-lock": p.lock },
+      el("legend", {}, p.lock + ": units sold"),
+      ...Object.entries(ANSWER_TEXT).map(([value, text]) =>
+        el("label", {}, el("input", { type: "radio", name: predictionName(p.lock), value }), " " + text)))));
+  }
+
+  // prediction is the lesson's prediction, or {lock: prediction} for a
+  // lesson that compares locks; "" until every one is made.
   function prediction() {
-    const r = document.querySelector('input[name="prediction"]:checked');
-    return r ? r.value : "";
+    const pick = (lock) => document.querySelector('input[name="' + predictionName(lock) + '"]:checked')?.value || "";
+    const l = currentLesson();
+    if (!(l.predictions && l.predictions.length)) return pick("");
+    const made = Object.fromEntries(l.predictions.map((p) => [p.lock, pick(p.lock)]));
+    return Object.values(made).every(Boolean) ? made : "";
   }
 
   function currentLesson() {
@@ -1317,7 +1344,7 @@
     // holds for at least one of them, and the page says so.
     const random = !!(l.across && l.across.length);
     const verdict = (l.verdicts || []).map((v) => v.replaceAll("|", " or ")).join("; ");
-    const outcome = { prediction: guess, outcome: l.answer, verdict, random };
+    const outcome = { prediction: guess, outcome: l.answer || "", verdict, random };
     const p = courseProgress();
     p.done[l.id] = outcome;
     saveCourse(p);
@@ -1326,14 +1353,36 @@
     renderCourseList();
   }
 
+  // lockOutcomes says, per lock of a lesson that compares locks, what it
+  // sells against what was predicted, and whether every prediction held.
+  function lockOutcomes(l, o) {
+    const made = typeof o.prediction === "object" ? o.prediction : {};
+    const each = l.predictions.map((p) => {
+      const answers = p.answer.split("|");
+      const held = answers.includes(made[p.lock]);
+      return { held, text: p.lock + " sells " + answers.map((a) => ANSWER_TEXT[a]).join(" or ") +
+        ", you predicted " + (ANSWER_TEXT[made[p.lock]] || "nothing") + (held ? " (held)" : " (did not hold)") };
+    });
+    return { held: each.every((e) => e.held), text: each.map((e) => e.text).join("; ") };
+  }
+
   function showOutcome(l, o) {
-    const held = o.prediction === o.outcome;
-    const what = o.run ? "Run " + o.run + " sold " + ANSWER_TEXT[o.outcome]
-      : "It sells " + ANSWER_TEXT[o.outcome] + (o.random ? " in at least one of its runs (one run alone is random: " + l.across.join("; ") + ")" : "");
+    const random = o.random ? " (one run alone is random: " + l.across.join("; ") + ")" : "";
+    let held, sentence;
+    if (l.predictions && l.predictions.length) {
+      const per = lockOutcomes(l, o);
+      held = per.held;
+      sentence = (o.random ? "In the worst of its runs, " : "") + per.text + "." + random;
+    } else {
+      held = o.prediction === o.outcome;
+      const what = o.run ? "Run " + o.run + " sold " + ANSWER_TEXT[o.outcome]
+        : "It sells " + ANSWER_TEXT[o.outcome] + (o.random ? " in at least one of its runs" + random : "");
+      sentence = what + "; you predicted " + ANSWER_TEXT[o.prediction] + "." + (o.run ? " Its result and race timeline are in the lab below." : "");
+    }
     $("#lesson-held").replaceChildren(
       ...(o.run ? [badge(o.verdict, true), " "] : o.verdict ? [el("code", {}, o.verdict), " "] : []),
       el("strong", { id: "lesson-verdict-held" }, held ? "Your prediction held." : "Your prediction did not hold."),
-      " " + what + "; you predicted " + ANSWER_TEXT[o.prediction] + "." + (o.run ? " Its result and race timeline are in the lab below." : ""));
+      " " + sentence);
     $("#lesson-held").classList.toggle("held", held);
     $("#lesson-race").hidden = !o.race;
     $("#lesson-race-text").textContent = o.race || "";
