@@ -38,6 +38,7 @@ type cluster struct {
 	exe    string   // this binary, which the children run
 	args   []string // the children's service flags, -addr aside
 	stderr io.Writer
+	logs   io.Writer // the instances' logs (logsOf)
 }
 
 // serviceConfig is the service configuration for the instances the harness
@@ -76,7 +77,7 @@ func serviceConfig(getenv func(string) string, lockTTL, lockWait time.Duration, 
 // closes, so none outlives the harness even if it is killed.
 func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config, stderr io.Writer) (c *cluster, err error) {
 	ownRedis, shared := needs.ownRedis, k+needs.spawned > 1
-	c = &cluster{stderr: stderr}
+	c = &cluster{stderr: stderr, logs: logsOf(stderr)}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -94,7 +95,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		cfg.SQLitePath = filepath.Join(c.tmpDir, "seckill.db")
 	}
 	if ownRedis {
-		if c.redis, err = child.StartRedis(ctx, c.exe, c.tmpDir, stderr); err != nil {
+		if c.redis, err = child.StartRedis(ctx, c.exe, c.tmpDir, c.logs); err != nil {
 			return c, err
 		}
 		cfg.RedisAddr = c.redis.Addr
@@ -121,7 +122,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		}
 		cfg.EtcdEndpoints = []string{c.etcd.Endpoint()}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if c.first, err = app.Start(ctx, cfg, log, app.Extras{}); err != nil {
 		return c, fmt.Errorf("starting the service: %w", err)
 	}
@@ -157,7 +158,7 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 // cluster's.
 func (c *cluster) spawn(ctx context.Context, addr string, extra ...string) (*child.Instance, error) {
 	args := append([]string{"-addr", addr}, c.args...)
-	return child.StartInstance(ctx, c.exe, append(args, extra...), c.stderr)
+	return child.StartInstance(ctx, c.exe, append(args, extra...), c.logs)
 }
 
 // childGrace is how long a child may take to shut down before it is killed.

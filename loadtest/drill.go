@@ -116,7 +116,7 @@ func startDrillEnv(ctx context.Context, getenv func(string) string, stderr io.Wr
 		n++
 	}
 	for range n {
-		r, err := child.StartRedis(ctx, exe, dir, stderr)
+		r, err := child.StartRedis(ctx, exe, dir, logsOf(stderr))
 		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("starting a Redis for the drill: %w", err)

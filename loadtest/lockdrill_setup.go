@@ -39,7 +39,7 @@ func StartFailover(ctx context.Context, exe, dir, storeAddr, lockName string, st
 		}
 	}()
 	start := func() (*child.Redis, *redis.Client, error) {
-		r, err := child.StartRedis(ctx, exe, dir, stderr)
+		r, err := child.StartRedis(ctx, exe, dir, logsOf(stderr))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -76,7 +76,7 @@ var DrillTiming = embedded.Timing{Tick: 50 * time.Millisecond, Election: 500 * t
 // etcd binary when on PATH, else exe serving embedded members) and returns
 // it with the name of its kind. stop ends it.
 func StartEtcdCluster(ctx context.Context, exe, dir string, stderr io.Writer) (c EtcdCluster, kind string, stop func(), err error) {
-	procs, err := child.StartEtcdCluster(ctx, exe, dir, 3, DrillTiming, stderr)
+	procs, err := child.StartEtcdCluster(ctx, exe, dir, 3, DrillTiming, logsOf(stderr))
 	if err != nil {
 		return c, "", nil, err
 	}

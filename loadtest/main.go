@@ -77,6 +77,7 @@ type options struct {
 	// concurrencyLimit is -scenario overload's limit on its limited instance.
 	concurrencyLimit int
 	cpuProfile       string
+	logPath          string // -log
 	selfDur          time.Duration
 	selfRounds       int
 	set              map[string]bool // flags given explicitly
@@ -131,6 +132,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.gate, "gate", false, "start two service processes behind the sold-out gate (nginx with libnginx-mod-http-lua) and compare the refusals it answers with the service's; with -requests or -rate, also run that workload through the gate and directly")
 	fs.BoolVar(&o.path, "path", false, "-scenario opening: the product asks for a purchase path token, which each buyer fetches before buying")
 	fs.IntVar(&o.concurrencyLimit, "concurrency-limit", overloadLimit, "-scenario overload: the ceiling of the adaptive concurrency limit of the instance it floods with the limit on (the other has none)")
+	fs.StringVar(&o.logPath, "log", "", `write the services' and libraries' logs (the instances', go-redis's) to this file; "" a new file in the temporary directory, named at the end with its counts; "-" here (stderr)`)
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the harness, the in-process service and its consumer) to this file")
 	fs.DurationVar(&o.selfDur, "selftest-duration", 3*time.Second, "length of each -selftest or -ceiling measurement")
 	fs.IntVar(&o.selfRounds, "selftest-rounds", 3, "alternating rounds of -selftest or -ceiling; the medians are compared")
@@ -235,6 +237,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	logs, err := openRunLog(o.logPath, stderr)
+	if err != nil {
+		return err
+	}
+	stderr.(*syncWriter).logs = logs
+	defer logs.close(stderr)
+	defer redirectRedisLog(logs)()
 	if o.targets != "" && o.spec.AdminToken == "" {
 		o.spec.AdminToken = keptToken(ctx, getenv("REDIS_ADDR"), stderr)
 	}
@@ -607,6 +616,9 @@ func splitList(s string) []string {
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+	// logs is where the services' and libraries' logs go (logsOf); nil:
+	// here.
+	logs *runLog
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
