@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -63,11 +64,19 @@ func (b *progressBar) update(label string, p harness.Progress) {
 	}
 }
 
-// line writes the bar as it stands, as one plain line.
+// line writes the bar as it stands, as one plain line. Before the first
+// answer the bar's rate is a meaningless "0 req/hr": it is left out.
 func (b *progressBar) line() {
 	b.last = time.Now()
-	fmt.Fprintln(b.out, strings.TrimSpace(b.bar.String()))
+	s := strings.TrimSpace(b.bar.String())
+	if b.bar.State().CurrentNum == 0 {
+		s = noRate.ReplaceAllString(s, "")
+	}
+	fmt.Fprintln(b.out, s)
 }
+
+// noRate matches the rate in the bar's "(0/100, 0 req/hr)".
+var noRate = regexp.MustCompile(`, [0-9.]+ req/[a-z]+`)
 
 // finish ends a run's bar, leaving its last state on a line of its own.
 func (b *progressBar) finish() {
