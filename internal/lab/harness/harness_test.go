@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -848,6 +849,35 @@ func TestSignedBuyersRefuseOtherBuyersAndFaults(t *testing.T) {
 		s.Targets = []string{"http://127.0.0.1:1"}
 		if _, err := s.withDefaults(); !errors.Is(err, ErrSpec) {
 			t.Errorf("%+v: err %v, want ErrSpec", s, err)
+		}
+	}
+}
+
+// The report's tables fit 120 columns, and each names every one of its
+// columns in its legend (issue 41: the table was 188 columns wide, and
+// bought, early and agree were explained nowhere).
+func TestTablesFitAndSayWhatTheirColumnsAre(t *testing.T) {
+	rep := sampleReport()
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	machine := len(rep.MachineLines())
+	lines := strings.Split(out.String(), "\n")
+	for i, l := range lines[machine:] {
+		if strings.HasPrefix(l, "race ") || strings.HasPrefix(l, "note ") || strings.HasPrefix(l, "error ") || strings.HasPrefix(l, "disagreement ") {
+			break // the remarks: sentences, not the tables
+		}
+		if n := utf8.RuneCountInString(l); n > tableWidth {
+			t.Errorf("line %d is %d columns wide, more than %d: %q", machine+i+1, n, tableWidth, l)
+		}
+	}
+	for _, tb := range tables {
+		legend := strings.Join(tb.legend, " ")
+		for _, c := range tb.columns {
+			if !strings.Contains(legend, c+":") && !strings.Contains(legend, c+",") {
+				t.Errorf("the legend %q does not say what %q is", legend, c)
+			}
 		}
 	}
 }

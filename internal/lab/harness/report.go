@@ -153,35 +153,26 @@ func (rep Report) MachineLines() []string {
 	return lines
 }
 
-// WriteTable writes the report for a terminal: the machine, one aligned
-// line per row, then the disagreements, error samples and summary.
+// WriteTable writes the report for a terminal: the machine; three tables
+// of one line per run, each within tableWidth columns (what the buyers
+// were told, what the store and the orders say, how fast), with a legend
+// of their columns; then the disagreements, error samples and summary.
 func (rep Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	for _, line := range rep.MachineLines() {
 		b.WriteString(line + "\n")
 	}
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\treqs\tok\tsold out\tbought\terrors\tsold\toversold\tlost upd\tundersold\tearly\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tlock p99\tverdict\taudit\tagree\texpected\t")
-	for _, r := range rep.Rows {
-		exp := ""
-		if r.Expect != nil {
-			exp = strings.Join(r.Expect.Want, "|")
-			switch {
-			case r.Verdict == Skipped:
-				exp += " (skipped)"
-			case r.Expect.Held:
-				exp += " ✓"
-			default:
-				exp += " ✗"
-			}
+	for _, t := range tables {
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "run\t"+strings.Join(t.columns, "\t")+"\t")
+		for _, r := range rep.Rows {
+			fmt.Fprintln(tw, r.Label()+"\t"+strings.Join(t.cells(r), "\t")+"\t")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
-			r.Label(), r.Requests, r.OK, r.SoldOut, r.AlreadyBought, r.Errors,
-			r.Sold, r.Oversold, r.LostUpdates, r.Undersold, r.SoldOutEarly, r.RPS, r.P50MS, r.P90MS, r.P99MS, r.MaxMS,
-			r.LockWaitP99MS, r.Verdict, r.AuditVerdict, agreement(r), exp)
+		tw.Flush()
+		b.WriteString(strings.Join(t.legend, "\n") + "\n")
 	}
-	tw.Flush()
+	b.WriteString("\n")
 	rep.writeRemarks(&b)
 	for _, s := range rep.Summary {
 		b.WriteString(s + "\n")
@@ -190,6 +181,75 @@ func (rep Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// tableWidth is the most columns a table of WriteTable takes, its run
+// label of up to 24 characters included.
+const tableWidth = 120
+
+// A table is one of WriteTable's: its columns, each row's cells, and the
+// legend of the columns a reader might not guess.
+type table struct {
+	columns []string
+	cells   func(Row) []string
+	legend  []string // each column named, in lines that fit tableWidth
+}
+
+var tables = []table{
+	{
+		columns: []string{"reqs", "ok", "sold out", "bought", "errors"},
+		cells: func(r Row) []string {
+			return []string{itoa(r.Requests), itoa(r.OK), itoa(r.SoldOut), itoa(r.AlreadyBought), itoa(r.Errors)}
+		},
+		legend: []string{
+			"what the buyers were told. reqs: purchases sent; ok: an order; sold out: sold out;",
+			"  bought: already bought (one unit a buyer); errors: any other answer, or none",
+		},
+	},
+	{
+		columns: []string{"sold", "oversold", "lost upd", "undersold", "early", "verdict", "audit", "agree", "expected"},
+		cells: func(r Row) []string {
+			return []string{itoa(r.Sold), itoa(r.Oversold), itoa(r.LostUpdates), itoa(r.Undersold), itoa(r.SoldOutEarly),
+				r.Verdict, r.AuditVerdict, agreement(r), expected(r)}
+		},
+		legend: []string{
+			"what the store and the orders say. sold: orders written; oversold: orders past the stock;",
+			"  lost upd: takes whose stock write another overwrote (those units sell again); undersold: units left unsold",
+			"  while buyers were told sold out; early: sold outs told before a later purchase got an order;",
+			"  verdict: the harness's, from what it was told; audit: the service's, from Redis and SQL;",
+			"  agree: the two agree; expected: what the scenario expects (✓ held, ✗ did not)",
+		},
+	},
+	{
+		columns: []string{"req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "lock p99 ms"},
+		cells: func(r Row) []string {
+			return []string{fmt.Sprintf("%.0f", r.RPS), cellMS(r.P50MS), cellMS(r.P90MS), cellMS(r.P99MS), cellMS(r.MaxMS), cellMS(r.LockWaitP99MS)}
+		},
+		legend: []string{
+			"how fast. req/s: answers a second; p50 ms, p90 ms, p99 ms, max ms: a purchase's time, as the harness timed it;",
+			"  lock p99 ms: the service's wait for its lock",
+		},
+	},
+}
+
+func itoa[T ~int | ~int64](n T) string { return strconv.FormatInt(int64(n), 10) }
+
+func cellMS(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// expected is the expectation's cell: the verdicts wanted and whether one
+// came.
+func expected(r Row) string {
+	if r.Expect == nil {
+		return ""
+	}
+	exp := strings.Join(r.Expect.Want, "|")
+	switch {
+	case r.Verdict == Skipped:
+		return exp + " (skipped)"
+	case r.Expect.Held:
+		return exp + " ✓"
+	}
+	return exp + " ✗"
 }
 
 // writeRemarks writes the rows' disagreements, notes and error samples,
