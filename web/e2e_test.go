@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,36 +41,8 @@ const token = "e2e-admin-token"
 // as the lab's, a refused run shows no counts, and the console stays clean
 // (Chromium's markup advice included) at desktop width and at 375 px.
 func TestPage(t *testing.T) {
-	browser := findChromium(t)
-	product, labProduct := 7_000_000+rand.Int64N(1_000_000), 8_000_000+rand.Int64N(1_000_000)
-	srv, l := startService(t, product, labProduct)
-	resetProduct(t, srv.URL, product)
-
-	ctx := newBrowser(t, browser)
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	console := chromedp.Console(ctx) // subscribes now, before the page loads
-	go func() {
-		for m, err := range console {
-			if err != nil {
-				return
-			}
-			// The browser logs every 4xx answer; the API's refusals are the
-			// page's business (it shows them), a missing file is not.
-			if m.Source == "network" && strings.Contains(m.URL, "/api/") && strings.Contains(m.Text, "status of 4") {
-				continue
-			}
-			// Verbose "[DOM] …" entries are Chromium's objections to the markup.
-			dom := m.Type == chromedp.ConsoleDebug && strings.HasPrefix(m.Text, "[DOM]")
-			if m.Type == chromedp.ConsoleError || m.IsException() || m.Type == chromedp.ConsoleWarning || dom {
-				mu.Lock()
-				problems = append(problems, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
-				mu.Unlock()
-			}
-		}
-	}()
+	pg := startPage(t)
+	srv, l, product, labProduct, ctx := pg.srv, pg.lab, pg.product, pg.labProduct, pg.ctx
 
 	do(t, ctx, "open the page",
 		chromedp.EmulateViewport(1280, 900),
@@ -294,12 +265,8 @@ func TestPage(t *testing.T) {
 		w, h  int64
 		phone bool
 	}{{390, 844, true}, {1280, 900, false}} {
-		var opts []chromedp.EmulateViewportOption
-		if vp.phone {
-			opts = append(opts, chromedp.EmulateMobile)
-		}
 		w := vp.w
-		do(t, ctx, fmt.Sprintf("%d px wide", w), chromedp.EmulateViewport(w, vp.h, opts...))
+		resize(t, ctx, w, vp.h, vp.phone)
 		if over := run[int](t, ctx, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
 			t.Errorf("at %d px the page is %d px wider than the screen", w, over)
 		}
@@ -358,9 +325,7 @@ func TestPage(t *testing.T) {
 
 	// Stop the run machinery before reading the console: nothing more comes.
 	l.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
+	for _, p := range pg.console.problems() {
 		t.Errorf("console: %s", p)
 	}
 }
@@ -527,6 +492,38 @@ func newBrowser(t *testing.T, path string) context.Context {
 	return ctx
 }
 
+// pageTest is a service with a product of the test's own and a lab
+// product, and a browser watching its page's console.
+type pageTest struct {
+	srv                 *app.Server
+	lab                 *lab.Lab
+	product, labProduct int64 // product has 100 units in 5 shards
+	ctx                 context.Context
+	console             *pageConsole
+}
+
+// startPage starts a pageTest, or skips without Chromium.
+func startPage(t *testing.T) pageTest {
+	t.Helper()
+	browser := findChromium(t)
+	pg := pageTest{product: 7_000_000 + rand.Int64N(1_000_000), labProduct: 8_000_000 + rand.Int64N(1_000_000)}
+	pg.srv, pg.lab = startService(t, pg.product, pg.labProduct)
+	resetProduct(t, pg.srv.URL, pg.product)
+	pg.ctx = newBrowser(t, browser)
+	pg.console = watchConsole(t, pg.ctx)
+	return pg
+}
+
+// resize sets the page's viewport, a phone's (touch, mobile) or not.
+func resize(t *testing.T, ctx context.Context, w, h int64, phone bool) {
+	t.Helper()
+	var opts []chromedp.EmulateViewportOption
+	if phone {
+		opts = append(opts, chromedp.EmulateMobile)
+	}
+	do(t, ctx, fmt.Sprintf("%d px wide", w), chromedp.EmulateViewport(w, h, opts...))
+}
+
 // startService starts the service in-process with the page and the lab, on
 // the embedded backends, or on REDIS_ADDR and a database of its own on
 // MYSQL_DSN when they are set.
@@ -665,7 +662,13 @@ func waitFor[T any](t *testing.T, ctx context.Context, what, expr string) T {
 // screenshot takes a full-page PNG into the test's temporary directory.
 func screenshot(t *testing.T, ctx context.Context, name string) []byte {
 	t.Helper()
-	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	return keepShot(t, ctx, name, chromedp.FullScreenshot(100))
+}
+
+// keepShot takes a PNG with shot into the test's temporary directory.
+func keepShot(t *testing.T, ctx context.Context, name string, shot chromedp.Action[[]byte]) []byte {
+	t.Helper()
+	b, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}

@@ -379,8 +379,17 @@
     }
   }
 
+  // SIGN_IN_FIRST is Buy's refusal without a buyer signed in, which a
+  // sign-in answers: showBuyer takes it away then.
+  const SIGN_IN_FIRST = "Sign in first: a product that is not a lab product sells to a signed-in buyer.";
+
   function showBuyer() {
     const b = buyerSession();
+    const out = $("#buy-result");
+    if (b && out.textContent === SIGN_IN_FIRST) {
+      out.className = "outcome";
+      out.replaceChildren();
+    }
     $("#signin-status").textContent = b
       ? "Signed in as " + b.name + " (buyer " + b.buyer_id + ") until " + new Date(b.expires_at).toLocaleTimeString()
       : "Not signed in.";
@@ -449,7 +458,10 @@
     state.signupCaptcha = await drawCaptcha("#signup-captcha", { for: "account" });
   }
 
-  // signOut ends the session at the service, then forgets it here.
+  // signOut ends the session at the service, then forgets it here, and
+  // the signed-in buyers' orders with it: on a shared computer the next
+  // person would see them, with Pay and Cancel buttons their token no
+  // longer opens. Lab orders, which anyone may read, stay.
   async function signOut() {
     await api("DELETE", "/api/sessions/current", undefined, AS_BUYER);
     try {
@@ -457,6 +469,13 @@
     } catch {
       // nothing kept
     }
+    state.orders = state.orders.filter((o) => asOwner(o) !== AS_BUYER);
+    if (asOwner(state.latest) === AS_BUYER) {
+      state.latest = null;
+      $("#buy-result").className = "outcome";
+      $("#buy-result").replaceChildren();
+    }
+    renderOrders();
     showBuyer();
   }
 
@@ -657,7 +676,7 @@
     }
     if (!lab && !buyerSession()) {
       out.className = "outcome refused";
-      out.textContent = "Sign in first: a product that is not a lab product sells to a signed-in buyer.";
+      out.textContent = SIGN_IN_FIRST;
       return;
     }
     const btn = $("#buy");
