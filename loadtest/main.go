@@ -118,7 +118,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&s.FaultRequests, "fault-requests", 0, "apply the faults to the first N requests only; 0 to all")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "LOCK_TTL of the instances the harness starts; 0 keeps the service's (5s)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "LOCK_WAIT of the instances the harness starts; 0 keeps the service's (3s)")
-	fs.StringVar(&s.AdminToken, "admin-token", getenv("ADMIN_TOKEN"), "the operator token, sent with product resets: the -target service's ADMIN_TOKEN (or the one it made: its log says it, Redis keeps it at seckill:admin-token); without -target, the instances started get it, or one made for the run [$ADMIN_TOKEN]")
+	fs.StringVar(&s.AdminToken, "admin-token", getenv("ADMIN_TOKEN"), "the operator token, sent with product resets: the -target service's ADMIN_TOKEN (or the one it made: its “seckill serving” line says it, Redis keeps it at seckill:admin-token); without -target, the instances started get it, or one made for the run [$ADMIN_TOKEN]")
 	fs.StringVar(&o.scenario, "scenario", "", "run a named preset: "+scenarioNames()+"; explicit workload flags override it")
 	fs.StringVar(&o.expect, "expect", "", "safe or oversold: exit non-zero unless every run reaches it (harness and audit agreeing)")
 	fs.StringVar(&o.jsonOut, "json", "", `write the report as JSON to this file ("-" for stdout)`)

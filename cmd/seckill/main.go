@@ -51,7 +51,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
-	log.Info("starting", "config", cfg.String())
+	// The full configuration is a long line: asked for (-v), or at debug
+	// level. Said unasked at every start, it read as an error (issue 41,
+	// finding 5); the serving line says what a start needs.
+	if cfg.Verbose {
+		log.Info("configuration", "config", cfg.String())
+	} else {
+		log.Debug("configuration", "config", cfg.String())
+	}
 	stopTracing, err := telemetry.Setup(ctx, getenv)
 	if err != nil {
 		return err
@@ -76,11 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	demo := ""
-	if cfg.Demo() {
-		demo = "; demo accounts on: a name alone signs in to an account without a password (DEMO_ACCOUNTS=false turns it off)"
-	}
-	fmt.Fprintf(stdout, "seckill serving %s/ (%s: Redis %s, %s%s)\n", srv.URL, srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo)
+	fmt.Fprintln(stdout, servingLine(srv, cfg))
 
 	select {
 	case <-ctx.Done():
@@ -95,6 +98,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// servingLine says the service is up: what it serves, where, on what, and
+// the operator token, which the page's lab and product forms ask for.
+func servingLine(srv *app.Server, cfg app.Config) string {
+	demo := ""
+	if cfg.Demo() {
+		demo = "; demo accounts: a name alone signs in"
+	}
+	return fmt.Sprintf("seckill serving %s/ (%s: Redis %s, %s%s); %s",
+		srv.URL, srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo, srv.OperatorTokenNote())
 }
 
 func describeSQL(cfg app.Config) string {

@@ -68,6 +68,7 @@ type App struct {
 	etcd       *etcdConn
 	redisVer   string
 	sqlVer     string
+	tokenNote  string // the serving line's word on the operator token (operator)
 	log        *slog.Logger
 }
 
@@ -264,24 +265,6 @@ func (a *App) startOrders(ctx context.Context, connected *onConnect) (err error)
 		return a.ensureDemo(ctx)
 	}
 	return nil
-}
-
-// operator returns the operator's token, made and said once when none was
-// set.
-func (a *App) operator(ctx context.Context) (string, error) {
-	token, made, err := operatorToken(ctx, a.db, a.rdb, a.Config.AdminToken)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case made:
-		a.log.Warn("no ADMIN_TOKEN set: made an operator token; creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>",
-			"token", token, "kept_in", "the database's table secrets, copied to redis key "+OperatorTokenKey)
-	case a.Config.AdminToken == "":
-		a.log.Info("no ADMIN_TOKEN set: using the operator token kept in the database (read it with redis-cli GET " + OperatorTokenKey + ")")
-	}
-	a.Config.AdminToken = token
-	return token, nil
 }
 
 // sessions builds the buyers' sign-in desk on the shared signing key.

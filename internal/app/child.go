@@ -22,6 +22,10 @@ type Running = interface {
 // link the testing package, and not in child, which does not import the
 // service (the service's own packages test with child's processes).
 func StartChild(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (Running, string, time.Duration, error) {
+	// An instance keeps no operator token in the user's configuration
+	// directory: it is a test's or a run's, gone when they end (its args
+	// may still name a -data-dir).
+	args = append([]string{"-data-dir="}, args...)
 	cfg, fs, err := ParseConfig("service instance", args, getenv)
 	if err != nil {
 		fs.SetOutput(stderr)

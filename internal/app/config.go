@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,7 @@ type Config struct {
 	LockWait        time.Duration // -lock-wait / LOCK_WAIT
 	DemoStock       int           // -demo-stock / DEMO_STOCK; stock of the demo product created at start, 0 none
 	AdminToken      string        // -admin-token / ADMIN_TOKEN; the operator token; empty: made at start and kept in SQL
+	DataDir         string        // -data-dir / DATA_DIR; where the embedded default keeps its operator token; empty: nowhere
 	LabTarget       string        // -lab-target / LAB_TARGET; where lab runs send their orders, "" for this process
 	AllowedOrigins  []string      // -allowed-origins / ALLOWED_ORIGINS; origins beside the service's own that may send state-changing requests
 	AllowedHosts    []string      // -allowed-hosts / ALLOWED_HOSTS; names beside IP addresses and localhost that requests may carry as their Host
@@ -55,6 +58,7 @@ type Config struct {
 	GateSecret      string        // -gate-secret / GATE_SECRET; the gates' control secret
 	ShutdownTimeout time.Duration // -shutdown-timeout / SHUTDOWN_TIMEOUT
 	LogLevel        string        // -log-level / LOG_LEVEL
+	Verbose         bool          // -v / VERBOSE; the full configuration in the start-up log
 	AddressRate     int           // -address-rate / ADDRESS_RATE; the public's requests per second per client address, 0 off
 	TrustedProxies  []string      // -trusted-proxies / TRUSTED_PROXIES; proxies whose X-Forwarded-For names the client
 	PathTTL         time.Duration // -path-ttl / PATH_TTL; how long a purchase path token stays valid
@@ -75,7 +79,7 @@ type setting struct {
 	def             string
 }
 
-func (c *Config) settings() []setting {
+func (c *Config) settings(getenv func(string) string) []setting {
 	str := func(p *string) func(*flag.FlagSet, string, string, string) {
 		return func(fs *flag.FlagSet, name, def, help string) { fs.StringVar(p, name, def, help) }
 	}
@@ -120,6 +124,7 @@ func (c *Config) settings() []setting {
 		{"lock-wait", "LOCK_WAIT", "how long an order waits for a held lock before 503", dur(&c.LockWait), "3s"},
 		{"demo-stock", "DEMO_STOCK", "stock of demo product 1 created at start if absent; 0 creates none", num(&c.DemoStock), "100"},
 		{"admin-token", "ADMIN_TOKEN", "the operator token: creating, resetting and reconciling products and lab runs need the header Authorization: Bearer <token>; empty: the first instance on a database makes one, logs it and keeps it in the database for every instance, with a copy in Redis (key seckill:admin-token)", str(&c.AdminToken), ""},
+		{"data-dir", "DATA_DIR", "where the embedded default (no -redis, -redis-cluster, -mysql or -sqlite: nothing else is on disk) keeps its operator token across restarts, in the file " + operatorTokenFile + " (mode 0600); empty: nowhere, a new token at each start", str(&c.DataDir), defaultDataDir(getenv)},
 		{"lab-target", "LAB_TARGET", "base URL the page's lab runs send their orders to, e.g. a load balancer over several instances; empty: this process", str(&c.LabTarget), ""},
 		{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated origins (scheme://host[:port]) beside the service's own whose pages may post to it", list(&c.AllowedOrigins), ""},
 		{"allowed-hosts", "ALLOWED_HOSTS", "comma-separated names (name or name:port) beside IP addresses and localhost under which the service is reached, e.g. the name a proxy or another container uses; when empty, a request that came to a loopback address with another name is refused (DNS rebinding), one that came to another address is served", list(&c.AllowedHosts), ""},
@@ -142,6 +147,9 @@ func (c *Config) settings() []setting {
 		{"gate-secret", "GATE_SECRET", "secret the gates' control endpoint requires (header " + api.HeaderGateSecret + ")", str(&c.GateSecret), ""},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long in-flight requests may take to finish on shutdown", dur(&c.ShutdownTimeout), "10s"},
 		{"log-level", "LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "info"},
+		{"v", "VERBOSE", "log the full configuration at start, as -log-level debug does", func(fs *flag.FlagSet, name, def, help string) {
+			fs.BoolVar(&c.Verbose, name, def == "true", help)
+		}, "false"},
 		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, ask for captchas, their images and purchase paths, and read orders and products that are not lab products (counted before any SQL); 0 turns it off", num(&c.AddressRate), "50"},
 		{"trusted-proxies", "TRUSTED_PROXIES", "comma-separated addresses or CIDRs of the proxies in front (the gate) whose X-Forwarded-For names the client; empty: the client is the connection's peer", list(&c.TrustedProxies), ""},
 		{"path-ttl", "PATH_TTL", "how long a purchase path token stays valid", dur(&c.PathTTL), "1m"},
@@ -172,7 +180,7 @@ func defaultMaxConns() int { return openFileLimit() / 2 }
 // settings', and the OpenTelemetry ones (internal/telemetry).
 func EnvNames() []string {
 	var names []string
-	for _, s := range new(Config).settings() {
+	for _, s := range new(Config).settings(func(string) string { return "" }) {
 		names = append(names, s.env)
 	}
 	return append(names, telemetry.EnvNames...)
@@ -188,7 +196,7 @@ func ParseConfig(name string, args []string, getenv func(string) string) (Config
 	// Parse prints nothing: the error comes back, and the caller, which owns
 	// the output, shows fs.Usage where it wants.
 	fs.SetOutput(io.Discard)
-	for _, s := range c.settings() {
+	for _, s := range c.settings(getenv) {
 		def := s.def
 		help := s.help + " [$" + s.env + "]"
 		s.bind(fs, s.flag, def, help)
@@ -316,8 +324,35 @@ func (c Config) String() string {
 	if u, err := url.Parse(rabbit); err == nil {
 		rabbit = u.Redacted()
 	}
-	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s rp-id=%s rp-origins=%q demo-accounts=%v signups-per-address=%d signups-per-network=%d signups-before-captcha=%d",
-		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.AllowedOrigins, c.AllowedHosts,
+	return fmt.Sprintf("addr=%s redis=%q redis-cluster=%q redis-nodes=%q mysql=%q rabbitmq=%q rate-limit=%s lock-ttl=%s lock-wait=%s demo-stock=%d admin-token=%q data-dir=%q allowed-origins=%q allowed-hosts=%q consume=%v claim-idle=%s reconcile-every=%s reconcile-grace=%s gate=%q gate-secret=%q address-rate=%d trusted-proxies=%q path-ttl=%s header-timeout=%s idle-timeout=%s address-conns=%d max-conns=%d concurrency-limit=%d session-secret=%q session-lifetime=%s rp-id=%s rp-origins=%q demo-accounts=%v signups-per-address=%d signups-per-network=%d signups-before-captcha=%d",
+		c.Addr, c.RedisAddr, c.RedisCluster, c.RedisAddrs, dsn, rabbit, c.RateLimit, c.LockTTL, c.LockWait, c.DemoStock, mask(c.AdminToken), c.DataDir, c.AllowedOrigins, c.AllowedHosts,
 		c.Consume, c.ClaimIdle, c.ReconcileEvery, c.ReconcileGrace, c.GateURLs, mask(c.GateSecret), c.AddressRate, c.TrustedProxies, c.PathTTL, c.HeaderTimeout, c.IdleTimeout, c.AddressConns, c.MaxConns, c.ConcurrencyLimit, mask(c.SessionSecret), c.SessionLifetime,
 		rpID, rpOrigins, c.Demo(), c.SignupsAddress, c.SignupsNetwork, c.SignupsCaptcha)
+}
+
+// defaultDataDir is os.UserConfigDir()/seckill, read through getenv (the
+// tests' environment is not the process's): "" where it cannot be said,
+// and then the embedded default keeps its token nowhere.
+func defaultDataDir(getenv func(string) string) string {
+	var dir string
+	switch runtime.GOOS {
+	case "windows":
+		dir = getenv("AppData")
+	case "darwin", "ios":
+		if home := getenv("HOME"); home != "" {
+			dir = filepath.Join(home, "Library", "Application Support")
+		}
+	default:
+		dir = getenv("XDG_CONFIG_HOME")
+		if !filepath.IsAbs(dir) {
+			dir = ""
+			if home := getenv("HOME"); home != "" {
+				dir = filepath.Join(home, ".config")
+			}
+		}
+	}
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "seckill")
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -47,14 +49,11 @@ func migrateSecrets(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// operatorToken returns the operator's credential: ADMIN_TOKEN when set;
-// else the one kept in SQL, made by this process when there is none.
-// made reports that this process made it: it alone prints it.
-func operatorToken(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, configured string) (token string, made bool, err error) {
-	if configured != "" {
-		return configured, false, nil
-	}
-	token, made, err = kept(ctx, db, rdb, operatorTokenName, OperatorTokenKey, rand.Text())
+// operatorToken returns the operator's credential kept in SQL, made from
+// fresh by this process when there is none; made reports that it is fresh.
+// ADMIN_TOKEN, when set, is used without it (App.operator).
+func operatorToken(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, fresh string) (token string, made bool, err error) {
+	token, made, err = kept(ctx, db, rdb, operatorTokenName, OperatorTokenKey, fresh)
 	if err != nil {
 		return "", false, fmt.Errorf("the operator token: %w", err)
 	}
@@ -133,3 +132,81 @@ func readSecret(ctx context.Context, db *gorm.DB, name string) (value string, fo
 	}
 	return string(b), true, nil
 }
+
+// operator returns the operator's token: ADMIN_TOKEN when set, else the one
+// kept in SQL (with a copy in Redis); on the embedded default, where SQL
+// and Redis are in memory, the one kept in Config.DataDir. It sets
+// a.tokenNote, which the serving line says.
+func (a *App) operator(ctx context.Context) (string, error) {
+	if a.Config.AdminToken != "" {
+		a.tokenNote = "operator token: the one -admin-token (ADMIN_TOKEN) gives"
+		return a.Config.AdminToken, nil
+	}
+	fresh, file := rand.Text(), ""
+	if a.keepsNothing() {
+		fresh, file = a.tokenFromDir()
+	}
+	token, made, err := operatorToken(ctx, a.db, a.rdb, fresh)
+	if err != nil {
+		return "", err
+	}
+	read := redisCLI(a.RedisAddr(), len(a.Config.RedisCluster) > 0) + " GET " + OperatorTokenKey
+	switch {
+	case file != "":
+		a.tokenNote = "operator token " + token + " (kept in " + file + ")"
+	case a.keepsNothing():
+		a.tokenNote = "operator token " + token + " (a new one at each start: -data-dir is empty)"
+	case made || a.embedded != nil:
+		// Said in full once, by the instance that made it, or on a Redis
+		// of this process's own: this machine's lab.
+		a.tokenNote = "operator token " + token + " (kept in the database; " + read + ")"
+	default:
+		a.tokenNote = "operator token: " + read
+	}
+	a.Config.AdminToken = token
+	return token, nil
+}
+
+// keepsNothing reports the embedded default: Redis and SQLite both in this
+// process's memory, so that nothing of it is on disk.
+func (a *App) keepsNothing() bool {
+	return a.embedded != nil && a.Config.MySQLDSN == "" && a.Config.SQLitePath == ""
+}
+
+// tokenFromDir returns the token kept in Config.DataDir and its file, or a
+// fresh token and "" when there is no directory or it cannot be used: a
+// lab that cannot keep its token still starts, with a new one.
+func (a *App) tokenFromDir() (token, file string) {
+	if a.Config.DataDir == "" {
+		return rand.Text(), ""
+	}
+	token, file, made, err := tokenInDir(a.Config.DataDir)
+	if err != nil {
+		a.log.Warn("the operator token is not kept: a new one at each start", "error", err)
+		return rand.Text(), ""
+	}
+	if made {
+		a.log.Info("made an operator token and kept it for the next starts", "file", file)
+	}
+	return token, file
+}
+
+// redisCLI is the redis-cli command that reaches the Redis at addr (the
+// first node of a comma-separated list).
+func redisCLI(addr string, cluster bool) string {
+	cmd := "redis-cli"
+	if cluster {
+		cmd += " -c"
+	}
+	first, _, _ := strings.Cut(addr, ",")
+	if host, port, err := net.SplitHostPort(first); err == nil {
+		cmd += " -h " + host + " -p " + port
+	}
+	return cmd
+}
+
+// OperatorTokenNote says the operator token, or where to read it, for the
+// serving line: the token itself when this process made it, keeps it in a
+// file or runs the Redis; the redis-cli command that reads it otherwise;
+// never the token set by -admin-token (ADMIN_TOKEN), which the operator has.
+func (a *App) OperatorTokenNote() string { return a.tokenNote }

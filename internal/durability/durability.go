@@ -79,8 +79,8 @@ func Classify(appendonly, appendfsync, save string) Reading {
 // server that refuses CONFIG (renamed or forbidden, as on managed Redis)
 // is asked INFO persistence, which tells whether an append-only file is on
 // but not its fsync policy (taken as Everysec); one that tells neither (the
-// embedded miniredis) is taken as None, with the reason. An error means
-// the server did not answer.
+// embedded miniredis) is taken as None, with the reason: KeepsNothing when
+// it knows no CONFIG at all. An error means the server did not answer.
 func Read(ctx context.Context, c redis.UniversalClient) (Reading, error) {
 	cc, ok := c.(*redis.ClusterClient)
 	if !ok {
@@ -146,12 +146,30 @@ func readOne(ctx context.Context, c redis.Cmdable) (Reading, error) {
 			return Reading{Level: None, Reason: "INFO persistence says aof_enabled:0, appendonly is no (" + configErr + ")"}, nil
 		}
 	}
+	if unknownCommand(configErr) {
+		return Reading{Level: None, Reason: KeepsNothing}, nil
+	}
 	why := configErr
 	if err != nil {
 		why += "; INFO persistence: " + err.Error()
 	}
 	return Reading{Level: None, Reason: "the persistence settings could not be read (" + why +
 		"): a Redis that may keep nothing is taken as keeping nothing"}, nil
+}
+
+// KeepsNothing is the reason given for a Redis that knows no CONFIG and
+// says nothing of persistence in INFO: the embedded miniredis, which keeps
+// everything in memory. Said plainly: the raw refusal ("ERR unknown
+// command 'config'") read as a fault at every start and in every product's
+// view, when it is what the lab on one machine is (issue 41, finding 5).
+// A real Redis with CONFIG renamed still tells its append-only file in
+// INFO persistence, and is read from there.
+const KeepsNothing = "an embedded Redis keeps nothing on disk: a restart comes back empty"
+
+// unknownCommand reports a CONFIG refusal that means the server has no such
+// command, not that it forbids it (NOPERM) or failed.
+func unknownCommand(configErr string) bool {
+	return strings.Contains(strings.ToLower(configErr), "unknown command")
 }
 
 // Watch keeps a Redis's durability, read again when it may have changed:

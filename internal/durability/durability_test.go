@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/durability"
+	"seckill/internal/embedded"
 	"seckill/internal/testkit"
 )
 
@@ -53,6 +54,32 @@ func TestRead(t *testing.T) {
 	w.Stale()
 	if again, err := w.Get(t.Context()); err != nil || again.At == r.At {
 		t.Errorf("a reading after Stale: %+v, %v; want a new one", again, err)
+	}
+}
+
+// The embedded Redis (miniredis) knows no CONFIG: its durability is none,
+// said plainly, not as the refusal it answered ("ERR unknown command
+// `config`"), which read as a fault at every start and in every product's
+// view (issue 41, finding 5).
+func TestTheEmbeddedRedisKeepsNothingSaidPlainly(t *testing.T) {
+	emb, err := embedded.StartRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Close)
+	c := redis.NewClient(&redis.Options{Addr: emb.Addr()})
+	t.Cleanup(func() { c.Close() })
+	r, err := durability.Read(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Level != durability.None || r.Reason != durability.KeepsNothing {
+		t.Errorf("the embedded Redis: %s (%s); want %s (%s)", r.Level, r.Reason, durability.None, durability.KeepsNothing)
+	}
+	for _, raw := range []string{"ERR", "unknown command", "config", "not supported"} {
+		if strings.Contains(r.Reason, raw) {
+			t.Errorf("the reason %q repeats the server's refusal (%q)", r.Reason, raw)
+		}
 	}
 }
 

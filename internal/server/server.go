@@ -342,7 +342,7 @@ func (s *edge) admin(c *gin.Context) {
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if want == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,
-			"this action is the operator's: send the header Authorization: Bearer <ADMIN_TOKEN> (when ADMIN_TOKEN is not set, the service made one at start: its log says it, and Redis keeps it at "+OperatorTokenKey+")")
+			"this action is the operator's: send the header Authorization: Bearer <ADMIN_TOKEN> (when ADMIN_TOKEN is not set, the service’s “seckill serving” line says it or how to read it from Redis, key "+OperatorTokenKey+")")
 		c.Abort()
 	}
 }

@@ -97,8 +97,11 @@
     return el("span", { class: "badge " + verdict + (big ? " big-badge" : "") }, verdict || "–");
   }
 
-  // tokenHint says what to do about an admin request refused for want of the token.
-  const tokenHint = (r) => (r.status === 401 ? " — type the operator token at the top (ADMIN_TOKEN, or the one the service logged at start)." : "");
+  // TOKEN_HINT is the answer to an operator's request refused 401 (a lab
+  // run, a reset): where the token is, in one sentence (issue 41, finding 2).
+  const TOKEN_HINT = "Type the operator token at the top: the service’s “seckill serving” line says it.";
+  // refusal says why an operator's request was refused.
+  const refusal = (r) => (r.status === 401 ? TOKEN_HINT : r.data.code + ": " + r.data.error);
 
   const fmt = (n, digits = 0) =>
     n === undefined || n === null ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: digits });
@@ -363,7 +366,7 @@
       setStatus(status, "Reset: sale " + (p.sale + 1) + " starts with " + fmt(p.initial) + " units; the orders of sale " + p.sale + " stay.");
       pollProduct();
     } else {
-      setStatus(status, "Reset refused: " + r.data.code + ": " + r.data.error + tokenHint(r), true);
+      setStatus(status, "Reset refused. " + refusal(r), true);
     }
   }
 
@@ -937,7 +940,7 @@
     const r = await api("POST", "/api/runs", readSpec(), true);
     if (!r.ok) {
       btn.disabled = false;
-      setStatus(status, r.data.code + ": " + r.data.error + tokenHint(r), true);
+      setStatus(status, refusal(r), true);
       return null;
     }
     follow(r.data);
