@@ -29,7 +29,13 @@ func renderCourseDoc(c web.Course) []byte {
 	b.WriteString("The page has the same lessons: its **Course** panel sets the lab's form for each lesson that the\n" +
 		"page's one instance can show, asks for your prediction, runs it and says whether the prediction held\n" +
 		"(`go run ./cmd/seckill`, then open the page). `go test ./loadtest -run TestCourse` checks every lesson\n" +
-		"against the scenarios, and runs small the ones no other test runs.\n\n")
+		"against the scenarios, and runs small the ones no other test runs.\n\n" +
+		"**A class.** Students open the teacher's service (`-addr 0.0.0.0:8080`; `-allowed-hosts` with its name, if they\n" +
+		"use a name) and type the operator token the serving line says. Their runs share one lab: a run\n" +
+		"started while another goes waits in a queue and says its place. Each browser sees its own runs, and\n" +
+		"the whole class's on asking; each student's name goes with their runs and answers, and the panel's\n" +
+		"**The class's predictions** counts, lesson by lesson, who predicted what and whose prediction held\n" +
+		"(in the service's memory: a restart begins a new class).\n\n")
 	for i, l := range c.Lessons {
 		fmt.Fprintf(&b, "%d. [%s](#%d-%s)\n", i+1, l.Title, i+1, l.ID)
 	}

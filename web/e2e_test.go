@@ -218,14 +218,14 @@ func TestPage(t *testing.T) {
 	do(t, ctx, "reopen the none run", chromedp.Click(chromedp.CSS("#runs-body tr:last-child .run-open")))
 	checkTimeline(t, ctx, "none, reopened", noneRace, true)
 	desktop := screenshot(t, ctx, "desktop")
-	do(t, ctx, "narrow the page", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	do(t, ctx, "narrow the page", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	if over := run[int](t, ctx, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
-		t.Errorf("at 375 px the page is %d px wider than the screen", over)
+		t.Errorf("at 390 px the page is %d px wider than the screen", over)
 	}
-	mobile := screenshot(t, ctx, "375")
+	mobile := screenshot(t, ctx, "390")
 	if out := os.Getenv("SCREENSHOT_OUT"); out != "" {
 		ext := filepath.Ext(out)
-		for path, b := range map[string][]byte{out: desktop, strings.TrimSuffix(out, ext) + "-375" + ext: mobile} {
+		for path, b := range map[string][]byte{out: desktop, strings.TrimSuffix(out, ext) + "-390" + ext: mobile} {
 			if err := os.WriteFile(path, b, 0o644); err != nil {
 				t.Error(err)
 			}
@@ -233,9 +233,12 @@ func TestPage(t *testing.T) {
 		}
 	}
 
-	// A page reloaded mid-run finds the run going and follows it to its end.
+	// A page reloaded mid-run finds its seat's run going and follows it to
+	// its end: the runs the test sends carry the page's seat, as the page's
+	// own would.
+	seat := run[string](t, ctx, `localStorage.getItem("seckill.seat")`)
 	var going struct{ ID string }
-	slow := `{"lock":"token","mode":"rmw","shards":2,"stock":40,"buyers":60,"concurrency":2,"hold_ms":40,"fault":"none"}`
+	slow := `{"seat":"` + seat + `","lock":"token","mode":"rmw","shards":2,"stock":40,"buyers":60,"concurrency":2,"hold_ms":40,"fault":"none"}`
 	if code := sendJSON(t, http.MethodPost, srv.URL+"/api/runs", slow, &going); code != http.StatusAccepted {
 		t.Fatalf("POST /api/runs %s: %d", slow, code)
 	}
@@ -257,7 +260,7 @@ func TestPage(t *testing.T) {
 		more = append(more, fmt.Sprintf(`{"lock":%q,"mode":%q,"shards":2,"stock":10,"buyers":40,"concurrency":8,"hold_ms":0,"fault":"none"}`, lock, mode))
 	}
 	more = append(more[1:], more[0])
-	labRuns(t, srv.URL, more...)
+	labRuns(t, srv.URL, seat, more...)
 	do(t, ctx, "reload", chromedp.Reload())
 	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 14`)
 
@@ -548,8 +551,9 @@ func resetProduct(t *testing.T, base string, id int64) {
 	}
 }
 
-// labRuns sends lab runs through the API, one after the other, each to its end.
-func labRuns(t *testing.T, base string, specs ...string) {
+// labRuns sends lab runs through the API, one after the other, each to its
+// end, from seat: the page lists its own seat's runs.
+func labRuns(t *testing.T, base, seat string, specs ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -557,10 +561,11 @@ func labRuns(t *testing.T, base string, specs ...string) {
 	defer poll.Stop()
 	for _, spec := range specs {
 		var r struct{ ID, Status, Error string }
+		spec = `{"seat":"` + seat + `",` + strings.TrimPrefix(spec, "{")
 		if code := sendJSON(t, http.MethodPost, base+"/api/runs", spec, &r); code != http.StatusAccepted {
 			t.Fatalf("POST /api/runs %s: %d %+v", spec, code, r)
 		}
-		for r.Status == "running" {
+		for r.Status == "running" || r.Status == "queued" {
 			select {
 			case <-ctx.Done():
 				t.Fatalf("run %s of %s: still running: %v", r.ID, spec, ctx.Err())

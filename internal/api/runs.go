@@ -30,7 +30,21 @@ type RunSpec struct {
 	// so that the rest show whether the lock recovers. Default: 0, every
 	// request.
 	FaultRequests int `json:"fault_requests,omitempty"`
+	// Seat names the browser that starts the run, in a class sharing one
+	// lab: GET /api/runs?seat= lists that seat's runs. The page makes one
+	// and keeps it; it is a label, not a credential (runs are anyone's to
+	// read). At most MaxSeatLen letters, digits and dashes.
+	Seat string `json:"seat,omitempty"`
+	// Student is the name the teacher sees beside the seat's runs and
+	// answers; at most MaxStudentLen characters.
+	Student string `json:"student,omitempty"`
 }
+
+// Bounds of a seat and a student's name.
+const (
+	MaxSeatLen    = 64
+	MaxStudentLen = 40
+)
 
 // Bounds of a RunSpec: one run must not take the machine from the service.
 const (
@@ -100,6 +114,8 @@ func (s RunSpec) WithDefaults() RunSpec {
 
 // Statuses of a Run.
 const (
+	// RunQueued: waiting behind the run going, at Run.Place.
+	RunQueued  = "queued"
 	RunRunning = "running"
 	RunDone    = "done"
 	RunFailed  = "failed"
@@ -108,8 +124,11 @@ const (
 // Run is a lab run, the answer of POST /api/runs and GET /api/runs/:id.
 type Run struct {
 	// ID is a decimal string.
-	ID       string      `json:"id"`
-	Status   string      `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Place is a queued run's place in the queue, 1 for the next to run;
+	// absent once it runs.
+	Place    int         `json:"place,omitempty"`
 	Progress RunProgress `json:"progress"`
 	Spec     RunSpec     `json:"spec"` // with its defaults applied
 	Product  int64       `json:"product_id"`
@@ -229,4 +248,58 @@ type RunResult struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 	// Note says why a result is SKIPPED or incomplete.
 	Note string `json:"note,omitempty"`
+}
+
+// ClassGuesses are a course prediction's answers: more units sold than the
+// stock, exactly the stock, or fewer.
+var ClassGuesses = []string{"more", "exactly", "fewer"}
+
+// MaxClassPredictions bounds a ClassAnswer's predictions: one per lock a
+// lesson compares.
+const MaxClassPredictions = 8
+
+// ClassAnswer is one seat's answer to a course lesson: what it predicted
+// and what the run showed, the body of POST /api/class/answers.
+type ClassAnswer struct {
+	Seat    string `json:"seat"`
+	Student string `json:"student,omitempty"`
+	// Lesson is the course lesson's id.
+	Lesson string `json:"lesson"`
+	// Run is the lab run the lesson started, when it started one.
+	Run         string            `json:"run,omitempty"`
+	Predictions []ClassPrediction `json:"predictions"`
+	// Held: every prediction held. Set by the service.
+	Held bool `json:"held"`
+	// At is when the service took the answer. Set by the service.
+	At time.Time `json:"at"`
+}
+
+// ClassPrediction is a prediction of a lesson, for one lock where the
+// lesson compares several ("" where it asks one question).
+type ClassPrediction struct {
+	Lock      string `json:"lock,omitempty"`
+	Predicted string `json:"predicted"` // one of ClassGuesses
+	Outcome   string `json:"outcome,omitempty"`
+	Held      bool   `json:"held"`
+}
+
+// ClassLesson is the class's answers to one lesson, an element of GET
+// /api/class/answers: the teacher's view.
+type ClassLesson struct {
+	Lesson string `json:"lesson"`
+	// Seats is how many seats answered; Held, how many saw every
+	// prediction hold.
+	Seats     int           `json:"seats"`
+	Held      int           `json:"held"`
+	Predicted []ClassCount  `json:"predicted"`
+	Answers   []ClassAnswer `json:"answers"` // oldest first
+}
+
+// ClassCount is how many seats made one prediction (for one lock), and of
+// them how many saw it hold.
+type ClassCount struct {
+	Lock      string `json:"lock,omitempty"`
+	Predicted string `json:"predicted"`
+	Seats     int    `json:"seats"`
+	Held      int    `json:"held"`
 }

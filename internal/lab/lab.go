@@ -6,6 +6,11 @@
 // product is never touched. One run goes at a time and every run is
 // bounded, because the service and its load share one machine: an unbounded
 // run from a browser tab would be a denial of service with extra steps.
+//
+// A class shares one lab: a run started while another goes waits in a
+// queue, first come first run, and says its place in it; each run names
+// the seat (a browser) that started it, so that List can give a student
+// their own runs and the teacher everyone's (issue 41, finding 7).
 package lab
 
 import (
@@ -26,7 +31,7 @@ import (
 var (
 	// ErrInvalid wraps every error caused by the run's settings.
 	ErrInvalid = errors.New("lab: invalid run")
-	// ErrBusy: another run is going; one runs at a time.
+	// ErrBusy: the queue of runs waiting behind the one going is full.
 	ErrBusy = errors.New("lab: run in progress")
 	// ErrClosed: the lab is closed, the service is shutting down.
 	ErrClosed = errors.New("lab: closed")
@@ -65,6 +70,9 @@ const (
 	DefaultProductID = 9001
 	DefaultTimeout   = 60 * time.Second
 	DefaultKeep      = 50
+	// MaxQueued is how many runs may wait behind the one going: a class of
+	// thirty, each with a run in line.
+	MaxQueued = 30
 )
 
 // auditGrace is how long past Options.Timeout a run may take before its
@@ -93,10 +101,19 @@ type Lab struct {
 	seq      int
 	closed   bool
 	current  *api.Run  // the run going, nil when idle
+	queue    []waiting // the runs waiting behind current, first to run first
 	finished []api.Run // newest last, at most opt.Keep
+	// class is what the class's seats predicted, lesson by lesson.
+	class *Class
 	// timelines are the last KeepTimelines finished runs' timelines, by id:
 	// a big run's is megabytes.
 	timelines map[string]*api.Timeline
+}
+
+// waiting is a queued run and the harness's spec it will run with.
+type waiting struct {
+	run *api.Run
+	hs  harness.Spec
 }
 
 // KeepTimelines is how many finished runs' timelines a Lab keeps.
@@ -120,14 +137,20 @@ func New(opt Options) *Lab {
 		opt.Log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Lab{opt: opt, grace: auditGrace, ctx: ctx, cancel: cancel, timelines: make(map[string]*api.Timeline)}
+	return &Lab{opt: opt, grace: auditGrace, ctx: ctx, cancel: cancel, class: NewClass(), timelines: make(map[string]*api.Timeline)}
 }
 
-// Close cancels the run going, if any, waits for it to end, and refuses
-// runs from then on.
+// Close cancels the run going, if any, fails the queued ones, waits for the
+// run going to end, and refuses runs from then on.
 func (l *Lab) Close() error {
 	l.mu.Lock()
 	l.closed = true
+	now := time.Now().UTC()
+	for _, w := range l.queue {
+		w.run.Status, w.run.Error, w.run.Finished = api.RunFailed, "cancelled: the service is shutting down", &now
+		l.finish(*w.run)
+	}
+	l.queue = nil
 	l.mu.Unlock()
 	l.cancel()
 	l.wg.Wait()
@@ -135,10 +158,11 @@ func (l *Lab) Close() error {
 }
 
 // Start checks spec, applying its defaults, and starts the run in the
-// background; the run outlives ctx. It sends its orders to Options.Target,
+// background, or queues it behind the run going (status queued, with its
+// place); the run outlives ctx. It sends its orders to Options.Target,
 // or to target when that is empty, and resets its product with token (the
-// one that let the request through). It fails with ErrInvalid, ErrBusy,
-// ErrClosed or ErrNoTarget.
+// one that let the request through). It fails with ErrInvalid, ErrBusy
+// (the queue is full), ErrClosed or ErrNoTarget.
 func (l *Lab) Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return api.Run{}, err
@@ -159,30 +183,54 @@ func (l *Lab) Start(ctx context.Context, spec api.RunSpec, target, token string)
 	case l.closed:
 		l.mu.Unlock()
 		return api.Run{}, fmt.Errorf("%w: the service is shutting down", ErrClosed)
-	case l.current != nil:
-		id := l.current.ID
+	case len(l.queue) >= MaxQueued:
 		l.mu.Unlock()
-		return api.Run{}, fmt.Errorf("%w: run %s is still going; one run at a time", ErrBusy, id)
+		return api.Run{}, fmt.Errorf("%w: %d runs wait behind run %s, as many as the queue holds; try again when one has run", ErrBusy, len(l.queue), l.current.ID)
 	}
 	l.seq++
 	run := &api.Run{
-		ID: strconv.Itoa(l.seq), Status: api.RunRunning, Spec: spec, Product: l.opt.ProductID,
+		ID: strconv.Itoa(l.seq), Status: api.RunQueued, Spec: spec, Product: l.opt.ProductID,
 		Progress: api.RunProgress{Total: spec.Requests}, Started: time.Now().UTC(),
 	}
-	l.current = run
-	view := *run
 	hs := toHarness(spec, target, l.opt.ProductID, userBase+int64(l.seq)*userSpan, l.opt.Timeout)
 	hs.AdminToken = token
-	// Add under the lock: Close sets closed under it too, so it either
-	// refused this run above or waits for it here.
-	l.wg.Add(1)
+	l.queue = append(l.queue, waiting{run, hs})
+	if l.current == nil {
+		l.next()
+	}
+	view := l.view(run)
 	l.mu.Unlock()
+	return view, nil
+}
 
+// next starts the first queued run, if any; l.mu is held. The WaitGroup is
+// added to under the lock: Close sets closed under it too, so it either
+// emptied the queue first or waits for this run.
+func (l *Lab) next() {
+	if len(l.queue) == 0 || l.closed {
+		return
+	}
+	w := l.queue[0]
+	l.queue = l.queue[1:]
+	w.run.Status, w.run.Started = api.RunRunning, time.Now().UTC()
+	l.current = w.run
+	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		l.execute(run, hs)
+		l.execute(w.run, w.hs)
 	}()
-	return view, nil
+}
+
+// view is what a caller is shown of run: a copy, with a queued run's place
+// in the queue (1: it runs next); l.mu is held.
+func (l *Lab) view(run *api.Run) api.Run {
+	v := *run
+	for i, w := range l.queue {
+		if w.run == run {
+			v.Place = i + 1
+		}
+	}
+	return v
 }
 
 // execute runs one run to its end and files it among the finished.
@@ -218,27 +266,48 @@ func (l *Lab) execute(run *api.Run, hs harness.Spec) {
 	if run.Status == api.RunFailed {
 		l.opt.Log.Warn("lab run failed", "run", run.ID, "error", run.Error)
 	}
-	l.finished = append(l.finished, *run)
-	if n := len(l.finished) - l.opt.Keep; n > 0 {
-		l.finished = append([]api.Run(nil), l.finished[n:]...)
-	}
 	if row.Timeline != nil {
 		l.timelines[run.ID] = row.Timeline
+	}
+	l.finish(*run)
+	l.current = nil
+	l.next()
+}
+
+// finish files a run among the finished, keeping the last opt.Keep and
+// the timelines of the last KeepTimelines; l.mu is held.
+func (l *Lab) finish(run api.Run) {
+	l.finished = append(l.finished, run)
+	if n := len(l.finished) - l.opt.Keep; n > 0 {
+		l.finished = append([]api.Run(nil), l.finished[n:]...)
 	}
 	for i := range max(0, len(l.finished)-KeepTimelines) {
 		delete(l.timelines, l.finished[i].ID)
 	}
-	l.current = nil
 }
 
 // List returns the finished runs, newest last, then the run going if any,
-// with its progress: a page reloaded mid-run finds it there. Never nil.
-func (l *Lab) List() []api.Run {
+// with its progress, then the queued ones in their order, with their
+// places: a page reloaded mid-run finds them there. A seat other than ""
+// keeps the runs that seat started: a student's own, where the teacher
+// asks for everyone's with "". Never nil.
+func (l *Lab) List(seat string) []api.Run {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := append(make([]api.Run, 0, len(l.finished)+1), l.finished...)
+	out := make([]api.Run, 0, len(l.finished)+1+len(l.queue))
+	add := func(r api.Run) {
+		if seat == "" || r.Spec.Seat == seat {
+			out = append(out, r)
+		}
+	}
+	for _, r := range l.finished {
+		add(r)
+	}
 	if l.current != nil {
-		out = append(out, *l.current)
+		add(*l.current)
+	}
+	for _, w := range l.queue {
+		add(l.view(w.run))
 	}
 	return out
 }
@@ -254,6 +323,11 @@ func (l *Lab) Timeline(id string) (*api.Timeline, error) {
 	if l.current != nil && l.current.ID == id {
 		return nil, fmt.Errorf("%w: run %s is still going; its timeline comes when it ends", ErrNotFound, id)
 	}
+	for _, w := range l.queue {
+		if w.run.ID == id {
+			return nil, fmt.Errorf("%w: run %s is queued (place %d); its timeline comes when it has run", ErrNotFound, id, l.view(w.run).Place)
+		}
+	}
 	return nil, fmt.Errorf("%w: no timeline for run %q (timelines are kept for the last %d runs)", ErrNotFound, id, KeepTimelines)
 }
 
@@ -264,6 +338,11 @@ func (l *Lab) Get(id string) (api.Run, error) {
 	if l.current != nil && l.current.ID == id {
 		return *l.current, nil
 	}
+	for _, w := range l.queue {
+		if w.run.ID == id {
+			return l.view(w.run), nil
+		}
+	}
 	for _, r := range l.finished {
 		if r.ID == id {
 			return r, nil
@@ -271,3 +350,9 @@ func (l *Lab) Get(id string) (api.Run, error) {
 	}
 	return api.Run{}, fmt.Errorf("%w: %q (finished runs are kept only while they are among the last %d)", ErrNotFound, id, l.opt.Keep)
 }
+
+// Answer keeps a seat's answer to a course lesson (Class.Answer).
+func (l *Lab) Answer(a api.ClassAnswer) (api.ClassAnswer, error) { return l.class.Answer(a) }
+
+// Lessons is the class's answers by lesson, the teacher's view (Class.Lessons).
+func (l *Lab) Lessons() []api.ClassLesson { return l.class.Lessons() }

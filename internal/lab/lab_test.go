@@ -35,11 +35,11 @@ func waitFinished(t *testing.T, l *Lab, id string) api.Run {
 		if err != nil {
 			t.Fatalf("Get(%s): %v", id, err)
 		}
-		if r.Status != api.RunRunning {
+		if r.Status != api.RunRunning && r.Status != api.RunQueued {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s still running after 30s: %+v", id, r)
+			t.Fatalf("run %s still queued or running after 30s: %+v", id, r)
 		}
 		<-tick.C
 	}
@@ -126,6 +126,10 @@ func TestStartRejectsBadSpecs(t *testing.T) {
 		{"negative hold", api.RunSpec{HoldMS: -1}, "hold_ms: -1 is out of range"},
 		{"too many shards", api.RunSpec{Shards: 65}, "shards: 65 is out of range"},
 		{"more faulty requests than requests", api.RunSpec{Buyers: 10, Fault: api.FaultAbandon, FaultRequests: 11}, "fault_requests: 11 is out of range"},
+		{"a seat with a space", api.RunSpec{Seat: "seat 1"}, `seat: "seat 1" is not up to 64 letters`},
+		{"a seat too long", api.RunSpec{Seat: strings.Repeat("a", api.MaxSeatLen+1)}, "seat:"},
+		{"a student's name too long", api.RunSpec{Student: strings.Repeat("é", api.MaxStudentLen+1)}, "student: a name of up to 40 characters"},
+		{"a student's name with a newline", api.RunSpec{Student: "ana\nbob"}, "without control characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := l.Start(t.Context(), tc.spec, target, "")
@@ -185,7 +189,7 @@ func TestHappyPathReachesDone(t *testing.T) {
 		t.Fatalf("second Start: %v", err)
 	}
 	waitFinished(t, l, second.ID)
-	if list := l.List(); len(list) != 2 || list[0].ID != started.ID || list[1].ID != second.ID {
+	if list := l.List(""); len(list) != 2 || list[0].ID != started.ID || list[1].ID != second.ID {
 		t.Errorf("list: %+v, want runs %s then %s", list, started.ID, second.ID)
 	}
 
@@ -241,37 +245,99 @@ func TestFaultsReachTheHarness(t *testing.T) {
 	}
 }
 
-// TestSecondRunWhileOneGoesIsRefused: one run at a time; the one going is
-// listed, with no timeline until it ends.
-func TestSecondRunWhileOneGoesIsRefused(t *testing.T) {
+// TestRunsQueueBehindTheOneGoing: a class shares one lab. A run started
+// while another goes waits with its place in the queue, runs in the order
+// it came, and is listed to its seat alone or, without a seat, to the
+// teacher with everyone's; a full queue refuses, naming the run going.
+func TestRunsQueueBehindTheOneGoing(t *testing.T) {
 	b := newBlocking()
 	l := open(t, Options{Run: b.run})
-	first, err := l.Start(t.Context(), api.RunSpec{}, target, "")
-	if err != nil {
-		t.Fatalf("first Start: %v", err)
+	first, err := l.Start(t.Context(), api.RunSpec{Seat: "teacher"}, target, "")
+	if err != nil || first.Status != api.RunRunning || first.Place != 0 {
+		t.Fatalf("first Start: %+v %v, want running, with no place", first, err)
 	}
 	<-b.started
 
-	_, err = l.Start(t.Context(), api.RunSpec{}, target, "")
-	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "run "+first.ID) {
-		t.Errorf("second Start: %v, want ErrBusy naming run %s", err, first.ID)
+	ana, err := l.Start(t.Context(), api.RunSpec{Seat: "ana", Student: " Ana "}, target, "")
+	if err != nil || ana.Status != api.RunQueued || ana.Place != 1 || ana.Spec.Student != "Ana" {
+		t.Fatalf("Ana's Start while run %s goes: %+v %v, want queued at place 1", first.ID, ana, err)
 	}
-	// A page reloaded mid-run finds the run going in the list, and follows it.
-	if list := l.List(); len(list) != 1 || list[0].ID != first.ID || list[0].Status != api.RunRunning {
-		t.Errorf("the list while run %s goes: %+v, want that run alone, running", first.ID, list)
+	bo, err := l.Start(t.Context(), api.RunSpec{Seat: "bo", Lock: "none"}, target, "")
+	if err != nil || bo.Status != api.RunQueued || bo.Place != 2 {
+		t.Fatalf("Bo's Start: %+v %v, want queued at place 2", bo, err)
 	}
-	if _, err := l.Timeline(first.ID); !errors.Is(err, ErrNotFound) {
-		t.Errorf("the timeline of a run going: %v, want ErrNotFound", err)
+	if r, err := l.Get(bo.ID); err != nil || r.Place != 2 {
+		t.Errorf("Get Bo's run: %+v %v, want place 2", r, err)
+	}
+	ids := func(runs []api.Run) (out []string) {
+		for _, r := range runs {
+			out = append(out, r.ID+":"+r.Status)
+		}
+		return out
+	}
+	// A page reloaded mid-run finds its seat's runs; the teacher, everyone's.
+	if diff := cmp.Diff([]string{ana.ID + ":queued"}, ids(l.List("ana"))); diff != "" {
+		t.Errorf("Ana's list (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{first.ID + ":running", ana.ID + ":queued", bo.ID + ":queued"}, ids(l.List(""))); diff != "" {
+		t.Errorf("the teacher's list (-want +got):\n%s", diff)
+	}
+	if _, err := l.Timeline(ana.ID); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "queued") {
+		t.Errorf("the timeline of a queued run: %v, want ErrNotFound saying it is queued", err)
+	}
+	for range MaxQueued - 2 {
+		if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); err != nil {
+			t.Fatalf("filling the queue: %v", err)
+		}
+	}
+	if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "run "+first.ID) {
+		t.Errorf("Start on a full queue: %v, want ErrBusy naming run %s", err, first.ID)
 	}
 
+	// Released, the runs go one at a time in the order they came.
 	close(b.release)
-	if r := waitFinished(t, l, first.ID); r.Status != api.RunDone {
-		t.Errorf("released run: %+v", r)
+	waitFinished(t, l, first.ID)
+	if s := <-b.started; s.UserBase != userBase+2*userSpan {
+		t.Errorf("the run after %s has user base %d, want Ana's (run 2)", first.ID, s.UserBase)
 	}
+	if r, err := l.Get(bo.ID); err != nil || r.Status != api.RunQueued && r.Status != api.RunRunning {
+		t.Errorf("Bo's run after the first: %+v %v", r, err)
+	}
+	if s := <-b.started; s.Lock != "none" {
+		t.Errorf("the third run to start is %q, want Bo's (none)", s.Lock)
+	}
+	if r := waitFinished(t, l, bo.ID); r.Status != api.RunDone || r.Place != 0 {
+		t.Errorf("Bo's run: %+v, want done, with no place", r)
+	}
+	for range MaxQueued - 2 {
+		<-b.started
+	}
+}
+
+// TestCloseFailsTheQueuedRuns: a shutdown runs nothing more, and says so
+// to those waiting.
+func TestCloseFailsTheQueuedRuns(t *testing.T) {
+	b := newBlocking()
+	l := open(t, Options{Run: b.run})
 	if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); err != nil {
-		t.Errorf("Start after the run ended: %v", err)
+		t.Fatal(err)
 	}
 	<-b.started
+	queued, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Get(queued.ID); err != nil || r.Status != api.RunFailed || !strings.Contains(r.Error, "shutting down") || r.Place != 0 {
+		t.Errorf("a queued run after Close: %+v %v, want failed by the shutdown", r, err)
+	}
+	select {
+	case s := <-b.started:
+		t.Errorf("a queued run started after Close: %+v", s)
+	default:
+	}
 }
 
 func TestTimeLimitCancelsTheRun(t *testing.T) {
@@ -336,7 +402,7 @@ func TestOnlyTheLastRunsAreKept(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 	var got []string
-	for _, r := range l.List() {
+	for _, r := range l.List("") {
 		got = append(got, r.ID)
 	}
 	if diff := cmp.Diff(ids[1:], got); diff != "" {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"seckill/internal/api"
 	"seckill/internal/lab/harness"
@@ -32,6 +34,15 @@ func check(s api.RunSpec) (api.RunSpec, error) {
 	}
 	if faults := api.Faults(); !slices.Contains(faults, s.Fault) {
 		return invalid("fault: %q is not one of %s", s.Fault, strings.Join(faults, ", "))
+	}
+	if len(s.Seat) > api.MaxSeatLen || strings.ContainsFunc(s.Seat, func(r rune) bool {
+		return r != '-' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z')
+	}) {
+		return invalid("seat: %q is not up to %d letters, digits and dashes", s.Seat, api.MaxSeatLen)
+	}
+	s.Student = strings.TrimSpace(s.Student)
+	if utf8.RuneCountInString(s.Student) > api.MaxStudentLen || !utf8.ValidString(s.Student) || strings.ContainsFunc(s.Student, unicode.IsControl) {
+		return invalid("student: a name of up to %d characters, without control characters", api.MaxStudentLen)
 	}
 	for _, b := range []struct {
 		name      string

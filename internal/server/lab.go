@@ -60,7 +60,9 @@ func (lr labRoutes) handleStartRun(c *gin.Context) {
 	c.JSON(http.StatusAccepted, run)
 }
 
-func (lr labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lr.runs.List()) }
+// handleRuns lists the runs: a seat's own with ?seat=, everyone's without
+// (the teacher's view of a class).
+func (lr labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lr.runs.List(c.Query("seat"))) }
 
 func (lr labRoutes) handleRun(c *gin.Context) {
 	run, err := lr.runs.Get(c.Param("id"))
@@ -79,3 +81,22 @@ func (lr labRoutes) handleRunTimeline(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, tl)
 }
+
+// handleAnswer keeps a class seat's answer to a course lesson: the page
+// sends it when a lesson's outcome is shown.
+func (lr labRoutes) handleAnswer(c *gin.Context) {
+	var a api.ClassAnswer
+	if err := lr.e.decode(c, &a); err != nil {
+		lr.e.failErr(c, err)
+		return
+	}
+	kept, err := lr.runs.Answer(a)
+	if err != nil {
+		lr.e.failErr(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, kept)
+}
+
+// handleLessons is the teacher's view: the class's answers by lesson.
+func (lr labRoutes) handleLessons(c *gin.Context) { c.JSON(http.StatusOK, lr.runs.Lessons()) }

@@ -52,6 +52,8 @@ func (s *Server) routes(r *gin.Engine) {
 		g.GET("/runs", lr.handleRuns)
 		g.GET("/runs/:id", lr.handleRun)
 		g.GET("/runs/:id/timeline", lr.handleRunTimeline)
+		g.POST("/class/answers", e.admin, lr.handleAnswer)
+		g.GET("/class/answers", e.admin, lr.handleLessons)
 	}
 
 	noRoute := func(c *gin.Context) { e.fail(c, http.StatusNotFound, api.CodeNotFound, "no such route") }

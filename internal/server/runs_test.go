@@ -37,7 +37,7 @@ func (e *env) waitFinished(id string) api.Run {
 		if code := e.do(http.MethodGet, "/api/runs/"+id, nil, &r); code != http.StatusOK {
 			e.t.Fatalf("GET run %s: %d", id, code)
 		}
-		if r.Status != api.RunRunning {
+		if r.Status != api.RunRunning && r.Status != api.RunQueued {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -146,18 +146,47 @@ func TestRunsNeedTheAdminToken(t *testing.T) {
 	}
 }
 
-func TestSecondRunIsAConflict(t *testing.T) {
+// TestRunsQueueForAClass: a run started while another goes is queued with
+// its place; ?seat= lists a seat's own runs, and the class's answers to
+// the course are kept and counted for the teacher, behind the token.
+func TestRunsQueueForAClass(t *testing.T) {
 	run, started := held()
 	e := serveRuns(t, lab.New(lab.Options{Run: run}))
-	var first api.Run
-	if code := e.do(http.MethodPost, "/api/runs", `{}`, &first); code != http.StatusAccepted {
+	var first, second api.Run
+	if code := e.do(http.MethodPost, "/api/runs", `{"seat":"teacher"}`, &first); code != http.StatusAccepted {
 		t.Fatalf("first POST: %d", code)
 	}
 	<-started
+	code := e.do(http.MethodPost, "/api/runs", `{"seat":"ana","student":"Ana"}`, &second)
+	if code != http.StatusAccepted || second.Status != api.RunQueued || second.Place != 1 {
+		t.Errorf("second POST: %d %+v, want 202 queued at place 1", code, second)
+	}
+	var mine []api.Run
+	if code := e.do(http.MethodGet, "/api/runs?seat=ana", nil, &mine); code != http.StatusOK || len(mine) != 1 || mine[0].ID != second.ID || mine[0].Place != 1 {
+		t.Errorf("Ana's runs: %d %+v, want her queued run alone", code, mine)
+	}
+	var all []api.Run
+	if code := e.do(http.MethodGet, "/api/runs", nil, &all); code != http.StatusOK || len(all) != 2 {
+		t.Errorf("the class's runs: %d %+v, want both", code, all)
+	}
+
+	answer := `{"seat":"ana","student":"Ana","lesson":"no-lock","run":"` + second.ID + `","predictions":[{"predicted":"exactly","outcome":"more","held":false}]}`
+	var kept api.ClassAnswer
+	if code := e.do(http.MethodPost, "/api/class/answers", answer, &kept); code != http.StatusCreated || kept.Held || kept.At.IsZero() {
+		t.Errorf("POST an answer: %d %+v, want 201, not held, stamped", code, kept)
+	}
 	var ae api.Error
-	code := e.do(http.MethodPost, "/api/runs", `{}`, &ae)
-	if code != http.StatusConflict || ae.Code != api.CodeRunInProgress || !strings.Contains(ae.Error, "run "+first.ID) {
-		t.Errorf("second POST: %d %+v, want 409 run_in_progress naming run %s", code, ae, first.ID)
+	if code := e.do(http.MethodPost, "/api/class/answers", `{"seat":"ana","lesson":"no-lock","predictions":[{"predicted":"lots"}]}`, &ae); code != http.StatusBadRequest {
+		t.Errorf("POST an answer with a guess not listed: %d %+v, want 400", code, ae)
+	}
+	var lessons []api.ClassLesson
+	if code := e.do(http.MethodGet, "/api/class/answers", nil, &lessons); code != http.StatusOK || len(lessons) != 1 ||
+		lessons[0].Seats != 1 || lessons[0].Held != 0 || len(lessons[0].Predicted) != 1 || lessons[0].Predicted[0].Predicted != "exactly" {
+		t.Errorf("the teacher's view: %d %+v, want no-lock with Ana's exactly, not held", code, lessons)
+	}
+	e.token = ""
+	if code := e.do(http.MethodGet, "/api/class/answers", nil, &ae); code != http.StatusUnauthorized {
+		t.Errorf("the teacher's view without the token: %d, want 401", code)
 	}
 }
 

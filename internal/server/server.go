@@ -36,10 +36,15 @@ type Runs interface {
 	// address) unless configured otherwise, resetting its product with
 	// token.
 	Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error)
-	List() []api.Run
+	// List lists the runs a seat started, or every run for seat "".
+	List(seat string) []api.Run
 	Get(id string) (api.Run, error)
 	// Timeline is a finished run's race, drawn from its traces.
 	Timeline(id string) (*api.Timeline, error)
+	// Answer keeps a class seat's answer to a course lesson.
+	Answer(a api.ClassAnswer) (api.ClassAnswer, error)
+	// Lessons is the class's answers by lesson: the teacher's view.
+	Lessons() []api.ClassLesson
 	// Close cancels the run going and refuses new ones.
 	Close() error
 }

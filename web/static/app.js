@@ -925,10 +925,95 @@
     const int = (name) => Number(f[name].value || 0);
     const spec = {
       lock: f.lock.value, mode: f.mode.value, shards: int("shards"), stock: int("stock"), buyers: int("buyers"),
-      concurrency: int("concurrency"), hold_ms: int("hold_ms"), fault: f.fault.value,
+      concurrency: int("concurrency"), hold_ms: int("hold_ms"), fault: f.fault.value, seat: seat(),
     };
     if (spec.fault !== "none") spec.fault_requests = int("fault_requests");
+    const student = studentName();
+    if (student) spec.student = student;
     return spec;
+  }
+
+  // ---- Class: one lab, many browsers --------------------------------------
+
+  // SEAT_KEY keeps this browser's seat: a random label its runs and course
+  // answers carry, so that it lists its own runs and the teacher sees who
+  // answered what. Not a credential: runs are anyone's to read.
+  const SEAT_KEY = "seckill.seat";
+  const STUDENT_KEY = "seckill.student";
+
+  function seat() {
+    if (state.seat) return state.seat;
+    let s = "";
+    try {
+      s = localStorage.getItem(SEAT_KEY) || "";
+    } catch {
+      // no storage: a seat for this page's life
+    }
+    if (!/^[A-Za-z0-9-]{1,64}$/.test(s)) {
+      // getRandomValues, not randomUUID: a class reaches the teacher's
+      // machine over plain http, which is not a secure context.
+      s = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("");
+      try {
+        localStorage.setItem(SEAT_KEY, s);
+      } catch {
+        // kept for this page's life only
+      }
+    }
+    state.seat = s;
+    return s;
+  }
+
+  function studentName() {
+    return $("#lab-student").value.trim().slice(0, 40);
+  }
+
+  // wholeClass: the runs table shows everyone's runs, the teacher's view.
+  const wholeClass = () => $("#runs-class").checked;
+
+  function classChanged() {
+    try {
+      localStorage.setItem(STUDENT_KEY, studentName());
+    } catch {
+      // not kept
+    }
+  }
+
+  // sendAnswer tells the class (the teacher's view) what this seat
+  // predicted in lesson l and what it showed. Best effort: without the
+  // operator token the lesson still works, only the teacher does not see it.
+  async function sendAnswer(l, o) {
+    let predictions;
+    if (l.predictions && l.predictions.length) {
+      const made = typeof o.prediction === "object" ? o.prediction : {};
+      predictions = l.predictions.filter((p) => made[p.lock]).map((p) => {
+        const answers = p.answer.split("|");
+        return { lock: p.lock, predicted: made[p.lock], outcome: answers.length === 1 ? answers[0] : "", held: answers.includes(made[p.lock]) };
+      });
+    } else {
+      // A lesson whose answer is several ("exactly|fewer") has no one outcome.
+      const answers = (o.outcome || "").split("|");
+      predictions = [{ predicted: o.prediction, outcome: answers.length === 1 ? answers[0] : "", held: answers.includes(o.prediction) }];
+    }
+    const body = { seat: seat(), lesson: l.id, predictions };
+    if (studentName()) body.student = studentName();
+    if (o.run) body.run = o.run;
+    await api("POST", "/api/class/answers", body, true);
+  }
+
+  async function loadClassAnswers() {
+    const status = $("#class-answers-status");
+    const r = await api("GET", "/api/class/answers", undefined, true);
+    if (!r.ok) {
+      setStatus(status, refusal(r), true);
+      return;
+    }
+    setStatus(status, r.data.length ? "" : "No answers yet: they come as the class's lessons show their outcomes.");
+    const title = (id) => lessonByID(id)?.title || id;
+    $("#class-answers").hidden = r.data.length === 0;
+    $("#class-answers-body").replaceChildren(...r.data.map((l) => el("tr", {},
+      el("td", {}, title(l.lesson)), el("td", { class: "num" }, fmt(l.seats)), el("td", { class: "num" }, fmt(l.held)),
+      el("td", {}, l.predicted.map((p) => (p.lock ? p.lock + ": " : "") + p.predicted + " " + p.seats + " (" + p.held + ")").join(", ")),
+      el("td", {}, l.answers.map((a) => (a.student || "seat " + a.seat.slice(0, 6)) + (a.held ? " ✓" : " ✗")).join(", ")))));
   }
 
   async function startRun(ev) {
@@ -950,7 +1035,7 @@
   // follow shows a run going and polls it to its end: one just started, or
   // one the page found going when it loaded.
   function follow(run) {
-    setStatus($("#run-status"), "Run " + run.id + " is going.");
+    setStatus($("#run-status"), runStatusText(run));
     $("#run").disabled = true;
     $("#run-result").replaceChildren();
     $("#timeline-section").hidden = true;
@@ -980,7 +1065,8 @@
       return;
     }
     showProgress(r.data.progress);
-    if (r.data.status === "running") {
+    if (r.data.status === "running" || r.data.status === "queued") {
+      setStatus($("#run-status"), runStatusText(r.data));
       setTimeout(() => pollRun(id), RUN_MS);
       return;
     }
@@ -991,6 +1077,15 @@
     addRun(run);
     await showRun(run);
     lessonRunFinished(run);
+  }
+
+  // runStatusText says where a run going stands: queued at its place, or
+  // running.
+  function runStatusText(run) {
+    if (run.status === "queued") {
+      return "Run " + run.id + " waits its turn: place " + run.place + " in the queue (the lab runs one run at a time).";
+    }
+    return "Run " + run.id + " is going.";
   }
 
   // showRun shows a finished run's result and its race timeline.
@@ -1139,8 +1234,9 @@
         showRun(r);
         $("#run-result").scrollIntoView({ block: "start", behavior: reduceMotion ? "auto" : "smooth" });
       });
+      const who = wholeClass() ? el("span", { class: "muted" }, " " + (r.spec.student || "seat " + (r.spec.seat || "–").slice(0, 6))) : "";
       return el("tr", {},
-        el("td", {}, open), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
+        el("td", {}, open, who), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
         el("td", { class: "num" }, r.spec.shards),
         el("td", { class: "num" }, fmt(x.stock)), el("td", { class: "num" }, fmt(x.sold)),
         el("td", { class: "num" }, fmt(x.oversold)), el("td", { class: "num" }, fmt(x.lost_updates)),
@@ -1159,15 +1255,18 @@
   // loadRuns fills the comparison with the finished runs and follows the
   // run going, if any: a page reloaded mid-run picks it up.
   async function loadRuns() {
-    const r = await api("GET", "/api/runs");
+    const r = await api("GET", "/api/runs" + (wholeClass() ? "" : "?seat=" + encodeURIComponent(seat())));
     if (!r.ok) return; // a service without the lab: the section stays empty
+    state.runs = [];
+    $("#runs-whose").textContent = wholeClass() ? "(the whole class's runs)" : "(this browser's runs)";
     for (const run of r.data) addRun(run);
+    renderComparison();
     if (r.data.length) {
       state.labProduct = r.data[r.data.length - 1].product_id;
       $("#lab-product").textContent = String(state.labProduct);
       productOptions();
     }
-    const going = r.data.find((run) => run.status === "running");
+    const going = r.data.find((run) => run.status === "running" || run.status === "queued");
     if (going && !state.running) follow(going);
   }
 
@@ -1350,6 +1449,7 @@
     const p = courseProgress();
     p.done[l.id] = outcome;
     saveCourse(p);
+    sendAnswer(l, outcome);
     setStatus($("#lesson-status"), "");
     if (currentLesson() === l) showOutcome(l, outcome);
     renderCourseList();
@@ -1370,6 +1470,7 @@
     const p = courseProgress();
     p.done[l.id] = outcome;
     saveCourse(p);
+    sendAnswer(l, outcome);
     setStatus($("#lesson-status"), "");
     showOutcome(l, outcome);
     renderCourseList();
@@ -1472,6 +1573,14 @@
     $("#lesson-run").addEventListener("click", runLesson);
     $("#lesson-reveal").addEventListener("click", revealLesson);
     $("#lesson-next").addEventListener("click", nextLesson);
+    try {
+      $("#lab-student").value = localStorage.getItem(STUDENT_KEY) || "";
+    } catch {
+      // nothing kept
+    }
+    $("#lab-student").addEventListener("change", classChanged);
+    $("#runs-class").addEventListener("change", loadRuns);
+    $("#class-answers-load").addEventListener("click", loadClassAnswers);
     setInterval(tickCountdowns, 250);
     setInterval(tickSaleWindow, 100);
 

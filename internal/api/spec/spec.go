@@ -91,9 +91,11 @@ var ops = []op{
 	{"POST", "/api/orders/:id/pay", "pay an order", buyer, api.BuyerRequest{}, true, []answer{{200, api.Order{}}}},
 	{"POST", "/api/orders/:id/cancel", "cancel an order; its unit goes back on sale", buyer, api.BuyerRequest{}, true, []answer{{200, api.Order{}}}},
 	{"POST", "/api/runs", "start a lab run", operator, api.RunSpec{}, false, []answer{{202, api.Run{}}}},
-	{"GET", "/api/runs", "the lab's runs", anyone, nil, false, []answer{{200, []api.Run{}}}},
+	{"GET", "/api/runs", "the lab's runs, finished, going and queued; ?seat= keeps one seat's", anyone, nil, false, []answer{{200, []api.Run{}}}},
 	{"GET", "/api/runs/:id", "a lab run, with its progress and result", anyone, nil, false, []answer{{200, api.Run{}}}},
 	{"GET", "/api/runs/:id/timeline", "a lab run's races as a timeline", anyone, nil, false, []answer{{200, api.Timeline{}}}},
+	{"POST", "/api/class/answers", "keep a class seat's answer to a course lesson", operator, api.ClassAnswer{}, false, []answer{{201, api.ClassAnswer{}}}},
+	{"GET", "/api/class/answers", "the class's answers by lesson: the teacher's view", operator, nil, false, []answer{{200, []api.ClassLesson{}}}},
 }
 
 // Routes returns every operation as "METHOD /path" with gin's ":id".
