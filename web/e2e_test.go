@@ -366,6 +366,7 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		Run      string `json:"run"`
 		Shown    string `json:"shown"`
 		Counts   string `json:"counts"`
+		Axis     string `json:"axis"`
 	}
 	waitFor[bool](t, ctx, what+"'s timeline", `(() => {
 		const tl = window.seckill.timeline;
@@ -378,8 +379,12 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		return {sentence: tl.querySelector(".tl-sentence").textContent, red: Number(tl.dataset.red),
 			bars: window.seckill.timeline.data.bars.length, run: window.seckill.timeline.run,
 			shown: document.querySelector("#run-result .what").textContent,
-			counts: tl.querySelector(".tl-counts").textContent};
+			counts: tl.querySelector(".tl-counts").textContent, axis: tl.querySelector(".tl-detail").dataset.axis || ""};
 	})()`)
+	// A time axis: at least two times, in ms, rising.
+	if times := strings.Split(d.Axis, " | "); len(times) < 2 || !strings.HasSuffix(times[0], " ms") || !axisRises(times) {
+		t.Errorf("%s: the timeline's time axis reads %q, want two or more rising times in ms", what, d.Axis)
+	}
 	if !sentence.MatchString(d.Sentence) {
 		t.Errorf("%s: the timeline says %q, want it to match %s", what, d.Sentence, sentence)
 	}
@@ -683,4 +688,17 @@ func keepShot(t *testing.T, ctx context.Context, name string, shot chromedp.Acti
 	}
 	t.Logf("screenshot: %s", path)
 	return b
+}
+
+// axisRises reports whether the axis's times ("1.5 ms") rise.
+func axisRises(times []string) bool {
+	prev := -1.0
+	for _, s := range times {
+		v, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSuffix(s, " ms"), ",", ""), 64)
+		if err != nil || v <= prev {
+			return false
+		}
+		prev = v
+	}
+	return true
 }

@@ -15,6 +15,7 @@ window.SeckillTimeline = (() => {
   };
   const LABEL_W = 56; // the lane labels' margin, px
   const MAX_H = 420; // the detail's most height, px
+  const AXIS_H = 18; // the time axis under the detail, px
 
   const ms = (us) => (us / 1000).toLocaleString("en-US", { maximumFractionDigits: 2 }) + " ms";
 
@@ -152,7 +153,7 @@ window.SeckillTimeline = (() => {
   // window's frame.
   function paint(canvas, tl, lay, v0, v1, full, frame) {
     const cssW = Math.max(canvas.parentNode.clientWidth || canvas.clientWidth || 300, 120);
-    const cssH = full ? lay.height : Math.max(24, 6 * lay.lanes.length + 6);
+    const cssH = full ? lay.height + AXIS_H : Math.max(24, 6 * lay.lanes.length + 6);
     const dpr = window.devicePixelRatio || 1;
     canvas.style.width = cssW + "px";
     canvas.style.height = cssH + "px";
@@ -221,6 +222,7 @@ window.SeckillTimeline = (() => {
         g.lineWidth = 1;
       }
     }
+    if (full) axis(g, canvas, x, v0, v1, w, lay.height);
     if (frame) {
       g.strokeStyle = COLORS.focus;
       g.lineWidth = 2;
@@ -228,6 +230,34 @@ window.SeckillTimeline = (() => {
       g.lineWidth = 1;
     }
     return red;
+  }
+
+  // axis draws the time under the lanes: a tick and its time every 1, 2 or
+  // 5 × 10^k µs (10 µs at least), about one per 90 px and two at least, and keeps the times drawn in the
+  // canvas's data-axis (the page's test reads them).
+  function axis(g, canvas, x, v0, v1, w, top) {
+    // Never under 10 µs: the times are said to the hundredth of a ms.
+    // At least five wanted, so that even a narrow canvas shows two times.
+    const want = Math.max((v1 - v0) / Math.max(w / 90, 5), 10);
+    const pow = 10 ** Math.floor(Math.log10(want));
+    const step = [1, 2, 5, 10].map((m) => m * pow).find((st) => st >= want) || 10 * pow;
+    const drawn = [];
+    g.fillStyle = COLORS.text;
+    g.strokeStyle = COLORS.grid;
+    g.textAlign = "center";
+    for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      const px = x(t);
+      g.beginPath();
+      g.moveTo(px, 0);
+      g.lineTo(px, top);
+      g.stroke();
+      const label = ms(t);
+      const half = g.measureText(label).width / 2;
+      g.fillText(label, Math.min(Math.max(px, LABEL_W + half), LABEL_W + w - half), top + AXIS_H / 2);
+      drawn.push(label);
+    }
+    g.textAlign = "start";
+    canvas.dataset.axis = drawn.join(" | ");
   }
 
   function describe(b) {
