@@ -182,6 +182,9 @@ func (c Course) check() error {
 	return nil
 }
 
+// whichQuestion is a sentence that asks which: units sold cannot answer it.
+var whichQuestion = regexp.MustCompile(`(^|[.?!:]\s+)Which\b`)
+
 func (l Lesson) check() error {
 	var errs []error
 	for name, v := range map[string]string{"title": l.Title, "question": l.Question, "failure": l.Failure,
@@ -192,6 +195,14 @@ func (l Lesson) check() error {
 		if m := seedKey.FindString(v); m != "" {
 			errs = append(errs, fmt.Errorf("%s says %q: name the article by its title and author", name, m))
 		}
+	}
+	// One question, answered in units sold (or one per lock): a lesson that
+	// asked two took one prediction for both (issue 41, finding 3).
+	if n := strings.Count(l.Question, "?"); n != 1 {
+		errs = append(errs, fmt.Errorf("question asks %d questions: ask one, which a prediction answers", n))
+	}
+	if whichQuestion.MatchString(l.Question) {
+		errs = append(errs, errors.New("question asks which: a prediction answers in units sold (more, exactly, fewer), one per lock when it compares locks"))
 	}
 	if !lessonID.MatchString(l.ID) {
 		errs = append(errs, fmt.Errorf("id %q: lower case letters, digits and dashes", l.ID))

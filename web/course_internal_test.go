@@ -32,6 +32,8 @@ func TestCourseCheckRefuses(t *testing.T) {
 		}},
 		{"a source cited by its number", "name the article by its title and author", func(l *Lesson) { l.Why = "As seed 002 tells it." }},
 		{"no why", "why is empty", func(l *Lesson) { l.Why = " " }},
+		{"two questions", "asks 2 questions", func(l *Lesson) { l.Question = "Can two clients hold a majority? On seven nodes?" }},
+		{"a question units sold cannot answer", "which", func(l *Lesson) { l.Question = "Which one grants it twice?" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := c
