@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -107,8 +108,34 @@ func servingLine(srv *app.Server, cfg app.Config) string {
 	if cfg.Demo() {
 		demo = "; demo accounts: a name alone signs in"
 	}
-	return fmt.Sprintf("seckill serving %s/ (%s: Redis %s, %s%s); %s",
-		srv.URL, srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo, srv.OperatorTokenNote())
+	return fmt.Sprintf("seckill serving %s (%s: Redis %s, %s%s); %s",
+		servedAt(srv.URL, net.InterfaceAddrs), srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo, srv.OperatorTokenNote())
+}
+
+// servedAt is the page's URL for the serving line. Listening on every
+// interface (-addr 0.0.0.0:8080, as a class's teacher does), the listener's
+// own address (http://[::]:8080) opens nothing: the line gives the
+// loopback URL, then the ones other machines use, from the interfaces'
+// addresses (at most three; none where they cannot be read).
+func servedAt(url string, interfaceAddrs func() ([]net.Addr, error)) string {
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsUnspecified() {
+		return url + "/"
+	}
+	out := "http://" + net.JoinHostPort("127.0.0.1", port) + "/"
+	addrs, _ := interfaceAddrs()
+	var others []string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || !ipn.IP.IsGlobalUnicast() || len(others) == 3 {
+			continue
+		}
+		others = append(others, "http://"+net.JoinHostPort(ipn.IP.String(), port)+"/")
+	}
+	if len(others) > 0 {
+		out += " (from other machines: " + strings.Join(others, ", ") + ")"
+	}
+	return out
 }
 
 func describeSQL(cfg app.Config) string {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -298,5 +300,33 @@ func TestStartUpSaysItPlainly(t *testing.T) {
 	verbose.stop(t, 15*time.Second)
 	if !strings.Contains(verbose.log.String(), "config=") {
 		t.Errorf("-v: the log has no configuration:\n%s", verbose.log.String())
+	}
+}
+
+// TestServedAtEveryInterface: listening on every interface, the serving
+// line gives URLs that open the page, here and from other machines, not
+// the listener's http://[::]:8080 (issue 41, a class on the teacher's
+// machine).
+func TestServedAtEveryInterface(t *testing.T) {
+	addrs := func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)},
+			&net.IPNet{IP: net.ParseIP("192.0.2.2"), Mask: net.CIDRMask(24, 32)},
+			&net.IPNet{IP: net.ParseIP("fe80::1"), Mask: net.CIDRMask(64, 128)},
+			&net.IPNet{IP: net.ParseIP("fd00::2"), Mask: net.CIDRMask(64, 128)},
+		}, nil
+	}
+	for url, want := range map[string]string{
+		"http://[::]:8080":       "http://127.0.0.1:8080/ (from other machines: http://192.0.2.2:8080/, http://[fd00::2]:8080/)",
+		"http://0.0.0.0:8080":    "http://127.0.0.1:8080/ (from other machines: http://192.0.2.2:8080/, http://[fd00::2]:8080/)",
+		"http://127.0.0.1:8080":  "http://127.0.0.1:8080/",
+		"http://192.0.2.2:18080": "http://192.0.2.2:18080/",
+	} {
+		if got := servedAt(url, addrs); got != want {
+			t.Errorf("servedAt(%s) = %q, want %q", url, got, want)
+		}
+	}
+	if got := servedAt("http://[::]:8080", func() ([]net.Addr, error) { return nil, errors.New("no interfaces") }); got != "http://127.0.0.1:8080/" {
+		t.Errorf("servedAt without interfaces = %q, want the loopback URL alone", got)
 	}
 }
