@@ -91,7 +91,7 @@ func TestLabOptionsOnlyOnLabProducts(t *testing.T) {
 			var done api.Run
 			waitFor(t, "the lab run", func() bool {
 				s.get("/api/runs/"+started.ID, &done)
-				return done.Status != api.RunRunning
+				return done.Status != api.RunRunning && done.Status != api.RunQueued
 			})
 			if done.Status != api.RunDone || done.Result == nil || done.Result.OK == 0 {
 				t.Errorf("the lab run: %+v, want it done, with sales", done)
