@@ -64,7 +64,7 @@ func (r *ceilingRun) prepareRefusals(ctx context.Context, product int64, admin s
 	t := openingTarget{client: r.client, base: r.c.URLs[0], token: admin}
 	run := "ceiling-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	fmt.Fprintf(stderr, "signing %d buyers in for the sold-out refusals\n", refusalBuyers+1)
-	buyers, err := t.signIn(ctx, run, refusalBuyers+1, stderr)
+	buyers, err := t.signIn(ctx, run, refusalBuyers+1, newProgressBar(stderr))
 	for _, b := range buyers {
 		if b.id != 0 { // made, before an error stopped the others
 			r.accounts = append(r.accounts, b.id)

@@ -581,6 +581,12 @@ func TestOpeningScenario(t *testing.T) {
 			if len(verdictOK.FindAllString(report, -1)) != 3 || len(soldOut.FindAllString(report, -1)) != 3 {
 				t.Errorf("want three exact openings, each selling out:\n%s", report)
 			}
+			// Issue 41: progress was shown only while signing buyers in.
+			for _, phase := range []string{"signing in", "opening warm", "opening cold", "opening warm, no fallback"} {
+				if !regexp.MustCompile(`(?m)^` + phase + ` +ok \d+`).MatchString(errs.String()) {
+					t.Errorf("no progress of phase %q on stderr:\n%s", phase, errs.String())
+				}
+			}
 		})
 	}
 }
@@ -619,6 +625,12 @@ func TestOverloadScenario(t *testing.T) {
 	for _, want := range []string{"overload: capacity ", "targets, limit 1: admitted p99 ", "targets, no limit: ", "unexpected answers 0 (none: met)"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
+	// Issue 41: progress was shown only while signing buyers in.
+	for _, phase := range []string{"signing in", `. capacity`, "making products", "flood limit 1", "flood no limit", "auditing products"} {
+		if !regexp.MustCompile(`(?m)^` + phase + ` +ok \d+`).MatchString(errs.String()) {
+			t.Errorf("no progress of phase %q on stderr:\n%s", phase, errs.String())
 		}
 	}
 }

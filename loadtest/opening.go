@@ -135,10 +135,12 @@ const bulkNames = 1000
 // signIn makes n buyers, named after run, and signs each in: the
 // operator's bulk creation (POST /api/accounts/bulk), bulkNames at a time,
 // four requests at once, so that no default limit on accounts is lifted
-// for the harness.
-func (t openingTarget) signIn(ctx context.Context, run string, n int, stderr io.Writer) ([]openingBuyer, error) {
+// for the harness. Its progress is on bar.
+func (t openingTarget) signIn(ctx context.Context, run string, n int, bar *progressBar) ([]openingBuyer, error) {
 	buyers := make([]openingBuyer, n)
-	var next, made atomic.Int64
+	var next atomic.Int64
+	made := phaseCounts{total: n}
+	defer bar.watch("signing in", made.progress)()
 	var failed atomic.Bool
 	var firstErr error
 	var once sync.Once
@@ -163,9 +165,8 @@ func (t openingTarget) signIn(ctx context.Context, run string, n int, stderr io.
 				for i, s := range out.Sessions {
 					buyers[from+i] = openingBuyer{id: s.BuyerID, token: s.Token}
 				}
-				if m := made.Add(int64(len(out.Sessions))); m%5000 < bulkNames && m < int64(n) {
-					fmt.Fprintf(stderr, "signed in %d of %d buyers\n", m, n)
-				}
+				made.done.Add(int64(len(out.Sessions)))
+				made.ok.Add(int64(len(out.Sessions)))
 			}
 		})
 	}
@@ -272,13 +273,15 @@ func schedule(buyers int, rng *rand.Rand) []click {
 
 // fire sends every click at its due time, open loop: a click does not wait
 // for another's answer.
-func (t openingTarget) fire(ctx context.Context, p openingProduct, open time.Time, buyers []openingBuyer, clicks []click) {
+// The answers are counted as they come, for the progress bar.
+func (t openingTarget) fire(ctx context.Context, p openingProduct, open time.Time, buyers []openingBuyer, clicks []click, counts *phaseCounts) {
 	var wg sync.WaitGroup
 	for i := range clicks {
 		c := &clicks[i]
 		wg.Go(func() {
 			time.Sleep(time.Until(open.Add(c.due)))
 			t.click(ctx, p, open, buyers[c.buyer], c)
+			counts.add(c.status, c.code, c.err)
 		})
 	}
 	wg.Wait()
@@ -345,7 +348,8 @@ func openingBench(ctx context.Context, o options, getenv func(string) string, st
 	}
 	run := "opening-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	fmt.Fprintf(stderr, "signing %d buyers in at %s\n", n, t.base)
-	buyers, err := t.signIn(ctx, run, n, stderr)
+	bar := newProgressBar(stderr)
+	buyers, err := t.signIn(ctx, run, n, bar)
 	if err != nil {
 		return err
 	}
@@ -360,7 +364,7 @@ func openingBench(ctx context.Context, o options, getenv func(string) string, st
 		cold, fallback bool
 	}{{"warm", false, true}, {"cold", true, true}, {"warm, no fallback", false, false}} {
 		p := openingProduct{id: base + int64(k), stock: units, mode: mode, shards: o.spec.Shards, fallback: v.fallback, path: o.path}
-		r, err := t.open(ctx, p, v.name, v.cold, buyers, schedule(n, rng))
+		r, err := t.open(ctx, p, v.name, v.cold, buyers, schedule(n, rng), bar)
 		if err != nil {
 			return fmt.Errorf("opening %s: %w", v.name, err)
 		}
@@ -376,8 +380,12 @@ func openingBench(ctx context.Context, o options, getenv func(string) string, st
 	return nil
 }
 
-// open runs one opening of product p.
-func (t openingTarget) open(ctx context.Context, p openingProduct, name string, cold bool, buyers []openingBuyer, clicks []click) (opening, error) {
+// open runs one opening of product p, its progress on bar from the
+// product's creation (the clicks wait openingLead for the opening) to its
+// audit.
+func (t openingTarget) open(ctx context.Context, p openingProduct, name string, cold bool, buyers []openingBuyer, clicks []click, bar *progressBar) (opening, error) {
+	counts := phaseCounts{total: len(clicks)}
+	defer bar.watch("opening "+name, counts.progress)()
 	opens, open, err := t.create(ctx, p, openingLead)
 	if err != nil {
 		return opening{}, err
@@ -389,7 +397,7 @@ func (t openingTarget) open(ctx context.Context, p openingProduct, name string, 
 			return opening{}, err
 		}
 	}
-	t.fire(ctx, p, open, buyers, clicks)
+	t.fire(ctx, p, open, buyers, clicks, &counts)
 	a, err := t.settle(ctx, p.id)
 	return opening{name: name, clicks: clicks, audit: a, stock: p.stock, chilled: chilled, opens: opens}, err
 }

@@ -95,6 +95,28 @@ func (s *shelf) fill(ctx context.Context, k int) error {
 	return nil
 }
 
+// stock is fill before a flood, its progress on bar: the products asks
+// up to k need, made one at a time.
+func (s *shelf) stock(ctx context.Context, k int, bar *progressBar) error {
+	s.mu.Lock()
+	from := s.made
+	s.mu.Unlock()
+	target := (k + 2*s.buyers - 1) / s.buyers // fill's: made × buyers ≥ k + buyers
+	if target <= from {
+		return nil
+	}
+	counts := phaseCounts{total: target - from}
+	defer bar.watch("making products", counts.progress)()
+	for m := from + 1; m <= target; m++ {
+		if err := s.fill(ctx, (m-1)*s.buyers); err != nil {
+			return err
+		}
+		counts.done.Add(1)
+		counts.ok.Add(1)
+	}
+	return nil
+}
+
 // buy sends ask k to base.
 func (s *shelf) buy(ctx context.Context, base string, buyers []openingBuyer, k int, a *ask, start time.Time) {
 	t := s.t
@@ -110,9 +132,11 @@ func (s *shelf) buy(ctx context.Context, base string, buyers []openingBuyer, k i
 }
 
 // capacity measures sales per second in a closed loop of overloadWorkers,
-// after a warm-up of a fifth of d, from ask first on.
-func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer, first int, d time.Duration) (float64, int, error) {
+// after a warm-up of a fifth of d, from ask first on, its progress on bar.
+func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer, first int, d time.Duration, bar *progressBar) (float64, int, error) {
 	warm := d / 5
+	counts := phaseCounts{total: -1} // a closed loop: the asks are as many as it gets through
+	defer bar.watch("capacity", counts.progress)()
 	var next, sold atomic.Int64
 	next.Store(int64(first))
 	var fillErr atomic.Value
@@ -129,6 +153,7 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 				}
 				var a ask
 				s.buy(ctx, base, buyers, k, &a, start)
+				counts.add(a.status, a.code, a.err)
 				if a.sold() && a.done >= warm && a.done < warm+d {
 					sold.Add(1)
 				}
@@ -155,9 +180,11 @@ type flood struct {
 	span   time.Duration
 }
 
-func (s *shelf) flood(ctx context.Context, base string, buyers []openingBuyer, f *flood) {
+func (s *shelf) flood(ctx context.Context, base string, buyers []openingBuyer, f *flood, bar *progressBar) {
 	n := int(f.rate * f.d.Seconds())
 	f.asks = make([]ask, n)
+	counts := phaseCounts{total: n}
+	defer bar.watch("flood "+f.name, counts.progress)()
 	gap := time.Duration(float64(time.Second) / f.rate)
 	sampled := make(chan []float64, 1)
 	sampling, stopSampling := context.WithCancel(ctx)
@@ -168,7 +195,10 @@ func (s *shelf) flood(ctx context.Context, base string, buyers []openingBuyer, f
 		a := &f.asks[i]
 		a.due = time.Duration(i) * gap
 		time.Sleep(time.Until(start.Add(a.due)))
-		wg.Go(func() { s.buy(ctx, base, buyers, f.first+i, a, start) })
+		wg.Go(func() {
+			s.buy(ctx, base, buyers, f.first+i, a, start)
+			counts.add(a.status, a.code, a.err)
+		})
 	}
 	wg.Wait()
 	f.span = time.Since(start)
@@ -259,20 +289,21 @@ func overloadBench(ctx context.Context, o options, getenv func(string) string, s
 	t := openingTarget{client: &http.Client{Transport: tr, Timeout: time.Minute}, base: c.URLs[0], token: o.spec.AdminToken}
 	run := "overload-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	fmt.Fprintf(stderr, "signing %d buyers in\n", n)
-	buyers, err := t.signIn(ctx, run, n, stderr)
+	bar := newProgressBar(stderr)
+	buyers, err := t.signIn(ctx, run, n, bar)
 	if err != nil {
 		return err
 	}
 	o.pickProducts(stderr)
 	s := &shelf{t: t, base: o.spec.ProductID, buyers: n, mode: mode, shards: o.spec.Shards, told: make(map[int64]int)}
-	return s.measure(ctx, open, limit, []*child.Instance{limited, unlimited}, buyers, stdout, stderr)
+	return s.measure(ctx, open, limit, []*child.Instance{limited, unlimited}, buyers, stdout, stderr, bar)
 }
 
 // measure runs the closed loop against the instance without the limit,
 // then the floods, and judges them.
-func (s *shelf) measure(ctx context.Context, open time.Duration, limit int, ins []*child.Instance, buyers []openingBuyer, stdout, stderr io.Writer) error {
+func (s *shelf) measure(ctx context.Context, open time.Duration, limit int, ins []*child.Instance, buyers []openingBuyer, stdout, stderr io.Writer, bar *progressBar) error {
 	fmt.Fprintf(stderr, "capacity: %d workers, closed loop, %s after a %s warm-up\n", overloadWorkers, open/2, open/10)
-	capacity, next, err := s.capacity(ctx, ins[1].URL, buyers, 0, open/2)
+	capacity, next, err := s.capacity(ctx, ins[1].URL, buyers, 0, open/2, bar)
 	if err != nil {
 		return err
 	}
@@ -284,14 +315,14 @@ func (s *shelf) measure(ctx context.Context, open time.Duration, limit int, ins 
 	floods := []*flood{{name: "limit " + strconv.Itoa(limit), limit: limit}, {name: "no limit"}}
 	for i, f := range floods {
 		f.rate, f.d, f.first = capacity*overloadFactor, open, next
-		if err := s.fill(ctx, next+int(f.rate*f.d.Seconds())); err != nil {
+		if err := s.stock(ctx, next+int(f.rate*f.d.Seconds()), bar); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "flood %s: %.0f req/s for %s\n", f.name, f.rate, f.d)
-		s.flood(ctx, ins[i].URL, buyers, f)
+		s.flood(ctx, ins[i].URL, buyers, f, bar)
 		next += len(f.asks)
 	}
-	audits, err := s.audit(ctx)
+	audits, err := s.audit(ctx, bar)
 	if err != nil {
 		return err
 	}
@@ -299,14 +330,18 @@ func (s *shelf) measure(ctx context.Context, open time.Duration, limit int, ins 
 }
 
 // audit settles every product of the shelf and returns their audits.
-func (s *shelf) audit(ctx context.Context) ([]api.Audit, error) {
+func (s *shelf) audit(ctx context.Context, bar *progressBar) ([]api.Audit, error) {
 	var out []api.Audit
+	counts := phaseCounts{total: s.made}
+	defer bar.watch("auditing products", counts.progress)()
 	for i := range s.made {
 		a, err := s.t.settle(ctx, s.base+int64(i))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, a)
+		counts.done.Add(1)
+		counts.ok.Add(1)
 	}
 	return out, nil
 }

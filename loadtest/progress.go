@@ -6,10 +6,12 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
+	"seckill/internal/api"
 	"seckill/internal/lab/harness"
 )
 
@@ -65,18 +67,24 @@ func (b *progressBar) update(label string, p harness.Progress) {
 }
 
 // line writes the bar as it stands, as one plain line. Before the first
-// answer the bar's rate is a meaningless "0 req/hr": it is left out.
+// answer, and before the bar has measured one (the opening's early answers
+// come in its first second), the bar's rate is a meaningless "0 req/hr":
+// it is left out.
 func (b *progressBar) line() {
 	b.last = time.Now()
 	s := strings.TrimSpace(b.bar.String())
 	if b.bar.State().CurrentNum == 0 {
 		s = noRate.ReplaceAllString(s, "")
 	}
-	fmt.Fprintln(b.out, s)
+	fmt.Fprintln(b.out, zeroRate.ReplaceAllString(s, ""))
 }
 
-// noRate matches the rate in the bar's "(0/100, 0 req/hr)".
-var noRate = regexp.MustCompile(`, [0-9.]+ req/[a-z]+`)
+// noRate matches the rate in the bar's "(0/100, 0 req/hr)"; zeroRate a
+// rate of 0 after answers, as in "(176/21013, 0 req/hr)".
+var (
+	noRate   = regexp.MustCompile(`, [0-9.]+ req/[a-z]+`)
+	zeroRate = regexp.MustCompile(`, 0 req/[a-z]+`)
+)
 
 // finish ends a run's bar, leaving its last state on a line of its own.
 func (b *progressBar) finish() {
@@ -89,4 +97,60 @@ func (b *progressBar) finish() {
 		b.line()
 	}
 	b.bar, b.last = nil, time.Time{}
+}
+
+// phaseCounts are a phase's answers so far, for its bar: answered, bought, sold out,
+// and the answers the service did not mean.
+type phaseCounts struct {
+	total                       int
+	done, ok, soldOut, failures atomic.Int64
+}
+
+func (p *phaseCounts) add(status int, code string, err error) {
+	switch c := classify(status, code, err); {
+	case c == answerBought:
+		p.ok.Add(1)
+	case c == answerSoldOut:
+		p.soldOut.Add(1)
+	case c >= answerFailed:
+		p.failures.Add(1)
+	}
+	p.done.Add(1)
+}
+
+func (p *phaseCounts) progress() harness.Progress {
+	return harness.Progress{RunProgress: api.RunProgress{Total: p.total, Done: int(p.done.Load()), OK: int(p.ok.Load()),
+		SoldOut: int(p.soldOut.Load()), Errors: int(p.failures.Load())}}
+}
+
+// watchEvery is how often watch reads a phase's counts, as the harness
+// reports its runs'.
+const watchEvery = 200 * time.Millisecond
+
+// watch shows a phase of a scenario that drives the service its own way
+// (the opening, overload) on b, from counts read every watchEvery, until
+// the returned stop, which leaves the last counts on a line and returns
+// once the watcher has.
+func (b *progressBar) watch(label string, counts func() harness.Progress) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(watchEvery)
+		defer tick.Stop()
+		b.update(label, counts())
+		for {
+			select {
+			case <-done:
+				b.update(label, counts())
+				b.finish()
+				return
+			case <-tick.C:
+				b.update(label, counts())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
 }

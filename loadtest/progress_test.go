@@ -32,3 +32,34 @@ func TestProgressOffTerminalIsPlainLines(t *testing.T) {
 		}
 	}
 }
+
+// A phase watched off a terminal shows its counts at once and its last
+// counts when it stops, and the bar is free for the next phase.
+func TestWatchShowsAPhaseFromStartToEnd(t *testing.T) {
+	var out strings.Builder
+	bar := newProgressBar(&syncWriter{w: &out})
+	for _, phase := range []string{"opening warm", "opening cold"} {
+		counts := phaseCounts{total: 4}
+		stop := bar.watch(phase, counts.progress)
+		counts.add(201, "", nil)
+		counts.add(409, api.CodeSoldOut, nil)
+		counts.add(503, api.CodeUnavailable, nil)
+		counts.add(409, api.CodeNotStarted, nil)
+		stop()
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want each phase's first and last:\n%s", len(lines), out.String())
+	}
+	for i, l := range lines {
+		phase := []string{"opening warm", "opening cold"}[i/2]
+		if !strings.HasPrefix(l, phase+" ") {
+			t.Errorf("line %q is not phase %q's", l, phase)
+		}
+	}
+	for _, i := range []int{1, 3} {
+		if !strings.Contains(lines[i], "ok 1  sold out 1  errors 1 ") || !strings.Contains(lines[i], "(4/4") {
+			t.Errorf("last line %q: want 4 of 4 answered, 1 bought, 1 sold out, 1 not meant", lines[i])
+		}
+	}
+}
