@@ -72,11 +72,16 @@ func (b *progressBar) update(label string, p harness.Progress) {
 // it is left out.
 func (b *progressBar) line() {
 	b.last = time.Now()
-	s := strings.TrimSpace(b.bar.String())
-	if b.bar.State().CurrentNum == 0 {
+	fmt.Fprintln(b.out, meaningfulRate(strings.TrimSpace(b.bar.String()), b.bar.State().CurrentNum))
+}
+
+// meaningfulRate is the bar's line s, done answers in, without its rate
+// where the rate means nothing.
+func meaningfulRate(s string, done int64) string {
+	if done == 0 {
 		s = noRate.ReplaceAllString(s, "")
 	}
-	fmt.Fprintln(b.out, zeroRate.ReplaceAllString(s, ""))
+	return zeroRate.ReplaceAllString(s, "")
 }
 
 // noRate matches the rate in the bar's "(0/100, 0 req/hr)"; zeroRate a

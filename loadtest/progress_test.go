@@ -63,3 +63,22 @@ func TestWatchShowsAPhaseFromStartToEnd(t *testing.T) {
 		}
 	}
 }
+
+// The opening's early clicks are answered before the bar has measured a
+// rate: a line then says no rate rather than "0 req/hr" (issue 41).
+func TestNoZeroRate(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		done int64
+		want string
+	}{
+		{"opening warm (0/21013, 0 req/hr) [0s:0s]", 0, "opening warm (0/21013) [0s:0s]"},
+		{"opening warm (176/21013, 0 req/hr) [2s:0s]", 176, "opening warm (176/21013) [2s:0s]"},
+		{"opening warm (254/21013, 58 req/s) [4s:5m55s]", 254, "opening warm (254/21013, 58 req/s) [4s:5m55s]"},
+		{"opening warm (254/21013, 0.5 req/s) [4s:5m55s]", 254, "opening warm (254/21013, 0.5 req/s) [4s:5m55s]"},
+	} {
+		if got := meaningfulRate(tc.line, tc.done); got != tc.want {
+			t.Errorf("meaningfulRate(%q, %d) = %q, want %q", tc.line, tc.done, got, tc.want)
+		}
+	}
+}
