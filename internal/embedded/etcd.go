@@ -11,9 +11,9 @@ package embedded
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
+	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"time"
@@ -61,11 +61,11 @@ func (t Timing) election() time.Duration {
 func Layout(dir string, n int) ([]Member, error) {
 	ms := make([]Member, n)
 	for i := range ms {
-		cp, err := freePort()
+		cp, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}
-		pp, err := freePort()
+		pp, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}
@@ -190,15 +190,6 @@ func (s *Server) Close() error {
 		return os.RemoveAll(s.owned)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // NopLogger is a logger for etcd clients that says nothing: the client logs

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"seckill/internal/freeport"
 	"strings"
 	"syscall"
 	"text/template"
@@ -78,14 +78,7 @@ func FindNginx() (path string, modules []string, err error) {
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+func FreeAddr() (string, error) { return freeport.Addr() }
 
 var nginxConf = template.Must(template.New("nginx.conf").Parse(`# Written by internal/gate.StartNginx.
 {{range .Modules}}load_module {{.}};

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,15 +156,6 @@ func (s *MySQLServer) ready(ctx context.Context) error {
 	}
 }
 
-func freeMySQLPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 var installing sync.Mutex
 
 // startMariaDB initializes a data directory and starts mariadbd on it,
@@ -189,7 +181,7 @@ func startMariaDB(tb testing.TB, opt OwnMySQLOptions) (*MySQLServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
 	}
-	port, err := freeMySQLPort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,15 +138,8 @@ func StartRedisWith(ctx context.Context, exe, dir string, stderr io.Writer, pers
 	return r, nil
 }
 
-// FreePort is a loopback TCP port free when it returns.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort is a loopback TCP port free when it returns: see freeport.
+func FreePort() (int, error) { return freeport.Port() }
 
 func (r *Redis) start(ctx context.Context, addr string) error {
 	var err error

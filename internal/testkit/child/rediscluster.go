@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,7 +123,7 @@ func startClusterNode(ctx context.Context, dir string) (*RedisProc, error) {
 	}
 	var lastErr error
 	for range 10 {
-		port, err := freeClusterPort()
+		port, err := freeport.ClusterPort()
 		if err != nil {
 			return nil, err
 		}
@@ -155,29 +155,6 @@ func startClusterNode(ctx context.Context, dir string) (*RedisProc, error) {
 		}
 	}
 	return nil, fmt.Errorf("starting a cluster node: %w", lastErr)
-}
-
-// freeClusterPort finds a port p with p and p+10000 both free: p in
-// 20000–22767, so that both stay below Linux's ephemeral range (32768 and
-// up), where an outgoing connection could take the bus port between the
-// probe and the bind.
-func freeClusterPort() (int, error) {
-	for range 100 {
-		p := 20000 + rand.IntN(2768)
-		if free(p) && free(p+10000) {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free pair of ports (p, p+10000) found")
-}
-
-func free(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }
 
 // WaitClusterOK polls the node at addr until it reports cluster_state:ok.
