@@ -272,6 +272,7 @@ func (s *sale) buy(user int64, key string) outcome {
 // instances in turn.
 type burst struct {
 	answered atomic.Int64
+	sold     atomic.Int64 // answers 201: orders stored
 	done     chan struct{}
 	outs     []outcome
 }
@@ -301,6 +302,9 @@ func (s *sale) startBurst(users, concurrency int) *burst {
 				}
 				user := base + int64(i)
 				b.outs[i] = buyHeld(context.Background(), s.client, s.urls[i%len(s.urls)], s.product, user, "burst-"+strconv.FormatInt(user, 10), s.hold)
+				if b.outs[i].status == http.StatusCreated {
+					b.sold.Add(1)
+				}
 				b.answered.Add(1)
 			}
 		})
