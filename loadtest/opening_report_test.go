@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"seckill/internal/api"
 )
@@ -103,17 +102,5 @@ func TestOpeningReportFitsAndSaysWhatItsColumnsAre(t *testing.T) {
 	big.chilled = "scripts flushed; the service's Redis connections kept (ERR unknown command 'client', with args beginning with: 'kill')"
 	var out strings.Builder
 	printOpenings(&out, []opening{madeUpOpening("warm", 3), big})
-	report := out.String()
-	for i, l := range strings.Split(report, "\n") {
-		if n := utf8.RuneCountInString(l); n > reportWidth {
-			t.Errorf("line %d is %d columns wide, more than %d: %q", i+1, n, reportWidth, l)
-		}
-	}
-	for _, header := range [][]string{openingAnswersHeader, openingFastHeader, openingFirstHeader, openingVerdictHeader} {
-		for _, col := range header[1:] {
-			if !strings.Contains(report, col+":") && !strings.Contains(report, col+",") {
-				t.Errorf("column %q is not in a legend:\n%s", col, report)
-			}
-		}
-	}
+	checkFitsAndExplained(t, out.String(), openingAnswersHeader, openingFastHeader, openingFirstHeader, openingVerdictHeader)
 }

@@ -3,51 +3,25 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 
 	"seckill/internal/api"
 )
 
-// expected reports an answer item 7 allows: an order, a refusal the service
-// meant (409, 429), or shedding.
-func (a ask) expected() bool {
-	switch {
-	case a.err != nil:
-		return false
-	case a.sold(), a.shed():
-		return true
-	default:
-		return a.status == http.StatusConflict || a.status == http.StatusTooManyRequests
-	}
-}
-
 // floodStats is what one flood's asks say.
 type floodStats struct {
-	sold, shed, unexpected int
+	sold, shed             int
 	admitted, sales, shedL []time.Duration // latencies from the due time
 	lag                    []time.Duration // sent less due: the harness's own delay
-	answers                map[string]int
+	answers                tally
 }
 
 func (f *flood) stats() floodStats {
-	st := floodStats{answers: make(map[string]int)}
+	var st floodStats
 	for _, a := range f.asks {
 		st.lag = append(st.lag, a.sent-a.due)
-		switch {
-		case a.err != nil:
-			st.answers["transport error"]++
-		case a.code != "":
-			st.answers[fmt.Sprintf("%d %s", a.status, a.code)]++
-		default:
-			st.answers[fmt.Sprintf("%d", a.status)]++
-		}
-		if !a.expected() {
-			st.unexpected++
-		}
+		st.answers.add(a.status, a.code, a.err)
 		switch {
 		case a.shed():
 			st.shed++
@@ -69,40 +43,73 @@ func (f *flood) goodput(st floodStats, capacity float64) float64 {
 	return float64(st.sold) / f.span.Seconds() / capacity
 }
 
-func (f *flood) print(out io.Writer, capacity float64) floodStats {
-	st := f.stats()
-	fmt.Fprintf(out, "\nflood %s: %d asks at %.0f/s for %s, the last answered after %s\n", f.name, len(f.asks), f.rate, f.d, f.span.Round(time.Millisecond))
-	fmt.Fprintf(out, "  admitted %6d  %s (from each ask's due time)\n", len(st.admitted), durations(st.admitted))
-	fmt.Fprintf(out, "  sales    %6d  %s\n", st.sold, durations(st.sales))
-	fmt.Fprintf(out, "  shed     %6d  %s (503 overloaded)\n", st.shed, durations(st.shedL))
-	fmt.Fprintf(out, "  harness lag (sent less due) %s\n", durations(st.lag))
-	if len(f.limits) > 0 {
-		l := slices.Clone(f.limits)
-		slices.Sort(l)
-		fmt.Fprintf(out, "  the limit, every %s: min %.0f, median %.0f, max %.0f\n", overloadSampling, l[0], l[len(l)/2], l[len(l)-1])
+// The overload report's tables' columns, each named in its legend.
+var (
+	overloadAnswersHeader = append([]string{"flood", "asks"}, answerNames[:]...)
+	overloadFastHeader    = []string{"flood", "admit p50", "admit p99", "sale p50", "sale p99", "shed p50", "shed p99", "lag p50", "lag p99", "limit"}
+	overloadTargetsHeader = []string{"flood", "span s", "sales/s", "goodput", "goodput ≥ 0.80", "admit p99", "p99 ≤ 200 ms", "not meant", "none"}
+	overloadAuditHeader   = []string{"products", "initial", "remaining", "orders", "oversold", "lost upd", "not exact", "misled", "verdict"}
+)
+
+// p50p99 are the two cells of ds's p50 and p99, in ms.
+func p50p99(ds []time.Duration) []string {
+	if len(ds) == 0 {
+		return []string{"-", "-"}
 	}
-	names := make([]string, 0, len(st.answers))
-	for k := range st.answers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, k := range names {
-		parts[i] = fmt.Sprintf("%s × %d", k, st.answers[k])
-	}
-	fmt.Fprintf(out, "  answers: %s\n", strings.Join(parts, ", "))
-	fmt.Fprintf(out, "  goodput %.0f sales/s = %.2f × capacity\n", float64(st.sold)/f.span.Seconds(), f.goodput(st, capacity))
-	return st
+	return []string{cellMS(quantile(ds, 0.50)), cellMS(quantile(ds, 0.99))}
 }
 
-// judgeOverload prints each flood, the audit of the shelf and item 7's
-// targets, met or missed. Only an unsafe store is an error: a missed
+// limitCell is the limit's min/median/max over the flood, "-" without one.
+func (f *flood) limitCell() string {
+	if len(f.limits) == 0 {
+		return "-"
+	}
+	l := slices.Clone(f.limits)
+	slices.Sort(l)
+	return fmt.Sprintf("%.0f/%.0f/%.0f", l[0], l[len(l)/2], l[len(l)-1])
+}
+
+// judgeOverload prints what each flood's asks were told, how fast, item
+// 7's targets met or missed, and the audit of the shelf, each table within
+// reportWidth with its legend. Only an unsafe store is an error: a missed
 // target is a measurement.
 func judgeOverload(out io.Writer, capacity float64, floods []*flood, audits []api.Audit, s *shelf) error {
-	stats := make([]floodStats, len(floods))
-	for i, f := range floods {
-		stats[i] = f.print(out, capacity)
+	var answers, fast, targets [][]string
+	for _, f := range floods {
+		st := f.stats()
+		answers = append(answers, append([]string{f.name, itoa(len(f.asks))}, st.answers.cells()...))
+		row := []string{f.name}
+		for _, ds := range [][]time.Duration{st.admitted, st.sales, st.shedL, st.lag} {
+			row = append(row, p50p99(ds)...)
+		}
+		fast = append(fast, append(row, f.limitCell()))
+		p99, good := quantile(st.admitted, 0.99), f.goodput(st, capacity)
+		targets = append(targets, []string{f.name, fmt.Sprintf("%.1f", f.span.Seconds()), fmt.Sprintf("%.0f", float64(st.sold)/f.span.Seconds()),
+			fmt.Sprintf("%.2f", good), met(good >= overloadGoodput), cellMS(p99), met(p99 <= overloadP99),
+			itoa(st.answers.failures()), met(st.answers.failures() == 0)})
 	}
+	writeTable(out, "what each flood's asks were told", overloadAnswersHeader, answers,
+		append([]string{fmt.Sprintf("asks: purchases sent, %.0f a second, each at its due time whatever the others' answers;", floods[0].rate)}, answerLegend...))
+	for _, f := range floods {
+		if st := f.stats(); st.answers.failures() > 0 {
+			fmt.Fprint(out, wrap("  "+f.name+", not meant: "+st.answers.unmeantList()))
+		}
+	}
+	writeTable(out, "how fast, in ms from each ask's due time", overloadFastHeader, fast,
+		[]string{"admit p50, admit p99: asks the service let in (every answer but shed and no answer); sale p50, sale p99: those",
+			"  that bought; shed p50, shed p99: those shed; lag p50, lag p99: when an ask left less its due time, the harness's",
+			fmt.Sprintf("  own delay; limit: the concurrency limit's min/median/max, read every %s (- without one)", overloadSampling)})
+	writeTable(out, "issue 21's targets (item 7), met or missed", overloadTargetsHeader, targets,
+		[]string{"span s: from the first due time to the last answer; sales/s: bought over span s; goodput: sales/s ÷ the capacity,",
+			fmt.Sprintf("  goodput ≥ %.2f: its target; admit p99: as above, p99 ≤ %d ms: its target; not meant: failed, no answer and",
+				overloadGoodput, overloadP99.Milliseconds()),
+			"  other answers (the only answers item 7 allows are 201, 202, 409, 429 and 503 overloaded), none: its target"})
+	return judgeShelf(out, audits, s)
+}
+
+// judgeShelf prints the audit of every product of the shelf, and is an
+// error when a product is not exact or a buyer was misled.
+func judgeShelf(out io.Writer, audits []api.Audit, s *shelf) error {
 	var initial, remaining, orders, oversold, lost, unsafe, misled int
 	for _, a := range audits {
 		initial += a.Initial
@@ -120,14 +127,12 @@ func judgeOverload(out io.Writer, capacity float64, floods []*flood, audits []ap
 	if unsafe > 0 || misled > 0 {
 		verdict = "UNSAFE"
 	}
-	fmt.Fprintf(out, "\nverdict %s: %d products, initial %d, remaining %d, orders %d, oversold %d, lost updates %d; %d not exact; %d buyers misled\n",
-		verdict, len(audits), initial, remaining, orders, oversold, lost, unsafe, misled)
-	for i, f := range floods {
-		st := stats[i]
-		fmt.Fprintf(out, "targets, %s: admitted p99 %s (≤ %s: %s); unexpected answers %d (none: %s); goodput %.2f (≥ %.2f: %s); verdict %s\n",
-			f.name, ms(quantile(st.admitted, 0.99)), overloadP99, met(quantile(st.admitted, 0.99) <= overloadP99),
-			st.unexpected, met(st.unexpected == 0), f.goodput(st, capacity), overloadGoodput, met(f.goodput(st, capacity) >= overloadGoodput), verdict)
-	}
+	writeTable(out, "the shelf's audit, both floods and the closed loop", overloadAuditHeader,
+		[][]string{{itoa(len(audits)), itoa(initial), itoa(remaining), itoa(orders), itoa(oversold), itoa(lost), itoa(unsafe), itoa(misled), verdict}},
+		[]string{"products: the shelf's, each with a unit a buyer; initial, remaining, orders, oversold, lost upd: their audits' sums;",
+			"  not exact: products whose audit is not OK; misled: buyers told bought less the orders, either way, product by",
+			"  product; verdict: OK when not exact and misled are 0. It judges the store and the bought answers only: the",
+			"  targets above are measurements, and a missed one does not fail the run"})
 	if verdict != api.VerdictOK {
 		return fmt.Errorf("overload: %d products not exact, %d buyers misled: %w", unsafe, misled, errExpectation)
 	}
