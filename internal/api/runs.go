@@ -36,7 +36,8 @@ type RunSpec struct {
 	// read). At most MaxSeatLen letters, digits and dashes.
 	Seat string `json:"seat,omitempty"`
 	// Student is the name the teacher sees beside the seat's runs and
-	// answers; at most MaxStudentLen characters.
+	// answers; at most MaxStudentLen characters. Seat and Student are read
+	// back only by the operator and by the seat itself (Run.Unnamed).
 	Student string `json:"student,omitempty"`
 }
 
@@ -137,6 +138,14 @@ type Run struct {
 	Error    string     `json:"error,omitempty"`
 	Started  time.Time  `json:"started_at"`
 	Finished *time.Time `json:"finished_at,omitempty"`
+}
+
+// Unnamed is r without the seat and the student that started it: what a
+// caller without the operator's token reads of another seat's run, so that
+// a class's names are not told to whoever reaches the service.
+func (r Run) Unnamed() Run {
+	r.Spec.Seat, r.Spec.Student = "", ""
+	return r
 }
 
 // RunProgress counts the requests of a run.

@@ -61,14 +61,27 @@ func (lr labRoutes) handleStartRun(c *gin.Context) {
 }
 
 // handleRuns lists the runs: a seat's own with ?seat=, everyone's without
-// (the teacher's view of a class).
-func (lr labRoutes) handleRuns(c *gin.Context) { c.JSON(http.StatusOK, lr.runs.List(c.Query("seat"))) }
+// (the class's view). Only the operator reads the seats and the students of
+// runs not the caller's own.
+func (lr labRoutes) handleRuns(c *gin.Context) {
+	seat := c.Query("seat")
+	runs := lr.runs.List(seat)
+	if seat == "" && !lr.e.isOperator(c) {
+		for i := range runs {
+			runs[i] = runs[i].Unnamed()
+		}
+	}
+	c.JSON(http.StatusOK, runs)
+}
 
 func (lr labRoutes) handleRun(c *gin.Context) {
 	run, err := lr.runs.Get(c.Param("id"))
 	if err != nil {
 		lr.e.failErr(c, err)
 		return
+	}
+	if seat := c.Query("seat"); (seat == "" || seat != run.Spec.Seat) && !lr.e.isOperator(c) {
+		run = run.Unnamed()
 	}
 	c.JSON(http.StatusOK, run)
 }

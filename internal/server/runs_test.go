@@ -190,6 +190,71 @@ func TestRunsQueueForAClass(t *testing.T) {
 	}
 }
 
+// TestRunsKeepAClassNamesFromStrangers: the students' names and seats are
+// read by the operator and by each seat of its own runs; whoever else
+// reaches the service reads the runs without them.
+func TestRunsKeepAClassNamesFromStrangers(t *testing.T) {
+	e := serveRuns(t, lab.New(lab.Options{Run: instant}))
+	var ana api.Run
+	if code := e.do(http.MethodPost, "/api/runs", `{"seat":"ana-seat","student":"Ana"}`, &ana); code != http.StatusAccepted {
+		t.Fatalf("POST Ana's run: %d", code)
+	}
+	// get reads path with the operator's token, or with none, into out,
+	// which it zeroes first: JSON decoding keeps what an absent field had.
+	get := func(path string, asOperator bool, out any) {
+		t.Helper()
+		switch v := out.(type) {
+		case *[]api.Run:
+			*v = nil
+		case *api.Run:
+			*v = api.Run{}
+		}
+		req, err := http.NewRequest(http.MethodGet, e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asOperator {
+			req.Header.Set("Authorization", "Bearer "+e.token)
+		}
+		if code := e.send(req, out); code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, code)
+		}
+	}
+	named := func(runs ...api.Run) (n int) {
+		for _, r := range runs {
+			if r.Spec.Student == "Ana" && r.Spec.Seat == "ana-seat" {
+				n++
+			}
+		}
+		return n
+	}
+	unnamed := func(runs ...api.Run) bool {
+		return len(runs) == 1 && runs[0].ID == ana.ID && runs[0].Spec.Student == "" && runs[0].Spec.Seat == ""
+	}
+	var runs []api.Run
+	if get("/api/runs", true, &runs); len(runs) != 1 || named(runs...) != 1 {
+		t.Errorf("the operator's list: %+v, want Ana's run with her name", runs)
+	}
+	if get("/api/runs", false, &runs); !unnamed(runs...) {
+		t.Errorf("a stranger's list: %+v, want the run without a seat or a student", runs)
+	}
+	if get("/api/runs?seat=ana-seat", false, &runs); len(runs) != 1 || named(runs...) != 1 {
+		t.Errorf("Ana's seat's list: %+v, want her run with her name", runs)
+	}
+	var one api.Run
+	for _, path := range []string{"/api/runs/" + ana.ID, "/api/runs/" + ana.ID + "?seat=bo-seat"} {
+		if get(path, false, &one); !unnamed(one) {
+			t.Errorf("GET %s without the token: %+v, want the run without a seat or a student", path, one)
+		}
+	}
+	if get("/api/runs/"+ana.ID+"?seat=ana-seat", false, &one); named(one) != 1 {
+		t.Errorf("Ana's seat's GET of the run: %+v, want her name", one)
+	}
+	if get("/api/runs/"+ana.ID, true, &one); named(one) != 1 {
+		t.Errorf("the operator's GET of the run: %+v, want her name", one)
+	}
+}
+
 func TestRunsAfterCloseAreUnavailable(t *testing.T) {
 	run, started := held()
 	l := lab.New(lab.Options{Run: run})

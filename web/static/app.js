@@ -1234,7 +1234,7 @@
         showRun(r);
         $("#run-result").scrollIntoView({ block: "start", behavior: reduceMotion ? "auto" : "smooth" });
       });
-      const who = wholeClass() ? el("span", { class: "muted" }, " " + (r.spec.student || "seat " + (r.spec.seat || "–").slice(0, 6))) : "";
+      const who = wholeClass() ? el("span", { class: "muted" }, " " + (r.spec.student || (r.spec.seat ? "seat " + r.spec.seat.slice(0, 6) : "another seat"))) : "";
       return el("tr", {},
         el("td", {}, open, who), el("td", {}, badge(x.verdict)), el("td", {}, x.strategy, fault), el("td", {}, x.mode),
         el("td", { class: "num" }, r.spec.shards),
@@ -1255,7 +1255,8 @@
   // loadRuns fills the comparison with the finished runs and follows the
   // run going, if any: a page reloaded mid-run picks it up.
   async function loadRuns() {
-    const r = await api("GET", "/api/runs" + (wholeClass() ? "" : "?seat=" + encodeURIComponent(seat())));
+    // With the operator token, the whole class's runs carry their students' names.
+    const r = await api("GET", "/api/runs" + (wholeClass() ? "" : "?seat=" + encodeURIComponent(seat())), undefined, true);
     if (!r.ok) return; // a service without the lab: the section stays empty
     state.runs = [];
     $("#runs-whose").textContent = wholeClass() ? "(the whole class's runs)" : "(this browser's runs)";

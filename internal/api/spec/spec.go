@@ -29,6 +29,8 @@ const (
 	anyone   access = iota
 	buyer           // a buyer's token, or a user_id on a lab product
 	operator        // the operator's token
+	// anyone, and the operator's token reads more (a class's names)
+	anyoneOrOperator
 )
 
 // An op is one operation: its route, what it takes, and what it answers
@@ -91,8 +93,8 @@ var ops = []op{
 	{"POST", "/api/orders/:id/pay", "pay an order", buyer, api.BuyerRequest{}, true, []answer{{200, api.Order{}}}},
 	{"POST", "/api/orders/:id/cancel", "cancel an order; its unit goes back on sale", buyer, api.BuyerRequest{}, true, []answer{{200, api.Order{}}}},
 	{"POST", "/api/runs", "start a lab run", operator, api.RunSpec{}, false, []answer{{202, api.Run{}}}},
-	{"GET", "/api/runs", "the lab's runs, finished, going and queued; ?seat= keeps one seat's", anyone, nil, false, []answer{{200, []api.Run{}}}},
-	{"GET", "/api/runs/:id", "a lab run, with its progress and result", anyone, nil, false, []answer{{200, api.Run{}}}},
+	{"GET", "/api/runs", "the lab's runs, finished, going and queued; ?seat= keeps one seat's; the seats and students of others' runs are the operator's to read", anyoneOrOperator, nil, false, []answer{{200, []api.Run{}}}},
+	{"GET", "/api/runs/:id", "a lab run, with its progress and result; its seat and student are read with ?seat= that seat, or by the operator", anyoneOrOperator, nil, false, []answer{{200, api.Run{}}}},
 	{"GET", "/api/runs/:id/timeline", "a lab run's races as a timeline", anyone, nil, false, []answer{{200, api.Timeline{}}}},
 	{"POST", "/api/class/answers", "keep a class seat's answer to a course lesson", operator, api.ClassAnswer{}, false, []answer{{201, api.ClassAnswer{}}}},
 	{"GET", "/api/class/answers", "the class's answers by lesson: the teacher's view", operator, nil, false, []answer{{200, []api.ClassLesson{}}}},
@@ -161,6 +163,8 @@ func (o op) operation(schema func(any) (*openapi3.SchemaRef, error), errRef *ope
 		op.Security = &openapi3.SecurityRequirements{{"buyer": {}}, {}}
 	case operator:
 		op.Security = &openapi3.SecurityRequirements{{"operator": {}}}
+	case anyoneOrOperator:
+		op.Security = &openapi3.SecurityRequirements{{"operator": {}}, {}}
 	}
 	for _, name := range pathParams(o.path) {
 		id := openapi3.NewStringSchema()
