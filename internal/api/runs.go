@@ -136,7 +136,10 @@ type Run struct {
 	// Result is absent until the run has sent its load.
 	Result   *RunResult `json:"result,omitempty"`
 	Error    string     `json:"error,omitempty"`
-	Started  time.Time  `json:"started_at"`
+	// Queued is when the run was asked for; Started when it began to run,
+	// absent while it waits in the queue.
+	Queued   time.Time  `json:"queued_at"`
+	Started  *time.Time `json:"started_at,omitempty"`
 	Finished *time.Time `json:"finished_at,omitempty"`
 }
 

@@ -190,7 +190,7 @@ func (l *Lab) Start(ctx context.Context, spec api.RunSpec, target, token string)
 	l.seq++
 	run := &api.Run{
 		ID: strconv.Itoa(l.seq), Status: api.RunQueued, Spec: spec, Product: l.opt.ProductID,
-		Progress: api.RunProgress{Total: spec.Requests}, Started: time.Now().UTC(),
+		Progress: api.RunProgress{Total: spec.Requests}, Queued: time.Now().UTC(),
 	}
 	hs := toHarness(spec, target, l.opt.ProductID, userBase+int64(l.seq)*userSpan, l.opt.Timeout)
 	hs.AdminToken = token
@@ -212,7 +212,8 @@ func (l *Lab) next() {
 	}
 	w := l.queue[0]
 	l.queue = l.queue[1:]
-	w.run.Status, w.run.Started = api.RunRunning, time.Now().UTC()
+	now := time.Now().UTC()
+	w.run.Status, w.run.Started = api.RunRunning, &now
 	l.current = w.run
 	l.wg.Add(1)
 	go func() {

@@ -262,6 +262,10 @@ func TestRunsQueueBehindTheOneGoing(t *testing.T) {
 	if err != nil || ana.Status != api.RunQueued || ana.Place != 1 || ana.Spec.Student != "Ana" {
 		t.Fatalf("Ana's Start while run %s goes: %+v %v, want queued at place 1", first.ID, ana, err)
 	}
+	if first.Started == nil || ana.Started != nil || ana.Queued.IsZero() || ana.Queued.Before(first.Queued) {
+		t.Errorf("the running run started at %v, the queued one at %v, queued at %v after %v: want only the running one started",
+			first.Started, ana.Started, ana.Queued, first.Queued)
+	}
 	bo, err := l.Start(t.Context(), api.RunSpec{Seat: "bo", Lock: "none"}, target, "")
 	if err != nil || bo.Status != api.RunQueued || bo.Place != 2 {
 		t.Fatalf("Bo's Start: %+v %v, want queued at place 2", bo, err)
@@ -306,8 +310,8 @@ func TestRunsQueueBehindTheOneGoing(t *testing.T) {
 	if s := <-b.started; s.Lock != "none" {
 		t.Errorf("the third run to start is %q, want Bo's (none)", s.Lock)
 	}
-	if r := waitFinished(t, l, bo.ID); r.Status != api.RunDone || r.Place != 0 {
-		t.Errorf("Bo's run: %+v, want done, with no place", r)
+	if r := waitFinished(t, l, bo.ID); r.Status != api.RunDone || r.Place != 0 || r.Started == nil || !r.Started.After(r.Queued) || !r.Queued.Equal(bo.Queued) {
+		t.Errorf("Bo's run: %+v, want done, with no place, started after it was queued, its queued_at kept", r)
 	}
 	for range MaxQueued - 2 {
 		<-b.started
