@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"unicode"
 )
 
 // operatorTokenFile is the file in Config.DataDir that keeps the embedded
@@ -42,26 +44,63 @@ func tokenInDir(dir string) (token, path string, made bool, err error) {
 	if err != nil {
 		return "", path, false, fmt.Errorf("keeping the operator token: %w", err)
 	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) { // another process kept its own first
-			token, err = readTokenFile(path)
-			return token, path, false, err
-		}
+	err = os.Link(tmp.Name(), path)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		// A file system without hard links: created only if absent, the
+		// file may be read half-written by a process starting that very
+		// moment, which then refuses to start, saying so.
+		err = writeNew(path, token)
+	}
+	if errors.Is(err, fs.ErrExist) { // another process kept its own first
+		token, err = readTokenFile(path)
+		return token, path, false, err
+	}
+	if err != nil {
 		return "", path, false, fmt.Errorf("keeping the operator token: %w", err)
 	}
 	return token, path, true, nil
 }
 
-// readTokenFile reads a kept token; an empty file is an error that says
-// how to mend it, not a token of "".
+// writeNew writes token to path, which must not exist yet, readable by its
+// owner alone.
+func writeNew(path, token string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(token + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// minTokenLen is the shortest kept token read: the service makes 26
+// characters (rand.Text, 130 bits).
+const minTokenLen = 16
+
+// readTokenFile reads a kept token. A file another user may read, or that
+// holds a token too short to guess slowly, is refused with how to mend it,
+// as ssh refuses a private key others can read: the token opens every
+// operator's request.
 func readTokenFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	// Windows keeps no Unix permission bits: every file reads as 0666.
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("the operator token file %s may be read by other users (mode %04o): run chmod 600 %s, or remove it to have a new one made",
+			path, fi.Mode().Perm(), path)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
 	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("the operator token file %s is empty: remove it to have a new one made", path)
+	if len(token) < minTokenLen || strings.ContainsFunc(token, unicode.IsSpace) {
+		return "", fmt.Errorf("the operator token file %s does not hold a token of %d characters or more on one line: remove it to have a new one made",
+			path, minTokenLen)
 	}
 	return token, nil
 }
