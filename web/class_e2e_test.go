@@ -85,6 +85,28 @@ func TestPageClass(t *testing.T) {
 		len(lessons[0].Answers) != 1 || lessons[0].Answers[0].Student != "Ana" {
 		t.Errorf("the class's answers: %+v, want Ana's to %s, held", lessons, l.ID)
 	}
+	// Without the token the lesson still works, and says the class's view
+	// did not get the answer.
+	var next web.Lesson
+	for _, c := range course.Lessons[5:] {
+		if len(c.Predictions) == 0 { // one prediction, as l
+			next = c
+			break
+		}
+	}
+	run[bool](t, ctx, `(document.querySelector("#token").value = "", true)`)
+	do(t, ctx, "open "+next.ID,
+		chromedp.Click(chromedp.CSS(`#course-list [data-lesson="`+next.ID+`"]`)))
+	waitFor[bool](t, ctx, next.ID, fmt.Sprintf(`document.querySelector("#lesson").dataset.lesson === %q`, next.ID))
+	do(t, ctx, "predict and reveal "+next.ID,
+		chromedp.Click(chromedp.CSS(`input[name="prediction"][value="more"]`)),
+		chromedp.Click(chromedp.ID("lesson-reveal")))
+	said = waitFor[string](t, ctx, "the refused answer said",
+		`(() => { const s = document.querySelector("#lesson-status").textContent; return s.includes("did not get") && s; })()`)
+	if !strings.Contains(said, "operator token") {
+		t.Errorf("the lesson's status says %q, want why the class's view did not get the answer", said)
+	}
+	do(t, ctx, "type the token again", chromedp.SendKeys(chromedp.ID("token"), token))
 	do(t, ctx, "the teacher's view",
 		chromedp.Click(chromedp.CSS("#class-answers-box summary")),
 		chromedp.Click(chromedp.ID("class-answers-load")))

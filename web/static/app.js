@@ -980,7 +980,8 @@
 
   // sendAnswer tells the class (the teacher's view) what this seat
   // predicted in lesson l and what it showed. Best effort: without the
-  // operator token the lesson still works, only the teacher does not see it.
+  // operator token the lesson still works, only the teacher does not see
+  // it, which the lesson's status line says.
   async function sendAnswer(l, o) {
     let predictions;
     if (l.predictions && l.predictions.length) {
@@ -997,7 +998,12 @@
     const body = { seat: seat(), lesson: l.id, predictions };
     if (studentName()) body.student = studentName();
     if (o.run) body.run = o.run;
-    await api("POST", "/api/class/answers", body, true);
+    const r = await api("POST", "/api/class/answers", body, true);
+    // Said, not shouted: a student working alone needs no teacher's view.
+    if (!r.ok && currentLesson() === l) {
+      setStatus($("#lesson-status"), "The class's view did not get this answer: " +
+        (r.status === 401 ? "it needs the operator token, typed at the top." : r.data.code + ": " + r.data.error));
+    }
   }
 
   async function loadClassAnswers() {
