@@ -49,6 +49,7 @@ const (
 	CodeSoldOut              = "sold_out"               // 409
 	CodeAlreadyBought        = "already_bought"         // 409
 	CodeRunInProgress        = "run_in_progress"        // 409
+	CodeClassFull            = "class_full"             // 409
 	CodeAlreadyPaid          = "already_paid"           // 409
 	CodeOrderCancelled       = "order_cancelled"        // 409
 	CodeOrderQueued          = "order_queued"           // 409

@@ -28,8 +28,8 @@ const MaxClassAnswers = 2000
 func NewClass() *Class { return &Class{answers: make(map[[2]string]api.ClassAnswer)} }
 
 // Answer keeps a seat's answer to a lesson, checked, stamped with the time
-// it came, and returns it. It fails with ErrInvalid, or ErrBusy when the
-// class holds MaxClassAnswers already.
+// it came, and returns it. It fails with ErrInvalid, or ErrClassFull when
+// the class holds MaxClassAnswers already.
 func (c *Class) Answer(a api.ClassAnswer) (api.ClassAnswer, error) {
 	spec, err := check(api.RunSpec{Seat: a.Seat, Student: a.Student})
 	if err != nil {
@@ -54,7 +54,7 @@ func (c *Class) Answer(a api.ClassAnswer) (api.ClassAnswer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.answers[key]; !ok && len(c.answers) >= MaxClassAnswers {
-		return a, fmt.Errorf("%w: the class holds %d answers, as many as it keeps; a restart begins a new class", ErrBusy, MaxClassAnswers)
+		return a, fmt.Errorf("%w: the class holds %d answers, as many as it keeps; a restart begins a new class", ErrClassFull, MaxClassAnswers)
 	}
 	c.answers[key] = a
 	return a, nil

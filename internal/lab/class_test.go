@@ -64,8 +64,8 @@ func TestClassRefusesWhatItCannotCount(t *testing.T) {
 			t.Fatalf("answer %d: %v", i, err)
 		}
 	}
-	if _, err := c.Answer(api.ClassAnswer{Seat: "t", Lesson: "l", Predictions: []api.ClassPrediction{ok}}); !errors.Is(err, ErrBusy) {
-		t.Errorf("an answer past MaxClassAnswers: %v, want ErrBusy", err)
+	if _, err := c.Answer(api.ClassAnswer{Seat: "t", Lesson: "l", Predictions: []api.ClassPrediction{ok}}); !errors.Is(err, ErrClassFull) {
+		t.Errorf("an answer past MaxClassAnswers: %v, want ErrClassFull", err)
 	}
 	if _, err := c.Answer(api.ClassAnswer{Seat: "s", Lesson: "0", Predictions: []api.ClassPrediction{ok}}); err != nil {
 		t.Errorf("a seat's new answer to a lesson it answered, on a full class: %v, want it kept", err)

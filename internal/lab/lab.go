@@ -31,8 +31,11 @@ import (
 var (
 	// ErrInvalid wraps every error caused by the run's settings.
 	ErrInvalid = errors.New("lab: invalid run")
-	// ErrBusy: the queue of runs waiting behind the one going is full.
+	// ErrBusy: the queue of runs waiting behind the one going is full, or
+	// holds the seat's MaxQueuedPerSeat already.
 	ErrBusy = errors.New("lab: run in progress")
+	// ErrClassFull: the class keeps MaxClassAnswers answers already.
+	ErrClassFull = errors.New("lab: the class is full")
 	// ErrClosed: the lab is closed, the service is shutting down.
 	ErrClosed = errors.New("lab: closed")
 	// ErrNotFound: no such run among the going and the kept ones.
@@ -73,6 +76,10 @@ const (
 	// MaxQueued is how many runs may wait behind the one going: a class of
 	// thirty, each with a run in line.
 	MaxQueued = 30
+	// MaxQueuedPerSeat is how many of them may be one seat's: one student
+	// cannot fill the class's queue. Runs without a seat (a script's, the
+	// operator's) are not counted.
+	MaxQueuedPerSeat = 3
 )
 
 // auditGrace is how long past Options.Timeout a run may take before its
@@ -162,7 +169,8 @@ func (l *Lab) Close() error {
 // place); the run outlives ctx. It sends its orders to Options.Target,
 // or to target when that is empty, and resets its product with token (the
 // one that let the request through). It fails with ErrInvalid, ErrBusy
-// (the queue is full), ErrClosed or ErrNoTarget.
+// (the queue is full, or holds the seat's MaxQueuedPerSeat), ErrClosed or
+// ErrNoTarget.
 func (l *Lab) Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return api.Run{}, err
@@ -186,6 +194,10 @@ func (l *Lab) Start(ctx context.Context, spec api.RunSpec, target, token string)
 	case len(l.queue) >= MaxQueued:
 		l.mu.Unlock()
 		return api.Run{}, fmt.Errorf("%w: %d runs wait behind run %s, as many as the queue holds; try again when one has run", ErrBusy, len(l.queue), l.current.ID)
+	case spec.Seat != "" && l.waiting(spec.Seat) >= MaxQueuedPerSeat:
+		l.mu.Unlock()
+		return api.Run{}, fmt.Errorf("%w: seat %s has %d runs waiting, as many as a seat may: the class's turn comes first; try again when one has run",
+			ErrBusy, spec.Seat, MaxQueuedPerSeat)
 	}
 	l.seq++
 	run := &api.Run{
@@ -201,6 +213,16 @@ func (l *Lab) Start(ctx context.Context, spec api.RunSpec, target, token string)
 	view := l.view(run)
 	l.mu.Unlock()
 	return view, nil
+}
+
+// waiting counts the seat's runs in the queue; l.mu is held.
+func (l *Lab) waiting(seat string) (n int) {
+	for _, w := range l.queue {
+		if w.run.Spec.Seat == seat {
+			n++
+		}
+	}
+	return n
 }
 
 // next starts the first queued run, if any; l.mu is held. The WaitGroup is

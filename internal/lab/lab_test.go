@@ -318,6 +318,35 @@ func TestRunsQueueBehindTheOneGoing(t *testing.T) {
 	}
 }
 
+// TestASeatWaitsForAtMostThreeRuns: one seat cannot fill the class's
+// queue; the other seats, and runs without a seat, still queue.
+func TestASeatWaitsForAtMostThreeRuns(t *testing.T) {
+	b := newBlocking()
+	l := open(t, Options{Run: b.run})
+	if _, err := l.Start(t.Context(), api.RunSpec{Seat: "ana"}, target, ""); err != nil {
+		t.Fatal(err)
+	}
+	<-b.started
+	for i := range MaxQueuedPerSeat {
+		if _, err := l.Start(t.Context(), api.RunSpec{Seat: "ana"}, target, ""); err != nil {
+			t.Fatalf("Ana's waiting run %d: %v", i+1, err)
+		}
+	}
+	_, err := l.Start(t.Context(), api.RunSpec{Seat: "ana"}, target, "")
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "seat ana has 3 runs waiting") {
+		t.Errorf("Ana's run past her %d waiting: %v, want ErrBusy saying why", MaxQueuedPerSeat, err)
+	}
+	for _, seat := range []string{"bo", "", ""} {
+		if r, err := l.Start(t.Context(), api.RunSpec{Seat: seat}, target, ""); err != nil || r.Status != api.RunQueued {
+			t.Errorf("a run of seat %q behind Ana's: %+v %v, want queued", seat, r, err)
+		}
+	}
+	close(b.release)
+	for range MaxQueuedPerSeat + 3 { // the first run started above
+		<-b.started
+	}
+}
+
 // TestCloseFailsTheQueuedRuns: a shutdown runs nothing more, and says so
 // to those waiting.
 func TestCloseFailsTheQueuedRuns(t *testing.T) {
