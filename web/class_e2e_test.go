@@ -56,10 +56,22 @@ func TestPageClass(t *testing.T) {
 	if got := run[int](t, ctx, `document.querySelectorAll("#runs-body tr").length`); got != 1 {
 		t.Errorf("Ana's runs table has %d rows (%s), want her one run", got, rows())
 	}
+	// Carl's run goes while Ana looks at the whole class's: she sees it
+	// listed, and her lab is not taken over by following it.
+	var carl struct{ ID, Status string }
+	if code := sendJSON(t, http.MethodPost, srv.URL+"/api/runs", strings.ReplaceAll(slow, "bo-seat", "carl-seat"), &carl); code != http.StatusAccepted || carl.Status != "running" {
+		t.Fatalf("Carl's run: %d %+v, want 202 running", code, carl)
+	}
 	do(t, ctx, "the whole class's runs", chromedp.Click(chromedp.ID("runs-class")))
 	waitFor[bool](t, ctx, "both runs", `document.querySelectorAll("#runs-body tr").length === 2`)
 	if got := rows(); !strings.Contains(got, "Ana") || !strings.Contains(got, "Bo") {
 		t.Errorf("the whole class's runs name %q, want Ana's and Bo's", got)
+	}
+	if following := run[string](t, ctx, `String(window.seckill.running || "")`); following != "" {
+		t.Errorf("Ana's page follows run %q (Carl's is %s), want none: another seat's run is not hers", following, carl.ID)
+	}
+	if now := getRun(t, srv.URL, carl.ID); now.Status != "running" {
+		t.Errorf("Carl's run was %s when Ana's page was checked: the check proves nothing; slow it down", now.Status)
 	}
 
 	// A lesson answered without a run reaches the teacher's view.

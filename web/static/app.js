@@ -1273,7 +1273,9 @@
       $("#lab-product").textContent = String(state.labProduct);
       productOptions();
     }
-    const going = r.data.find((run) => run.status === "running" || run.status === "queued");
+    // Only this seat's run is followed: the whole class's view lists the
+    // others' too, and following one would hold this browser's lab.
+    const going = r.data.find((run) => (run.status === "running" || run.status === "queued") && run.spec.seat === seat());
     if (going && !state.running) follow(going);
   }
 
