@@ -182,8 +182,10 @@ func (c Course) check() error {
 	return nil
 }
 
-// whichQuestion is a sentence that asks which: units sold cannot answer it.
-var whichQuestion = regexp.MustCompile(`(^|[.?!:]\s+)Which\b`)
+// whichQuestion is a sentence, or a clause joined to one, that asks which:
+// units sold cannot answer it. A relative "which" ("the lock, which
+// expires, …") is not one.
+var whichQuestion = regexp.MustCompile(`(?i)(^|[.?!:;？]\s*|\b(and|or|but|so)\s+)which\b`)
 
 func (l Lesson) check() error {
 	var errs []error
@@ -198,7 +200,7 @@ func (l Lesson) check() error {
 	}
 	// One question, answered in units sold (or one per lock): a lesson that
 	// asked two took one prediction for both (issue 41, finding 3).
-	if n := strings.Count(l.Question, "?"); n != 1 {
+	if n := strings.Count(l.Question, "?") + strings.Count(l.Question, "？"); n != 1 {
 		errs = append(errs, fmt.Errorf("question asks %d questions: ask one, which a prediction answers", n))
 	}
 	if whichQuestion.MatchString(l.Question) {

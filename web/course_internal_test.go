@@ -34,6 +34,9 @@ func TestCourseCheckRefuses(t *testing.T) {
 		{"no why", "why is empty", func(l *Lesson) { l.Why = " " }},
 		{"two questions", "asks 2 questions", func(l *Lesson) { l.Question = "Can two clients hold a majority? On seven nodes?" }},
 		{"a question units sold cannot answer", "which", func(l *Lesson) { l.Question = "Which one grants it twice?" }},
+		{"a which in lower case", "which", func(l *Lesson) { l.Question = "Two locks run; and which one grants it twice?" }},
+		{"a which after a clause", "which", func(l *Lesson) { l.Question = "Run it with two locks: which oversells?" }},
+		{"a full-width question mark", "asks 2 questions", func(l *Lesson) { l.Question = "Can two clients hold a majority？ On seven nodes?" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := c
@@ -60,5 +63,21 @@ func TestCourseCheckRefuses(t *testing.T) {
 	dup.Lessons[1].ID = dup.Lessons[0].ID
 	if err := dup.check(); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("two lessons with one id: %v, want refused", err)
+	}
+}
+
+// A relative "which" asks nothing: only a question that asks which is
+// refused.
+func TestWhichQuestion(t *testing.T) {
+	for q, want := range map[string]bool{
+		"Which one grants it twice?":                                    true,
+		"Two locks run; which one grants it twice?":                     true,
+		"Run it: and which oversells?":                                  true,
+		"The lock, which expires after a second, sells how many units?": false,
+		"Does the lock, which a pause outlives, oversell?":              false,
+	} {
+		if got := whichQuestion.MatchString(q); got != want {
+			t.Errorf("whichQuestion(%q) = %v, want %v", q, got, want)
+		}
 	}
 }
