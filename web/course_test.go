@@ -31,8 +31,9 @@ func renderCourseDoc(c web.Course) []byte {
 		"(`go run ./cmd/seckill`, then open the page). `go test ./loadtest -run TestCourse` checks every lesson\n" +
 		"against the scenarios, and runs small the ones no other test runs.\n\n" +
 		"**A class.** The teacher starts `go run ./cmd/seckill -addr 0.0.0.0:8080`, whose serving line gives the URL\n" +
-		"other machines open (with `-allowed-hosts` the machine's name, if students use a name) and the operator\n" +
-		"token, which students type at the top of the page. Their runs share one lab: a run\n" +
+		"other machines open (with `-allowed-hosts` the machine's name, if students use a name), the operator\n" +
+		"token, the teacher's, and the class token, which students type at the top of the page: it runs lessons\n" +
+		"and sends their answers, and opens nothing else. Their runs share one lab: a run\n" +
 		"started while another goes waits in a queue and says its place. Each browser sees its own runs, and\n" +
 		"the whole class's on asking; each student's name goes with their runs and answers, and the panel's\n" +
 		"**The class's predictions** counts, lesson by lesson, who predicted what and whose prediction held\n" +

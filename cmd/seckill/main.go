@@ -101,15 +101,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// servingLine says the service is up: what it serves, where, on what, and
-// the operator token, which the page's lab and product forms ask for.
+// servingLine says the service is up: what it serves, where, on what, the
+// operator token, which the page's product forms ask for, and the class
+// token, which a class's students type for the lab and the course.
 func servingLine(srv *app.Server, cfg app.Config) string {
 	demo := ""
 	if cfg.Demo() {
 		demo = "; demo accounts: a name alone signs in"
 	}
-	return fmt.Sprintf("seckill serving %s (%s: Redis %s, %s%s); %s",
-		servedAt(srv.URL, net.InterfaceAddrs), srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo, srv.OperatorTokenNote())
+	return fmt.Sprintf("seckill serving %s (%s: Redis %s, %s%s); %s; %s",
+		servedAt(srv.URL, net.InterfaceAddrs), srv.Mode(), srv.RedisAddr(), describeSQL(cfg), demo, srv.OperatorTokenNote(), srv.ClassTokenNote())
 }
 
 // servedAt is the page's URL for the serving line. Listening on every

@@ -134,8 +134,8 @@ type Run struct {
 	Spec     RunSpec     `json:"spec"` // with its defaults applied
 	Product  int64       `json:"product_id"`
 	// Result is absent until the run has sent its load.
-	Result   *RunResult `json:"result,omitempty"`
-	Error    string     `json:"error,omitempty"`
+	Result *RunResult `json:"result,omitempty"`
+	Error  string     `json:"error,omitempty"`
 	// Queued is when the run was asked for; Started when it began to run,
 	// absent while it waits in the queue.
 	Queued   time.Time  `json:"queued_at"`

@@ -210,3 +210,13 @@ func redisCLI(addr string, cluster bool) string {
 // file or runs the Redis; the redis-cli command that reads it otherwise;
 // never the token set by -admin-token (ADMIN_TOKEN), which the operator has.
 func (a *App) OperatorTokenNote() string { return a.tokenNote }
+
+// ClassTokenNote says the class token, which students type to run the
+// course's lessons and send their answers, for the serving line; "" before
+// the operator token is known.
+func (a *App) ClassTokenNote() string {
+	if a.Config.AdminToken == "" {
+		return ""
+	}
+	return "class token " + server.ClassToken(a.Config.AdminToken) + " (students')"
+}

@@ -255,6 +255,58 @@ func TestRunsKeepAClassNamesFromStrangers(t *testing.T) {
 	}
 }
 
+// TestTheClassTokenRunsLessonsOnly: the class token, which students hold,
+// starts lab runs, sends lesson answers and reads the class's names; it
+// opens none of the operator's other doors, and it is the operator
+// token's own: derived from it, it changes with it.
+func TestTheClassTokenRunsLessonsOnly(t *testing.T) {
+	e := serveRuns(t, lab.New(lab.Options{Run: instant}))
+	class := server.ClassToken(adminToken)
+	if class == "" || class == adminToken || class != server.ClassToken(adminToken) || class == server.ClassToken(adminToken+"x") ||
+		server.ClassToken("") != "" {
+		t.Fatalf("ClassToken(%q) = %q: want a token of its own, the same for the same operator token, another for another, none for none", adminToken, class)
+	}
+	send := func(method, path, token, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return e.send(req, nil) // which checks the answer against the contract
+	}
+	if code := send(http.MethodPost, "/api/runs", class, `{"seat":"ana-seat","student":"Ana"}`); code != http.StatusAccepted {
+		t.Errorf("a lab run with the class token: %d, want 202", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/api/runs", nil)
+	req.Header.Set("Authorization", "Bearer "+class)
+	var runs []api.Run
+	if code := e.send(req, &runs); code != http.StatusOK || len(runs) != 1 || runs[0].Spec.Student != "Ana" {
+		t.Errorf("the class's list with the class token: %d %+v, want Ana's run with her name", code, runs)
+	}
+	answer := `{"seat":"ana-seat","lesson":"no-lock","predictions":[{"predicted":"more"}]}`
+	if code := send(http.MethodPost, "/api/class/answers", class, answer); code != http.StatusCreated {
+		t.Errorf("a lesson's answer with the class token: %d, want 201", code)
+	}
+	for _, tc := range []struct{ method, path, token, body string }{
+		{http.MethodGet, "/api/class/answers", class, ""},
+		{http.MethodPost, "/api/products", class, `{"id":1,"stock":1}`},
+		{http.MethodPost, "/api/products/1/reconcile", class, ""},
+		{http.MethodPost, "/api/runs", class + "x", `{}`},
+		{http.MethodPost, "/api/runs", "", `{}`},
+		{http.MethodPost, "/api/class/answers", server.ClassToken("another operator token"), answer},
+	} {
+		if code := send(tc.method, tc.path, tc.token, tc.body); code != http.StatusUnauthorized {
+			t.Errorf("%s %s with token %q: %d, want 401", tc.method, tc.path, tc.token, code)
+		}
+	}
+}
+
 func TestRunsAfterCloseAreUnavailable(t *testing.T) {
 	run, started := held()
 	l := lab.New(lab.Options{Run: run})

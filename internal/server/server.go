@@ -6,7 +6,10 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base32"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -231,6 +234,7 @@ type edge struct {
 	log         *slog.Logger
 	bodyTimeout time.Duration
 	adminToken  string
+	classToken  string          // ClassToken(adminToken); "" without one
 	sessions    Sessions        // verifies buyers' tokens; nil: all refused
 	perAddr     AddressLimit    // nil: no limit
 	origins     map[string]bool // normalized AllowedOrigins
@@ -275,7 +279,7 @@ func New(deps Deps) *Server {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	m := newMetrics(deps.Registry)
-	e := &edge{log: deps.Log, bodyTimeout: deps.BodyTimeout, adminToken: deps.AdminToken, sessions: deps.Sessions,
+	e := &edge{log: deps.Log, bodyTimeout: deps.BodyTimeout, adminToken: deps.AdminToken, classToken: ClassToken(deps.AdminToken), sessions: deps.Sessions,
 		perAddr: deps.PerAddress, origins: make(map[string]bool), hosts: hostSet(deps.AllowedHosts)}
 	if h, _ := splitHost(deps.ListenAddr); h != "" && net.ParseIP(h) == nil {
 		e.listenHost = h
@@ -351,9 +355,43 @@ func (s *edge) admin(c *gin.Context) {
 }
 
 // isOperator reports whether the request carries the operator token.
-func (s *edge) isOperator(c *gin.Context) bool {
+func (s *edge) isOperator(c *gin.Context) bool { return holds(c, s.adminToken) }
+
+// inClass reports whether the request carries the class token or the
+// operator's.
+func (s *edge) inClass(c *gin.Context) bool { return holds(c, s.classToken) || s.isOperator(c) }
+
+// holds reports whether the request's bearer token is want, never for a
+// want of "".
+func holds(c *gin.Context, want string) bool {
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	return s.adminToken != "" && ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.adminToken)) == 1
+	return want != "" && ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// class requires the class token or the operator's: a class's lab runs
+// and lesson answers, which students send without holding the operator's
+// power over products and accounts.
+func (s *edge) class(c *gin.Context) {
+	if !s.inClass(c) {
+		s.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,
+			"this action is a class's: send the header Authorization: Bearer <class token> (the service’s “seckill serving” line says it; the operator token does too)")
+		c.Abort()
+	}
+}
+
+// ClassToken is the class token of the operator token operator: a
+// student's credential for lab runs and lesson answers, which the serving
+// line says beside the operator's. It is derived (HMAC-SHA256 of a fixed
+// label, keyed by the operator token), so every instance sharing the
+// operator token accepts it, nothing is stored, and it changes with the
+// operator token. "" for "".
+func ClassToken(operator string) string {
+	if operator == "" {
+		return ""
+	}
+	mac := hmac.New(sha256.New, []byte(operator))
+	mac.Write([]byte("seckill class token v1"))
+	return "class-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(mac.Sum(nil)[:15]))
 }
 
 // OperatorTokenKey is the Redis key of the operator token the service

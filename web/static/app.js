@@ -49,7 +49,8 @@
   // api sends one JSON request. It never throws: the answer is
   // {ok, status, data}, where data is the API's body or, when there is none,
   // an error body of the API's shape.
-  // TOKEN_KEY is where this tab keeps the operator token.
+  // TOKEN_KEY is where this tab keeps the token typed: the operator's, or
+  // the class token a student holds.
   const TOKEN_KEY = "seckill.adminToken";
 
   // BUYER_KEY is where this browser keeps its signed-in buyer's session.
@@ -99,7 +100,7 @@
 
   // TOKEN_HINT is the answer to an operator's request refused 401 (a lab
   // run, a reset): where the token is, in one sentence (issue 41, finding 2).
-  const TOKEN_HINT = "Type the operator token at the top: the service’s “seckill serving” line says it.";
+  const TOKEN_HINT = "Type a token at the top: the service’s “seckill serving” line says the operator token (everything) and the class token (lab runs and lessons).";
   // refusal says why an operator's request was refused.
   const refusal = (r) => (r.status === 401 ? TOKEN_HINT : r.data.code + ": " + r.data.error);
 
@@ -980,7 +981,7 @@
 
   // sendAnswer tells the class (the teacher's view) what this seat
   // predicted in lesson l and what it showed. Best effort: without the
-  // operator token the lesson still works, only the teacher does not see
+  // class token the lesson still works, only the teacher does not see
   // it, which the lesson's status line says.
   async function sendAnswer(l, o) {
     let predictions;
@@ -1002,7 +1003,7 @@
     // Said, not shouted: a student working alone needs no teacher's view.
     if (!r.ok && currentLesson() === l) {
       setStatus($("#lesson-status"), "The class's view did not get this answer: " +
-        (r.status === 401 ? "it needs the operator token, typed at the top." : r.data.code + ": " + r.data.error));
+        (r.status === 401 ? "it needs the class token (or the operator's), typed at the top." : r.data.code + ": " + r.data.error));
     }
   }
 
@@ -1261,7 +1262,8 @@
   // loadRuns fills the comparison with the finished runs and follows the
   // run going, if any: a page reloaded mid-run picks it up.
   async function loadRuns() {
-    // With the operator token, the whole class's runs carry their students' names.
+    // With the class token (or the operator's), the whole class's runs
+    // carry their students' names.
     const r = await api("GET", "/api/runs" + (wholeClass() ? "" : "?seat=" + encodeURIComponent(seat())), undefined, true);
     if (!r.ok) return; // a service without the lab: the section stays empty
     state.runs = [];

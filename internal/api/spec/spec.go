@@ -29,8 +29,10 @@ const (
 	anyone   access = iota
 	buyer           // a buyer's token, or a user_id on a lab product
 	operator        // the operator's token
-	// anyone, and the operator's token reads more (a class's names)
-	anyoneOrOperator
+	class           // the class token, or the operator's
+	// anyone, and the class token or the operator's reads more (a class's
+	// names)
+	anyoneOrClass
 )
 
 // An op is one operation: its route, what it takes, and what it answers
@@ -92,11 +94,11 @@ var ops = []op{
 	{"GET", "/api/orders/:id", "an order, to its buyer", buyer, nil, false, []answer{{200, api.Order{}}}},
 	{"POST", "/api/orders/:id/pay", "pay an order", buyer, api.BuyerRequest{}, true, []answer{{200, api.Order{}}}},
 	{"POST", "/api/orders/:id/cancel", "cancel an order; its unit goes back on sale", buyer, api.BuyerRequest{}, true, []answer{{200, api.Order{}}}},
-	{"POST", "/api/runs", "start a lab run", operator, api.RunSpec{}, false, []answer{{202, api.Run{}}}},
-	{"GET", "/api/runs", "the lab's runs, finished, going and queued; ?seat= keeps one seat's; the seats and students of others' runs are the operator's to read", anyoneOrOperator, nil, false, []answer{{200, []api.Run{}}}},
-	{"GET", "/api/runs/:id", "a lab run, with its progress and result; its seat and student are read with ?seat= that seat, or by the operator", anyoneOrOperator, nil, false, []answer{{200, api.Run{}}}},
+	{"POST", "/api/runs", "start a lab run", class, api.RunSpec{}, false, []answer{{202, api.Run{}}}},
+	{"GET", "/api/runs", "the lab's runs, finished, going and queued; ?seat= keeps one seat's; the seats and students of others' runs are the class's to read", anyoneOrClass, nil, false, []answer{{200, []api.Run{}}}},
+	{"GET", "/api/runs/:id", "a lab run, with its progress and result; its seat and student are read with ?seat= that seat, or by the class", anyoneOrClass, nil, false, []answer{{200, api.Run{}}}},
 	{"GET", "/api/runs/:id/timeline", "a lab run's races as a timeline", anyone, nil, false, []answer{{200, api.Timeline{}}}},
-	{"POST", "/api/class/answers", "keep a class seat's answer to a course lesson", operator, api.ClassAnswer{}, false, []answer{{201, api.ClassAnswer{}}}},
+	{"POST", "/api/class/answers", "keep a class seat's answer to a course lesson", class, api.ClassAnswer{}, false, []answer{{201, api.ClassAnswer{}}}},
 	{"GET", "/api/class/answers", "the class's answers by lesson: the teacher's view", operator, nil, false, []answer{{200, []api.ClassLesson{}}}},
 }
 
@@ -121,6 +123,7 @@ func Build() (*openapi3.T, error) {
 			SecuritySchemes: openapi3.SecuritySchemes{
 				"buyer":    bearer("a buyer's token (POST /api/sessions); on a lab product, a user_id in the body instead"),
 				"operator": bearer("the operator's token (ADMIN_TOKEN, or the one the service printed at start)"),
+				"class":    bearer("the class token, a student's: lab runs and lesson answers only (the service prints it at start, beside the operator's)"),
 			},
 		},
 	}
@@ -163,8 +166,10 @@ func (o op) operation(schema func(any) (*openapi3.SchemaRef, error), errRef *ope
 		op.Security = &openapi3.SecurityRequirements{{"buyer": {}}, {}}
 	case operator:
 		op.Security = &openapi3.SecurityRequirements{{"operator": {}}}
-	case anyoneOrOperator:
-		op.Security = &openapi3.SecurityRequirements{{"operator": {}}, {}}
+	case class:
+		op.Security = &openapi3.SecurityRequirements{{"class": {}}, {"operator": {}}}
+	case anyoneOrClass:
+		op.Security = &openapi3.SecurityRequirements{{"class": {}}, {"operator": {}}, {}}
 	}
 	for _, name := range pathParams(o.path) {
 		id := openapi3.NewStringSchema()
