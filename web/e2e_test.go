@@ -233,23 +233,25 @@ func TestPage(t *testing.T) {
 		}
 	}
 
-	// A page reloaded mid-run finds its seat's run going and follows it to
-	// its end: the runs the test sends carry the page's seat, as the page's
-	// own would.
+	// A page reloaded mid-run finds the run going and follows it to its
+	// end: a run of its seat (sent by the test with the page's seat, as the
+	// page's own would be), and a run without a seat (a script's, curl's).
 	seat := run[string](t, ctx, `localStorage.getItem("seckill.seat")`)
-	var going struct{ ID string }
-	slow := `{"seat":"` + seat + `","lock":"token","mode":"rmw","shards":2,"stock":40,"buyers":60,"concurrency":2,"hold_ms":40,"fault":"none"}`
-	if code := sendJSON(t, http.MethodPost, srv.URL+"/api/runs", slow, &going); code != http.StatusAccepted {
-		t.Fatalf("POST /api/runs %s: %d", slow, code)
+	for _, whose := range []string{`"seat":"` + seat + `",`, ""} {
+		var going struct{ ID string }
+		slow := `{` + whose + `"lock":"token","mode":"rmw","shards":2,"stock":40,"buyers":60,"concurrency":2,"hold_ms":40,"fault":"none"}`
+		if code := sendJSON(t, http.MethodPost, srv.URL+"/api/runs", slow, &going); code != http.StatusAccepted {
+			t.Fatalf("POST /api/runs %s: %d", slow, code)
+		}
+		do(t, ctx, "reload mid-run", chromedp.Reload())
+		waitFor[bool](t, ctx, "the page to follow the run going, "+slow, fmt.Sprintf(
+			`window.seckill.running === %q && !document.querySelector("#run-progress").hidden && document.querySelector("#run").disabled`, going.ID))
+		if done := getRun(t, srv.URL, going.ID); done.Status != "running" {
+			t.Errorf("run %s was %s by the time the page followed it: the check proves nothing; slow it down", going.ID, done.Status)
+		}
+		waitFor[bool](t, ctx, "the followed run's end", fmt.Sprintf(`window.seckill.runs.some(r => r.id === %q)`, going.ID))
+		checkTimeline(t, ctx, "the followed run", regexp.MustCompile(`^No two purchases`), false)
 	}
-	do(t, ctx, "reload mid-run", chromedp.Reload())
-	waitFor[bool](t, ctx, "the page to follow the run going", fmt.Sprintf(
-		`window.seckill.running === %q && !document.querySelector("#run-progress").hidden && document.querySelector("#run").disabled`, going.ID))
-	if done := getRun(t, srv.URL, going.ID); done.Status != "running" {
-		t.Errorf("run %s was %s by the time the page followed it: the check proves nothing; slow it down", going.ID, done.Status)
-	}
-	waitFor[bool](t, ctx, "the followed run's end", fmt.Sprintf(`window.seckill.runs.some(r => r.id === %q)`, going.ID))
-	checkTimeline(t, ctx, "the followed run", regexp.MustCompile(`^No two purchases`), false)
 
 	// Eleven more runs, as a class would make in an hour, the last with
 	// 5,000 purchases. A reload shows them all: GET /api/runs feeds the charts.
@@ -262,7 +264,7 @@ func TestPage(t *testing.T) {
 	more = append(more[1:], more[0])
 	labRuns(t, srv.URL, seat, more...)
 	do(t, ctx, "reload", chromedp.Reload())
-	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 14`)
+	waitFor[bool](t, ctx, "runs after a reload", `window.seckill.runs.length === 15`)
 
 	for _, vp := range []struct {
 		w, h  int64
@@ -292,7 +294,7 @@ func TestPage(t *testing.T) {
 
 	// A link to the lab's product names it as the lab's, once.
 	do(t, ctx, "open the lab's product by its link", chromedp.Navigate(srv.URL+"/?product="+strconv.FormatInt(labProduct, 10)))
-	waitFor[bool](t, ctx, "the runs, which name the lab's product", `window.seckill.runs.length === 14`)
+	waitFor[bool](t, ctx, "the runs, which name the lab's product", `window.seckill.runs.length === 15`)
 	if got, want := watching(t, ctx), []string{fmt.Sprint(labProduct, " · lab runs"), "1 · demo"}; !slices.Equal(got, want) {
 		t.Errorf("?product=%d: product choices %q, want %q", labProduct, got, want)
 	}

@@ -312,14 +312,15 @@ func (l *Lab) finish(run api.Run) {
 // List returns the finished runs, newest last, then the run going if any,
 // with its progress, then the queued ones in their order, with their
 // places: a page reloaded mid-run finds them there. A seat other than ""
-// keeps the runs that seat started: a student's own, where the teacher
-// asks for everyone's with "". Never nil.
+// keeps the runs that seat started and those started without a seat (a
+// script's, curl's: nobody's, so everyone's), where the class asks for
+// everyone's with "". Never nil.
 func (l *Lab) List(seat string) []api.Run {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]api.Run, 0, len(l.finished)+1+len(l.queue))
 	add := func(r api.Run) {
-		if seat == "" || r.Spec.Seat == seat {
+		if seat == "" || r.Spec.Seat == seat || r.Spec.Seat == "" {
 			out = append(out, r)
 		}
 	}

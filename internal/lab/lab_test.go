@@ -283,13 +283,21 @@ func TestRunsQueueBehindTheOneGoing(t *testing.T) {
 	if diff := cmp.Diff([]string{ana.ID + ":queued"}, ids(l.List("ana"))); diff != "" {
 		t.Errorf("Ana's list (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{first.ID + ":running", ana.ID + ":queued", bo.ID + ":queued"}, ids(l.List(""))); diff != "" {
+	// A run without a seat (a script's) is nobody's: every seat lists it.
+	script, err := l.Start(t.Context(), api.RunSpec{}, target, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{ana.ID + ":queued", script.ID + ":queued"}, ids(l.List("ana"))); diff != "" {
+		t.Errorf("Ana's list with a script's run queued (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{first.ID + ":running", ana.ID + ":queued", bo.ID + ":queued", script.ID + ":queued"}, ids(l.List(""))); diff != "" {
 		t.Errorf("the teacher's list (-want +got):\n%s", diff)
 	}
 	if _, err := l.Timeline(ana.ID); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "queued") {
 		t.Errorf("the timeline of a queued run: %v, want ErrNotFound saying it is queued", err)
 	}
-	for range MaxQueued - 2 {
+	for range MaxQueued - 3 {
 		if _, err := l.Start(t.Context(), api.RunSpec{}, target, ""); err != nil {
 			t.Fatalf("filling the queue: %v", err)
 		}

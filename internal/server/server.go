@@ -39,7 +39,8 @@ type Runs interface {
 	// address) unless configured otherwise, resetting its product with
 	// token.
 	Start(ctx context.Context, spec api.RunSpec, target, token string) (api.Run, error)
-	// List lists the runs a seat started, or every run for seat "".
+	// List lists the runs a seat started and those without a seat, or
+	// every run for seat "".
 	List(seat string) []api.Run
 	Get(id string) (api.Run, error)
 	// Timeline is a finished run's race, drawn from its traces.

@@ -1275,9 +1275,13 @@
       $("#lab-product").textContent = String(state.labProduct);
       productOptions();
     }
-    // Only this seat's run is followed: the whole class's view lists the
-    // others' too, and following one would hold this browser's lab.
-    const going = r.data.find((run) => (run.status === "running" || run.status === "queued") && run.spec.seat === seat());
+    // This seat's run is followed, or one started without a seat (a
+    // script's, curl's), which this browser's list holds too; not another
+    // student's, which the whole class's view lists: following it would
+    // hold this browser's lab. (Without a token the whole class's view
+    // hides every seat, so there it follows only this seat's.)
+    const ours = (run) => run.spec.seat === seat() || (!wholeClass() && !run.spec.seat);
+    const going = r.data.find((run) => (run.status === "running" || run.status === "queued") && ours(run));
     if (going && !state.running) follow(going);
   }
 
