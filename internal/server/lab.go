@@ -62,16 +62,14 @@ func (lr labRoutes) handleStartRun(c *gin.Context) {
 	c.JSON(http.StatusAccepted, run)
 }
 
-// handleRuns lists the runs: a seat's own with ?seat=, everyone's without
-// (the class's view). Only the class (its token, or the operator's) reads
-// the seats and the students of runs not the caller's own.
+// handleRuns lists the runs: a seat's own (and the seatless) with ?seat=,
+// everyone's without (the class's view), each as the caller may read it
+// (readable).
 func (lr labRoutes) handleRuns(c *gin.Context) {
 	seat := c.Query("seat")
 	runs := lr.runs.List(seat)
-	if seat == "" && !lr.e.inClass(c) {
-		for i := range runs {
-			runs[i] = runs[i].Unnamed()
-		}
+	for i := range runs {
+		runs[i] = lr.readable(c, runs[i], seat)
 	}
 	c.JSON(http.StatusOK, runs)
 }
@@ -82,10 +80,23 @@ func (lr labRoutes) handleRun(c *gin.Context) {
 		lr.e.failErr(c, err)
 		return
 	}
-	if seat := c.Query("seat"); (seat == "" || seat != run.Spec.Seat) && !lr.e.inClass(c) {
-		run = run.Unnamed()
+	c.JSON(http.StatusOK, lr.readable(c, run, c.Query("seat")))
+}
+
+// readable is run as the caller reads it. The run's own seat (?seat=) and
+// the operator read it whole. A seat is a label that also keys a seat's
+// answers and queue places, so the class token reads the student's name
+// and not the seat; anyone else reads neither.
+func (lr labRoutes) readable(c *gin.Context, run api.Run, seat string) api.Run {
+	switch {
+	case seat != "" && seat == run.Spec.Seat, lr.e.isOperator(c):
+		return run
+	case lr.e.inClass(c):
+		run.Spec.Seat = ""
+		return run
+	default:
+		return run.Unnamed()
 	}
-	c.JSON(http.StatusOK, run)
 }
 
 func (lr labRoutes) handleRunTimeline(c *gin.Context) {

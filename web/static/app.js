@@ -1065,7 +1065,8 @@
   }
 
   async function pollRun(id) {
-    const r = await api("GET", "/api/runs/" + encodeURIComponent(id));
+    // As its seat, which reads it whole: its student's name goes with it.
+    const r = await api("GET", "/api/runs/" + encodeURIComponent(id) + "?seat=" + encodeURIComponent(seat()), undefined, true);
     if (!r.ok) {
       finishRun();
       setStatus($("#run-status"), "Lost track of run " + id + ": " + r.data.error, true);
@@ -1262,9 +1263,11 @@
   // loadRuns fills the comparison with the finished runs and follows the
   // run going, if any: a page reloaded mid-run picks it up.
   async function loadRuns() {
-    // With the class token (or the operator's), the whole class's runs
-    // carry their students' names.
-    const r = await api("GET", "/api/runs" + (wholeClass() ? "" : "?seat=" + encodeURIComponent(seat())), undefined, true);
+    // This seat's runs (and the seatless: a script's), which it follows;
+    // the whole class's on asking, with their students' names when a token
+    // is typed.
+    const mine = await api("GET", "/api/runs?seat=" + encodeURIComponent(seat()), undefined, true);
+    const r = wholeClass() ? await api("GET", "/api/runs", undefined, true) : mine;
     if (!r.ok) return; // a service without the lab: the section stays empty
     state.runs = [];
     $("#runs-whose").textContent = wholeClass() ? "(the whole class's runs)" : "(this browser's runs)";
@@ -1275,13 +1278,9 @@
       $("#lab-product").textContent = String(state.labProduct);
       productOptions();
     }
-    // This seat's run is followed, or one started without a seat (a
-    // script's, curl's), which this browser's list holds too; not another
-    // student's, which the whole class's view lists: following it would
-    // hold this browser's lab. (Without a token the whole class's view
-    // hides every seat, so there it follows only this seat's.)
-    const ours = (run) => run.spec.seat === seat() || (!wholeClass() && !run.spec.seat);
-    const going = r.data.find((run) => (run.status === "running" || run.status === "queued") && ours(run));
+    // Followed: this seat's run going, or a seatless one; never another
+    // student's, which would hold this browser's lab.
+    const going = mine.ok && mine.data.find((run) => run.status === "running" || run.status === "queued");
     if (going && !state.running) follow(going);
   }
 
