@@ -144,7 +144,10 @@ func (a *App) operator(ctx context.Context) (string, error) {
 	}
 	fresh, file := rand.Text(), ""
 	if a.keepsNothing() {
-		fresh, file = a.tokenFromDir()
+		var err error
+		if fresh, file, err = a.tokenFromDir(); err != nil {
+			return "", err
+		}
 	}
 	token, made, err := operatorToken(ctx, a.db, a.rdb, fresh)
 	if err != nil {
@@ -174,21 +177,26 @@ func (a *App) keepsNothing() bool {
 }
 
 // tokenFromDir returns the token kept in Config.DataDir and its file, or a
-// fresh token and "" when there is no directory or it cannot be used: a
-// lab that cannot keep its token still starts, with a new one.
-func (a *App) tokenFromDir() (token, file string) {
+// fresh token and "" when there is no directory or it cannot be written: a
+// lab that cannot keep its token still starts, with a new one. A file that
+// is there and refused (others may read it, it holds no token) stops the
+// start, saying how to mend it.
+func (a *App) tokenFromDir() (token, file string, err error) {
 	if a.Config.DataDir == "" {
-		return rand.Text(), ""
+		return rand.Text(), "", nil
 	}
 	token, file, made, err := tokenInDir(a.Config.DataDir)
+	if errors.Is(err, errTokenFile) {
+		return "", "", err
+	}
 	if err != nil {
 		a.log.Warn("the operator token is not kept: a new one at each start", "error", err)
-		return rand.Text(), ""
+		return rand.Text(), "", nil
 	}
 	if made {
 		a.log.Info("made an operator token and kept it for the next starts", "file", file)
 	}
-	return token, file
+	return token, file, nil
 }
 
 // redisCLI is the redis-cli command that reaches the Redis at addr (the

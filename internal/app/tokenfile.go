@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -45,14 +46,21 @@ func tokenInDir(dir string) (token, path string, made bool, err error) {
 		return "", path, false, fmt.Errorf("keeping the operator token: %w", err)
 	}
 	err = os.Link(tmp.Name(), path)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
+	if lerr := err; err != nil && !errors.Is(err, fs.ErrExist) {
 		// A file system without hard links: created only if absent, the
 		// file may be read half-written by a process starting that very
-		// moment, which then refuses to start, saying so.
-		err = writeNew(path, token)
+		// moment, which reads it again a moment later.
+		if err = writeNew(path, token); err != nil && !errors.Is(err, fs.ErrExist) {
+			err = fmt.Errorf("%w (linking it into place: %w)", err, lerr)
+		}
 	}
 	if errors.Is(err, fs.ErrExist) { // another process kept its own first
-		token, err = readTokenFile(path)
+		for range 10 {
+			if token, err = readTokenFile(path); !errors.Is(err, errShortToken) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		return token, path, false, err
 	}
 	if err != nil {
@@ -79,6 +87,14 @@ func writeNew(path, token string) error {
 // characters (rand.Text, 130 bits).
 const minTokenLen = 16
 
+// errTokenFile wraps every refusal of an existing token file: the start
+// stops, saying how to mend it, rather than run with a token it cannot keep.
+var errTokenFile = errors.New("the operator token file is refused")
+
+// errShortToken is a file without a whole token, perhaps still being
+// written.
+var errShortToken = fmt.Errorf("%w: no token of %d characters or more on one line", errTokenFile, minTokenLen)
+
 // readTokenFile reads a kept token. A file another user may read, or that
 // holds a token too short to guess slowly, is refused with how to mend it,
 // as ssh refuses a private key others can read: the token opens every
@@ -89,9 +105,13 @@ func readTokenFile(path string) (string, error) {
 		return "", err
 	}
 	// Windows keeps no Unix permission bits: every file reads as 0666.
-	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("the operator token file %s may be read by other users (mode %04o): run chmod 600 %s, or remove it to have a new one made",
-			path, fi.Mode().Perm(), path)
+	if loose := fi.Mode().Perm()&0o077 != 0; loose && runtime.GOOS != "windows" {
+		// Tightened if it can be: a file system that keeps no modes (vfat,
+		// a Windows drive under WSL) shows every file open to all.
+		if os.Chmod(path, 0o600) != nil || !ownerOnly(path) {
+			return "", fmt.Errorf("%w: %s may be read by other users (mode %04o) and could not be made 0600: a file system that keeps no modes "+
+				"cannot keep it; choose -data-dir elsewhere, or remove the file to have a new one made", errTokenFile, path, fi.Mode().Perm())
+		}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -99,8 +119,13 @@ func readTokenFile(path string) (string, error) {
 	}
 	token := strings.TrimSpace(string(b))
 	if len(token) < minTokenLen || strings.ContainsFunc(token, unicode.IsSpace) {
-		return "", fmt.Errorf("the operator token file %s does not hold a token of %d characters or more on one line: remove it to have a new one made",
-			path, minTokenLen)
+		return "", fmt.Errorf("%w: %s: remove it to have a new one made", errShortToken, path)
 	}
 	return token, nil
+}
+
+// ownerOnly reports whether path is readable by its owner alone now.
+func ownerOnly(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().Perm()&0o077 == 0
 }

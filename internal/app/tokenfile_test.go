@@ -1,6 +1,8 @@
 package app
 
 import (
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,15 +60,25 @@ func TestTokenInDir(t *testing.T) {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _, _, err := tokenInDir(dir); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
-			t.Errorf("a token file of %q, mode %04o: token %q, error %v; want an error naming the file and saying %q", content, mode, tok, err, want)
+		if tok, _, _, err := tokenInDir(dir); !errors.Is(err, errTokenFile) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("a token file of %q, mode %04o: token %q, error %v; want errTokenFile naming the file and saying %q", content, mode, tok, err, want)
 		}
 	}
 	refused("\n", 0o600, "remove it")
 	refused("short\n", 0o600, "16 characters or more")
 	refused("two tokens on one line\n", 0o600, "one line")
+	// A file others may read is made the owner's alone, then read.
 	if runtime.GOOS != "windows" {
-		refused(tokens[0]+"\n", 0o644, "chmod 600")
+		if err := os.WriteFile(path, []byte(tokens[0]+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tok, _, _, err := tokenInDir(dir)
+		if err != nil || tok != tokens[0] || !ownerOnly(path) {
+			t.Errorf("a token file of mode 0644: token %q, error %v, owner's alone after: %v; want it read, made 0600", tok, err, ownerOnly(path))
+		}
 	}
 }
 
@@ -81,5 +93,22 @@ func TestWriteNewRefusesAnExistingFile(t *testing.T) {
 	}
 	if err := writeNew(path, "another-token-of-enough-length"); !os.IsExist(err) {
 		t.Errorf("writing over a kept token: %v, want it refused as existing", err)
+	}
+}
+
+// A refused file stops the start, saying why; a directory that cannot be
+// written lets it start with a token it does not keep.
+func TestTokenFromDirStopsOnARefusedFile(t *testing.T) {
+	dir := t.TempDir()
+	a := &App{Config: Config{DataDir: dir}, log: slog.New(slog.DiscardHandler)}
+	if err := os.WriteFile(filepath.Join(dir, operatorTokenFile), []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, err := a.tokenFromDir(); !errors.Is(err, errTokenFile) || tok != "" {
+		t.Errorf("a refused token file: token %q, error %v; want the start stopped with errTokenFile", tok, err)
+	}
+	a.Config.DataDir = filepath.Join(dir, operatorTokenFile, "below-a-file") // cannot be made
+	if tok, file, err := a.tokenFromDir(); err != nil || len(tok) < minTokenLen || file != "" {
+		t.Errorf("a data directory that cannot be made: token %q, file %q, error %v; want a fresh token, not kept", tok, file, err)
 	}
 }
