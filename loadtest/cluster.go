@@ -18,6 +18,7 @@ import (
 
 	"seckill/internal/app"
 	"seckill/internal/embedded"
+	"seckill/internal/freeport"
 	"seckill/internal/lab/harness"
 	"seckill/internal/testkit/child"
 )
@@ -144,7 +145,12 @@ func startCluster(ctx context.Context, k int, needs clusterNeeds, cfg app.Config
 		c.args = append(c.args, "-etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","))
 	}
 	for i := 1; i < k; i++ {
-		in, err := c.spawn(ctx, "127.0.0.1:0")
+		// On a port of freeport's, not the kernel's: Heal binds it again.
+		addr, err := freeport.Addr()
+		if err != nil {
+			return c, err
+		}
+		in, err := c.spawn(ctx, addr)
 		if err != nil {
 			return c, fmt.Errorf("starting instance %d: %w", i+1, err)
 		}

@@ -13,13 +13,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"seckill/internal/freeport"
 )
 
 // Member is one etcd member's place in a cluster: its name, its data

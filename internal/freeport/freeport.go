@@ -16,13 +16,41 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync"
 )
 
+// handed are the ports this process was given: a port is probed and
+// released before its server binds it, so two draws close together (an
+// etcd cluster's six ports) could give one twice.
+var handed struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// take reports whether p is free and not handed out before, and if so
+// hands it out.
+func take(ports ...int) bool {
+	handed.Lock()
+	defer handed.Unlock()
+	for _, p := range ports {
+		if handed.ports[p] || !Free(p) {
+			return false
+		}
+	}
+	if handed.ports == nil {
+		handed.ports = make(map[int]bool)
+	}
+	for _, p := range ports {
+		handed.ports[p] = true
+	}
+	return true
+}
+
 // Port returns a loopback TCP port in 10000–19999 that was free a moment
-// ago.
+// ago, and that this process was not given before.
 func Port() (int, error) {
 	for range 100 {
-		if p := 10000 + rand.IntN(10000); Free(p) {
+		if p := 10000 + rand.IntN(10000); take(p) {
 			return p, nil
 		}
 	}
@@ -43,7 +71,7 @@ func Addr() (string, error) {
 // both stay below the ephemeral range.
 func ClusterPort() (int, error) {
 	for range 100 {
-		if p := 20000 + rand.IntN(2768); Free(p) && Free(p+10000) {
+		if p := 20000 + rand.IntN(2768); take(p, p+10000) {
 			return p, nil
 		}
 	}

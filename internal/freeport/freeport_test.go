@@ -6,6 +6,21 @@ import (
 	"testing"
 )
 
+// A process is never given one port twice, even when it releases it.
+func TestPortsAreNotHandedTwice(t *testing.T) {
+	seen := make(map[int]bool)
+	for range 500 {
+		p, err := Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d handed twice", p)
+		}
+		seen[p] = true
+	}
+}
+
 // The ports come from below the kernel's ephemeral range, are free when
 // returned, and a port something listens on is not free.
 func TestPortsAreFreeAndBelowTheEphemeralRange(t *testing.T) {

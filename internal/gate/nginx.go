@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"seckill/internal/freeport"
 	"strings"
 	"syscall"
 	"text/template"
@@ -19,6 +18,7 @@ import (
 
 	gateconf "seckill/deploy/gate"
 	"seckill/internal/api"
+	"seckill/internal/freeport"
 )
 
 // NginxOptions configure a gate run by StartNginx.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"seckill/internal/freeport"
 	"seckill/internal/testkit/child"
 )
 

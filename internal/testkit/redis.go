@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/embedded"
+	"seckill/internal/freeport"
 	"seckill/internal/testkit/child"
 )
 
@@ -199,7 +200,12 @@ func externalRedis(tb testing.TB) *RedisServer {
 
 func startEmbeddedRedis(tb testing.TB) *RedisServer {
 	tb.Helper()
-	emb, err := embedded.StartRedis()
+	// On a port of freeport's, not the kernel's: Restart binds it again.
+	addr, err := freeport.Addr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	emb, err := embedded.StartRedisAt(addr)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"seckill/internal/freeport"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/embedded"
+	"seckill/internal/freeport"
 )
 
 // RedisFlag is the hidden first argument that makes a binary an embedded
@@ -121,16 +120,15 @@ func StartRedisWith(ctx context.Context, exe, dir string, stderr io.Writer, pers
 	if _, err := persistenceArgs(persistence, "0"); err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:0"
+	// On a port of freeport's, not the kernel's: a restart binds it again.
+	addr, err := freeport.Addr()
+	if err != nil {
+		return nil, err
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil && persistence != NoPersistence {
 		return nil, fmt.Errorf("persistence %s needs redis-server on PATH: %w", persistence, err)
 	} else if err == nil {
 		r.Kind = "redis-server"
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
 	if err := r.start(ctx, addr); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"seckill/internal/freeport"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/freeport"
 )
 
 // ClusterProcs is a Redis Cluster of redis-server processes on loopback:
