@@ -40,14 +40,24 @@ func (f *flood) stats() floodStats {
 // goodput is the flood's sales a second, from its first due time to its
 // last answer, over the capacity.
 func (f *flood) goodput(st floodStats, capacity float64) float64 {
-	return float64(st.sold) / f.span.Seconds() / capacity
+	return f.salesRate(st) / capacity
+}
+
+// salesRate is the flood's sales a second over its span; 0 for a flood
+// that never ran.
+func (f *flood) salesRate(st floodStats) float64 {
+	if f.span <= 0 {
+		return 0
+	}
+	return float64(st.sold) / f.span.Seconds()
 }
 
 // The overload report's tables' columns, each named in its legend.
 var (
 	overloadAnswersHeader = append([]string{"flood", "asks"}, answerNames[:]...)
 	overloadFastHeader    = []string{"flood", "admit p50", "admit p99", "sale p50", "sale p99", "shed p50", "shed p99", "lag p50", "lag p99", "limit"}
-	overloadTargetsHeader = []string{"flood", "span s", "sales/s", "goodput", "goodput ≥ 0.80", "admit p99", "p99 ≤ 200 ms", "not meant", "none"}
+	overloadTargetsHeader = []string{"flood", "span s", "sales/s", "goodput", fmt.Sprintf("goodput ≥ %.2f", overloadGoodput), "admit p99",
+		fmt.Sprintf("p99 ≤ %d ms", overloadP99.Milliseconds()), "not meant", "none"}
 	overloadAuditHeader   = []string{"products", "initial", "remaining", "orders", "oversold", "lost upd", "not exact", "misled", "verdict"}
 )
 
@@ -74,6 +84,9 @@ func (f *flood) limitCell() string {
 // reportWidth with its legend. Only an unsafe store is an error: a missed
 // target is a measurement.
 func judgeOverload(out io.Writer, capacity float64, floods []*flood, audits []api.Audit, s *shelf) error {
+	if len(floods) == 0 {
+		return fmt.Errorf("overload: no flood ran: %w", errExpectation)
+	}
 	var answers, fast, targets [][]string
 	for _, f := range floods {
 		st := f.stats()
@@ -83,9 +96,15 @@ func judgeOverload(out io.Writer, capacity float64, floods []*flood, audits []ap
 			row = append(row, p50p99(ds)...)
 		}
 		fast = append(fast, append(row, f.limitCell()))
-		p99, good := quantile(st.admitted, 0.99), f.goodput(st, capacity)
-		targets = append(targets, []string{f.name, fmt.Sprintf("%.1f", f.span.Seconds()), fmt.Sprintf("%.0f", float64(st.sold)/f.span.Seconds()),
-			fmt.Sprintf("%.2f", good), met(good >= overloadGoodput), cellMS(p99), met(p99 <= overloadP99),
+		// A flood that admitted nobody has no p99 to meet its target with.
+		p99, p99Met := "-", met(false)
+		if len(st.admitted) > 0 {
+			q := quantile(st.admitted, 0.99)
+			p99, p99Met = cellMS(q), met(q <= overloadP99)
+		}
+		good := f.goodput(st, capacity)
+		targets = append(targets, []string{f.name, fmt.Sprintf("%.1f", f.span.Seconds()), fmt.Sprintf("%.0f", f.salesRate(st)),
+			fmt.Sprintf("%.2f", good), met(good >= overloadGoodput), p99, p99Met,
 			itoa(st.answers.failures()), met(st.answers.failures() == 0)})
 	}
 	writeTable(out, "what each flood's asks were told", overloadAnswersHeader, answers,

@@ -116,6 +116,17 @@ func TestOverloadReportFitsAndSaysWhatItsColumnsAre(t *testing.T) {
 		t.Errorf("the audit: %s, want %s\n%s", got, want, report)
 	}
 
+	// A flood that admitted nobody has no p99: it misses its target.
+	shedAll := madeUpFlood("shed all", 1)
+	shedAll.asks = shedAll.asks[2:3] // one 503 overloaded
+	out.Reset()
+	if err := judgeOverload(&out, 100, []*flood{shedAll}, audits, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableRows(t, out.String(), "issue 21's targets (item 7), met or missed")["shed all"]; len(got) != 8 || got[4] != "-" || got[5] != "missed" {
+		t.Errorf("a flood that admitted nobody: targets %q, want admit p99 - and missed\n%s", got, out.String())
+	}
+
 	// A buyer told bought whose order is not there fails the run.
 	s.told[2] = 3
 	out.Reset()
