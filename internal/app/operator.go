@@ -140,6 +140,12 @@ func readSecret(ctx context.Context, db *gorm.DB, name string) (value string, fo
 func (a *App) operator(ctx context.Context) (string, error) {
 	if a.Config.AdminToken != "" {
 		a.tokenNote = "operator token: the one -admin-token (ADMIN_TOKEN) gives"
+		if len(a.Config.AdminToken) < minTokenLen {
+			// The class token is an HMAC keyed by it: whoever holds the
+			// class token can test guesses of a short one offline.
+			a.log.Warn("the operator token (ADMIN_TOKEN) is short: the class token, which students hold, lets them test guesses of it "+
+				"without asking the service; use 16 random characters or more", "length", len(a.Config.AdminToken))
+		}
 		return a.Config.AdminToken, nil
 	}
 	fresh, file := rand.Text(), ""

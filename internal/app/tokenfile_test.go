@@ -112,3 +112,19 @@ func TestTokenFromDirStopsOnARefusedFile(t *testing.T) {
 		t.Errorf("a data directory that cannot be made: token %q, file %q, error %v; want a fresh token, not kept", tok, file, err)
 	}
 }
+
+// A short ADMIN_TOKEN is taken, with a warning: the class token derived
+// from it lets its holders test guesses of it offline.
+func TestAShortOperatorTokenIsWarnedOf(t *testing.T) {
+	for token, warned := range map[string]bool{"s3cret": true, "a-long-random-operator-token": false} {
+		var log strings.Builder
+		a := &App{Config: Config{AdminToken: token}, log: slog.New(slog.NewTextHandler(&log, nil))}
+		got, err := a.operator(t.Context())
+		if err != nil || got != token {
+			t.Fatalf("operator() with ADMIN_TOKEN %q: %q %v", token, got, err)
+		}
+		if strings.Contains(log.String(), "is short") != warned {
+			t.Errorf("ADMIN_TOKEN %q: log %q, want a warning: %v", token, log.String(), warned)
+		}
+	}
+}
