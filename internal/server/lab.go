@@ -45,6 +45,12 @@ func (lr labRoutes) handleStartRun(c *gin.Context) {
 		lr.e.failErr(c, err)
 		return
 	}
+	// A student's run names its seat, which its queue places are counted
+	// by: a seatless run, which no seat's limit counts, is the operator's.
+	if spec.Seat == "" && !lr.e.isOperator(c) {
+		lr.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "seat: a run started with the class token names its seat (the page sends it)")
+		return
+	}
 	// The lab sends the run's orders back through this very listener unless
 	// it is told otherwise.
 	var self string

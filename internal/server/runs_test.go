@@ -283,6 +283,10 @@ func TestTheClassTokenRunsLessonsOnly(t *testing.T) {
 	if code := send(http.MethodPost, "/api/runs", class, `{"seat":"ana-seat","student":"Ana"}`); code != http.StatusAccepted {
 		t.Errorf("a lab run with the class token: %d, want 202", code)
 	}
+	// A seatless run escapes the seats' queue limit: the operator's alone.
+	if code := send(http.MethodPost, "/api/runs", class, `{}`); code != http.StatusBadRequest {
+		t.Errorf("a seatless lab run with the class token: %d, want 400", code)
+	}
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/api/runs", nil)
 	req.Header.Set("Authorization", "Bearer "+class)
 	var runs []api.Run
