@@ -58,7 +58,7 @@ var (
 	overloadFastHeader    = []string{"flood", "admit p50", "admit p99", "sale p50", "sale p99", "shed p50", "shed p99", "lag p50", "lag p99", "limit"}
 	overloadTargetsHeader = []string{"flood", "span s", "sales/s", "goodput", fmt.Sprintf("goodput ≥ %.2f", overloadGoodput), "admit p99",
 		fmt.Sprintf("p99 ≤ %d ms", overloadP99.Milliseconds()), "not meant", "none"}
-	overloadAuditHeader   = []string{"products", "initial", "remaining", "orders", "oversold", "lost upd", "not exact", "misled", "verdict"}
+	overloadAuditHeader = []string{"products", "initial", "remaining", "orders", "oversold", "lost upd", "not exact", "misled", "verdict"}
 )
 
 // p50p99 are the two cells of ds's p50 and p99, in ms.
