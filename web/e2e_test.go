@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -369,6 +370,7 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		Shown    string `json:"shown"`
 		Counts   string `json:"counts"`
 		Axis     string `json:"axis"`
+		Boxes    string `json:"boxes"`
 	}
 	waitFor[bool](t, ctx, what+"'s timeline", `(() => {
 		const tl = window.seckill.timeline;
@@ -381,11 +383,15 @@ func checkTimeline(t *testing.T, ctx context.Context, what string, sentence *reg
 		return {sentence: tl.querySelector(".tl-sentence").textContent, red: Number(tl.dataset.red),
 			bars: window.seckill.timeline.data.bars.length, run: window.seckill.timeline.run,
 			shown: document.querySelector("#run-result .what").textContent,
-			counts: tl.querySelector(".tl-counts").textContent, axis: tl.querySelector(".tl-detail").dataset.axis || ""};
+			counts: tl.querySelector(".tl-counts").textContent, axis: tl.querySelector(".tl-detail").dataset.axis || "",
+			boxes: tl.querySelector(".tl-detail").dataset.axisBoxes || ""};
 	})()`)
 	// A time axis: at least two times, in ms, rising.
 	if times := strings.Split(d.Axis, " | "); len(times) < 2 || !strings.HasSuffix(times[0], " ms") || !axisRises(times) {
 		t.Errorf("%s: the timeline's time axis reads %q, want two or more rising times in ms", what, d.Axis)
+	}
+	if !axisClear(d.Boxes) {
+		t.Errorf("%s: the axis's times overlap (their boxes, px: %s; times %q)", what, d.Boxes, d.Axis)
 	}
 	if !sentence.MatchString(d.Sentence) {
 		t.Errorf("%s: the timeline says %q, want it to match %s", what, d.Sentence, sentence)
@@ -690,6 +696,20 @@ func keepShot(t *testing.T, ctx context.Context, name string, shot chromedp.Acti
 	}
 	t.Logf("screenshot: %s", path)
 	return b
+}
+
+// axisClear reports whether the axis's times, by their boxes
+// ("left:right" in px, in order), each stand clear of the one before.
+func axisClear(boxes string) bool {
+	right := math.Inf(-1)
+	for _, box := range strings.Fields(boxes) {
+		var l, r float64
+		if _, err := fmt.Sscanf(box, "%g:%g", &l, &r); err != nil || l < right {
+			return false
+		}
+		right = r
+	}
+	return true
 }
 
 // axisRises reports whether the axis's times ("1.5 ms") rise.

@@ -242,6 +242,8 @@ window.SeckillTimeline = (() => {
     const pow = 10 ** Math.floor(Math.log10(want));
     const step = [1, 2, 5, 10].map((m) => m * pow).find((st) => st >= want) || 10 * pow;
     const drawn = [];
+    const boxes = []; // each time's left:right, px
+    let right = -Infinity; // the right edge of the last time drawn
     g.fillStyle = COLORS.text;
     g.strokeStyle = COLORS.grid;
     g.textAlign = "center";
@@ -253,11 +255,18 @@ window.SeckillTimeline = (() => {
       g.stroke();
       const label = ms(t);
       const half = g.measureText(label).width / 2;
-      g.fillText(label, Math.min(Math.max(px, LABEL_W + half), LABEL_W + w - half), top + AXIS_H / 2);
+      const at = Math.min(Math.max(px, LABEL_W + half), LABEL_W + w - half);
+      // A time that would overlap the one before it (long times on a
+      // narrow screen, or one pushed in from the edge) keeps its tick only.
+      if (at - half < right + 4) continue;
+      right = at + half;
+      g.fillText(label, at, top + AXIS_H / 2);
       drawn.push(label);
+      boxes.push(Math.round(at - half) + ":" + Math.round(at + half));
     }
     g.textAlign = "start";
     canvas.dataset.axis = drawn.join(" | ");
+    canvas.dataset.axisBoxes = boxes.join(" ");
   }
 
   function describe(b) {
