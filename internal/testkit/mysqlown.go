@@ -172,7 +172,17 @@ func startMariaDB(tb testing.TB, opt OwnMySQLOptions) (*MySQLServer, error) {
 		me = u.Username
 	}
 	data := filepath.Join(dir, "data")
-	small := []string{"--innodb-buffer-pool-size=16M", "--innodb-log-file-size=8M"}
+	// A temporary directory of its own: with /tmp shared, one install's
+	// temporary tables went missing under it, most likely removed by a
+	// mariadbd starting beside it, which clears the "#sql…" files of its
+	// tmpdir (CI on 2f5e979: "Could not
+	// remove temporary table '/tmp/#sql-temptable-…'", then "Unknown table
+	// 'mysql.tmp_user_sys'").
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	small := []string{"--innodb-buffer-pool-size=16M", "--innodb-log-file-size=8M", "--tmpdir=" + tmp}
 	install := exec.CommandContext(tb.Context(), "mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + data,
 		"--user=" + me, "--auth-root-authentication-method=normal", "--skip-test-db"}, small...)...)
 	installing.Lock() // two at once fail, saying nothing
