@@ -46,6 +46,11 @@ func (lg *Ledgers) MarkUnsettled(ctx context.Context, l Layout, orders ...idgen.
 	if err != nil {
 		return fmt.Errorf("marking %d orders of product %d unsettled: %w", len(orders), l.ID, err)
 	}
+	// This process knows of its own mark without its notice, which may
+	// come late or never (a subscription to a node just paused, in a
+	// failover): a "none" read it keeps from before the mark landed must
+	// not answer a final sold out meanwhile.
+	lg.Marked(l.ID)
 	return nil
 }
 
