@@ -100,9 +100,12 @@
 
   // TOKEN_HINT is the answer to an operator's request refused 401 (a lab
   // run, a reset): where the token is, in one sentence (issue 41, finding 2).
-  const TOKEN_HINT = "Type a token at the top: the service’s “seckill serving” line says the operator token (everything) and the class token (lab runs and lessons).";
+  const TOKEN_HINT = "Type the class or operator token at the top: the “seckill serving” line says both.";
   // refusal says why an operator's request was refused.
-  const refusal = (r) => (r.status === 401 ? TOKEN_HINT : r.data.code + ": " + r.data.error);
+  // OPERATOR_HINT answers the operator's own requests (a reset, the
+  // class's predictions), which the class token does not open.
+  const OPERATOR_HINT = "Type the operator token at the top: the “seckill serving” line says it.";
+  const refusal = (r, hint = TOKEN_HINT) => (r.status === 401 ? hint : r.data.code + ": " + r.data.error);
 
   const fmt = (n, digits = 0) =>
     n === undefined || n === null ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: digits });
@@ -367,7 +370,7 @@
       setStatus(status, "Reset: sale " + (p.sale + 1) + " starts with " + fmt(p.initial) + " units; the orders of sale " + p.sale + " stay.");
       pollProduct();
     } else {
-      setStatus(status, "Reset refused. " + refusal(r), true);
+      setStatus(status, "Reset refused. " + refusal(r, OPERATOR_HINT), true);
     }
   }
 
@@ -1011,7 +1014,7 @@
     const status = $("#class-answers-status");
     const r = await api("GET", "/api/class/answers", undefined, true);
     if (!r.ok) {
-      setStatus(status, refusal(r), true);
+      setStatus(status, refusal(r, OPERATOR_HINT), true);
       return;
     }
     setStatus(status, r.data.length ? "" : "No answers yet: they come as the class's lessons show their outcomes.");
