@@ -52,7 +52,7 @@ var ledger = []Mutation{
 		File: "internal/server/host.go", Find: "if s.servesHost(c.Request) {", Replace: "if true || s.servesHost(c.Request) {",
 		Pkg: "./internal/server", Run: "^TestRebindingHostIsRefused$"},
 	{Name: "operator-check-open", Promise: "anyone changes a live sale",
-		File: "internal/server/server.go", Find: "\t\ts.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,", Replace: "\t\treturn\n\t\ts.fail(c, http.StatusUnauthorized, api.CodeUnauthorized,",
+		File: "internal/server/server.go", Find: "\tif !s.isOperator(c) {", Replace: "\tif false && !s.isOperator(c) {",
 		Pkg: "./internal/server", Run: "^TestOnlyTheOperatorChangesASale$"},
 	{Name: "control-character-in-a-name", Promise: "a body with an id ≤ 0",
 		File: "internal/catalogue/catalogue.go", Find: "strings.ContainsFunc(p.Name, unicode.IsControl):", Replace: "strings.ContainsFunc(p.Name, unicode.IsControl) && false:",
