@@ -117,7 +117,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, extras Extras) (_ *
 	a.redisVer = redisVersion(ctx, a.rdb, a.embedded != nil)
 	a.sqlVer = sqlVersion(ctx, a.db)
 	deps := server.Deps{
-		Orders: a.Orders, Payments: a.Orders.Lifecycle(), Catalogue: a.Orders.Catalogue(), Door: a.Orders.Door(),
+		Orders: a.Orders, Reads: a.Orders.Reads(), Payments: a.Orders.Lifecycle(), Catalogue: a.Orders.Catalogue(), Door: a.Orders.Door(),
 		Queue: a.Orders.Queue(), Auditor: a.Reconciler,
 		Health: a.health, AdminToken: token, AllowedOrigins: cfg.AllowedOrigins,
 		AllowedHosts: cfg.AllowedHosts, ListenAddr: cfg.Addr, Web: extras.Web, Runs: extras.Runs, Log: log,

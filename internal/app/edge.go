@@ -12,6 +12,7 @@ import (
 // interface the server declares for what it does with it.
 var (
 	_ server.Buyer        = (*order.Service)(nil)
+	_ server.Reader       = (*order.Reads)(nil)
 	_ server.Payer        = (*order.Lifecycle)(nil)
 	_ server.Catalogue    = (*catalogue.Catalogue)(nil)
 	_ server.Door         = (*order.Door)(nil)

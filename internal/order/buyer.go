@@ -1,13 +1,11 @@
 package order
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"seckill/internal/catalogue"
-	"seckill/internal/idgen"
 )
 
 var (
@@ -57,82 +55,4 @@ func (b Buyer) MayBuy(p catalogue.Product) error {
 		return fmt.Errorf("%w: this sale is for accounts made before %s", ErrAccountTooNew, p.AccountsBefore.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-// OrderFor returns order id as Order does, if b may read it: a lab
-// product's order to anyone, any other only to its buyer, signed in. To
-// another signed-in buyer it is ErrNotFound, as an order that does not
-// exist, after the same lookups (see orderOf); to a buyer not signed in it
-// is refused (see Buyer.May) whether it exists or not, so that neither
-// learns whether it does.
-func (s *Service) OrderFor(ctx context.Context, id idgen.ID, b Buyer) (Order, error) {
-	o, _, err := s.orderOf(ctx, id, b)
-	return o, err
-}
-
-// orderOf reads order id and its product, if b may see it: a lab
-// product's order, or b's own, b signed in. Whatever b may not see (no
-// row, a void row, another buyer's order) goes one way: it is looked for
-// among the queued orders as a miss is, so that "not yours" and "does not
-// exist" cost the same lookups (two SQL reads, one Redis pipeline between
-// them) and get one answer: ErrNotFound, or b's refusal (Buyer.May) when b
-// is not signed in. The product costs no round trip once the catalogue
-// caches it. An order refused by the database after it was queued keeps no
-// product in the pending index: it counts as a product's that is not a
-// lab product.
-func (s *Service) orderOf(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error) {
-	row, found, err := find(ctx, s.db, id)
-	if err != nil {
-		return Order{}, catalogue.Product{}, err
-	}
-	if found && row.Status != Void {
-		if p, ok, err := s.sees(ctx, b, row); ok || err != nil {
-			return row, p, err
-		}
-	}
-	q, queued, err := s.queue.queued(ctx, id)
-	if err != nil {
-		return Order{}, catalogue.Product{}, err
-	}
-	if queued && !found { // a row, void or not, is the order: its queued entry is stale
-		if p, ok, err := s.sees(ctx, b, q); ok || err != nil {
-			return q, p, err
-		}
-	}
-	if !queued {
-		// The order may have left the queue for its row between the two
-		// reads: a consumer writes the row before it drops the queued
-		// entry, so the row is there now. Read again, whatever was found
-		// the first time, so that every miss costs the same lookups.
-		if row, found, err = find(ctx, s.db, id); err != nil {
-			return Order{}, catalogue.Product{}, err
-		}
-		if found && row.Status != Void {
-			if p, ok, err := s.sees(ctx, b, row); ok || err != nil {
-				return row, p, err
-			}
-		}
-	}
-	var none catalogue.Product
-	if refused := b.May(none); refused != nil {
-		return Order{}, none, refused
-	}
-	return Order{}, none, fmt.Errorf("%w: order %s", ErrNotFound, id)
-}
-
-// sees reports whether b may see o, with o's product: a lab product's
-// order anyone, any other its own buyer, signed in. An order of a product
-// the catalogue does not have is seen by no one.
-func (s *Service) sees(ctx context.Context, b Buyer, o Order) (catalogue.Product, bool, error) {
-	var p catalogue.Product
-	if o.ProductID != 0 {
-		var err error
-		switch p, err = s.cat.Product(ctx, o.ProductID); {
-		case errors.Is(err, ErrNotFound):
-			return p, false, nil
-		case err != nil:
-			return p, false, err
-		}
-	}
-	return p, p.Lab || (b.Signed && o.UserID == b.ID), nil
 }

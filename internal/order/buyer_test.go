@@ -33,13 +33,13 @@ func TestNotYoursCostsWhatAMissCosts(t *testing.T) {
 	w := watchLookups(t, f.rdb, f.db)
 	read := func(id idgen.ID, b order.Buyer) ([]string, error) {
 		ctx, seen := w.counting(t.Context())
-		_, err := f.svc.OrderFor(ctx, id, b)
+		_, err := f.svc.Reads().OrderFor(ctx, id, b)
 		return seen(), err
 	}
 	// Alice's read fills the catalogue's cache, as the sale's purchases
 	// do on an instance that sells it: a product this instance never read
 	// costs one SQL read, once per product, not per order.
-	if o, err := f.svc.OrderFor(t.Context(), theirs.ID, alice); err != nil || o.ID != theirs.ID {
+	if o, err := f.svc.Reads().OrderFor(t.Context(), theirs.ID, alice); err != nil || o.ID != theirs.ID {
 		t.Fatalf("alice reads her order: %+v %v", o, err)
 	}
 	for range 2 {

@@ -44,7 +44,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 	if first.ID.String() != ids[0] {
 		t.Errorf("the retry of a queued purchase: order %s, want %s", first.ID, ids[0])
 	}
-	if o, err := f.svc.Order(t.Context(), first.ID); err != nil || o.Status != order.Pending {
+	if o, err := f.svc.Reads().Order(t.Context(), first.ID); err != nil || o.Status != order.Pending {
 		t.Errorf("the queued order read back: %+v, %v; want pending", o, err)
 	}
 
@@ -54,7 +54,7 @@ func TestAsyncOrdersAreWrittenByTheConsumer(t *testing.T) {
 	if a.Remaining != 5 || a.Taken != 5 || a.Unsettled != 0 || a.Verdict != api.VerdictOK {
 		t.Errorf("audit after the drain: %+v", a)
 	}
-	o, err := f.svc.Order(t.Context(), first.ID)
+	o, err := f.svc.Reads().Order(t.Context(), first.ID)
 	if err != nil || o.Status != order.Unpaid || o.AcceptedAt == nil || o.CreatedAt.Before(*o.AcceptedAt) {
 		t.Errorf("the written order: %+v, %v", o, err)
 	}
@@ -156,7 +156,7 @@ func TestRefusedOrderGoesToTheDeadLetters(t *testing.T) {
 	if n := c.Refused(); n != 1 || c.Orders() != 3 {
 		t.Errorf("the consumer counts %d refused of %d orders, want 1 of 3", n, c.Orders())
 	}
-	o, err := f.svc.Order(t.Context(), poison.ID)
+	o, err := f.svc.Reads().Order(t.Context(), poison.ID)
 	if err != nil || o.Status != order.Failed || o.Reason == "" {
 		t.Errorf("the refused order read back: %+v, %v; want failed with the reason", o, err)
 	}
@@ -244,7 +244,7 @@ func TestAnOrderReadWhileItIsWrittenIsFound(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.db.Callback().Query().Remove(name) })
 
-	got, err := f.svc.OrderFor(t.Context(), o.ID, order.Buyer{ID: 1})
+	got, err := f.svc.Reads().OrderFor(t.Context(), o.ID, order.Buyer{ID: 1})
 	if err != nil || got.ID != o.ID || got.Status != order.Unpaid {
 		t.Errorf("the order read while it was written: %+v, %v; want it, unpaid", got, err)
 	}

@@ -257,6 +257,7 @@ type Service struct {
 	life  *Lifecycle
 	queue *Queue
 	door  *Door
+	reads *Reads
 }
 
 // flight is the purchases and background jobs in flight, which Close waits
@@ -321,7 +322,7 @@ type Lifecycle struct {
 	dueEvery, dueLease time.Duration
 	returns            returns
 	// orderOf reads an order and its product as a buyer may see them
-	// (Service.orderOf).
+	// (Reads.orderOf).
 	orderOf func(ctx context.Context, id idgen.ID, b Buyer) (Order, catalogue.Product, error)
 }
 
@@ -337,6 +338,10 @@ func (s *Service) Lifecycle() *Lifecycle { return s.life }
 
 // Queue is the service's view of the queued orders.
 func (s *Service) Queue() *Queue { return s.queue }
+
+// Reads is the service's part that reads orders, for their buyers and
+// for the operator.
+func (s *Service) Reads() *Reads { return s.reads }
 
 // NewService returns a service on db and rdb, locking with locks, and
 // starts following other processes' notices and the payment deadlines;
@@ -405,10 +410,11 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		return nil, err
 	}
 	s.cat = cat
-	s.returns = returns{stock: s.stock, cat: cat, budget: opt.budget(), log: opt.Log}
-	s.life = &Lifecycle{db: db, stock: s.stock, cat: cat, log: opt.Log, flight: s.flight, returns: s.returns, orderOf: s.orderOf,
-		lockTTL: opt.LockTTL, budget: opt.budget(), paths: opt.Paths, dueEvery: opt.DueEvery, dueLease: opt.DueLease}
 	s.queue = &Queue{stock: s.stock}
+	s.reads = &Reads{db: db, cat: cat, queue: s.queue}
+	s.returns = returns{stock: s.stock, cat: cat, budget: opt.budget(), log: opt.Log}
+	s.life = &Lifecycle{db: db, stock: s.stock, cat: cat, log: opt.Log, flight: s.flight, returns: s.returns, orderOf: s.reads.orderOf,
+		lockTTL: opt.LockTTL, budget: opt.budget(), paths: opt.Paths, dueEvery: opt.DueEvery, dueLease: opt.DueLease}
 	s.door = &Door{cat: cat, buyers: opt.Admit, paths: opt.Paths, captchas: opt.Captchas, perAddress: opt.PerAddress,
 		limit: opt.Limit, now: opt.Now,
 		marks: s.marks, ledgers: s.stock.Ledgers()}
@@ -542,29 +548,6 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 	return stock.Migrate(ctx, db)
 }
 
-// Order returns an order by id: written, or queued (status Pending), or
-// refused by the database after it was queued (status Failed, with the
-// Reason). A void row is not an order: not found.
-func (s *Service) Order(ctx context.Context, id idgen.ID) (Order, error) {
-	o, found, err := find(ctx, s.db, id)
-	switch {
-	case err != nil:
-		return Order{}, err
-	case found && o.Status == Void:
-		return Order{}, fmt.Errorf("%w: order %s was never completed; its unit went back on sale", ErrNotFound, id)
-	case found:
-		return o, nil
-	}
-	q, queued, err := s.queue.queued(ctx, id)
-	switch {
-	case err != nil:
-		return Order{}, err
-	case !queued:
-		return Order{}, fmt.Errorf("%w: order %s", ErrNotFound, id)
-	}
-	return q, nil
-}
-
 // queued looks an order up in the async mode's pending index.
 func (q *Queue) queued(ctx context.Context, id idgen.ID) (Order, bool, error) {
 	p, found, err := q.stock.Queue().Pending(ctx, id)
@@ -591,40 +574,3 @@ func (q *Queue) DeliveredTo(ctx context.Context) (map[string]int64, error) {
 
 // Streams lists the order streams of the service's deployment.
 func (q *Queue) Streams(ctx context.Context) ([]string, error) { return q.stock.Queue().Streams(ctx) }
-
-// MaxLookup bounds the ids of one Written call.
-const MaxLookup = 1000
-
-// Written returns those of ids that are rows of product's orders (void rows
-// aside): how a client that was told 202 checks that its orders reached the
-// table. On a product that is not a lab product, only b's orders, and b
-// must have signed in (Buyer.May).
-func (s *Service) Written(ctx context.Context, product int64, b Buyer, ids []idgen.ID) ([]idgen.ID, error) {
-	if len(ids) > MaxLookup {
-		return nil, fmt.Errorf("%w: at most %d ids at once, not %d", ErrInvalid, MaxLookup, len(ids))
-	}
-	q := s.db.WithContext(ctx).Model(&Order{})
-	p, err := s.cat.Product(ctx, product)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, err
-	}
-	if !p.Lab {
-		if err := b.May(p); err != nil {
-			return nil, err
-		}
-		q = q.Where("user_id = ?", b.ID)
-	}
-	raw := make([]int64, len(ids))
-	for i, id := range ids {
-		raw[i] = int64(id)
-	}
-	var found []idgen.ID
-	if len(raw) == 0 {
-		return found, nil
-	}
-	err = q.Where("id IN ? AND product_id = ? AND status <> ?", raw, product, Void).Pluck("id", &found).Error
-	if err != nil {
-		return nil, fmt.Errorf("looking up %d orders: %w", len(ids), err)
-	}
-	return found, nil
-}

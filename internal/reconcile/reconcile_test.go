@@ -88,7 +88,7 @@ func TestReconcilerSeesABuyersSecondTake(t *testing.T) {
 			if a := f.Audit(1); a.Remaining != 4 || a.Orders != 2 || a.Verdict != api.VerdictOK {
 				t.Errorf("audit after the pass %+v: want 4 remaining, 2 orders, OK", a)
 			}
-			if _, err := f.Svc.Order(t.Context(), real.ID); err != nil {
+			if _, err := f.Svc.Reads().Order(t.Context(), real.ID); err != nil {
 				t.Errorf("the buyer's order after the pass: %v, want it kept", err)
 			}
 		})
@@ -133,7 +133,7 @@ func TestReconcilerReturnsStrandedUnits(t *testing.T) {
 	}
 	// The void row holds the stranded order's id: that order can never be
 	// written late, and it is not an order.
-	if _, err := svc.Order(t.Context(), 123456789); !errors.Is(err, order.ErrNotFound) {
+	if _, err := svc.Reads().Order(t.Context(), 123456789); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("the voided order: %v, want not found", err)
 	}
 	if _, _, err := svc.Buy(t.Context(), order.Purchase{UserID: 2, ProductID: 1}); err != nil {

@@ -323,7 +323,7 @@ func (s *shop) handleOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
-	o, err := s.orders.OrderFor(c.Request.Context(), id, buyer)
+	o, err := s.reads.OrderFor(c.Request.Context(), id, buyer)
 	if err != nil {
 		s.e.failErr(c, err)
 		return
@@ -410,7 +410,7 @@ func (s *shop) handleLookup(c *gin.Context) {
 	if !ok {
 		return
 	}
-	found, err := s.orders.Written(c.Request.Context(), req.ProductID, buyer, ids)
+	found, err := s.reads.Written(c.Request.Context(), req.ProductID, buyer, ids)
 	if err != nil {
 		s.e.failErr(c, err)
 		return

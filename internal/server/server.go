@@ -61,13 +61,17 @@ var (
 	ErrDatabaseDown = errors.New("the database did not answer")
 )
 
-// Buyer takes purchases and reads a buyer's orders (*order.Service).
+// Buyer takes purchases (*order.Service).
 type Buyer interface {
 	Buy(ctx context.Context, in order.Purchase) (order.Order, order.Receipt, error)
-	OrderFor(ctx context.Context, id idgen.ID, b order.Buyer) (order.Order, error)
-	Written(ctx context.Context, product int64, b order.Buyer, ids []idgen.ID) ([]idgen.ID, error)
 	// Now is the sale's clock, for the product's page to count down.
 	Now() time.Time
+}
+
+// Reader reads a buyer's orders (*order.Reads).
+type Reader interface {
+	OrderFor(ctx context.Context, id idgen.ID, b order.Buyer) (order.Order, error)
+	Written(ctx context.Context, product int64, b order.Buyer, ids []idgen.ID) ([]idgen.ID, error)
 }
 
 // Payer pays and cancels a buyer's orders (*order.Lifecycle).
@@ -127,10 +131,11 @@ type AddressLimit interface {
 // does not have; the routes that would use it fail or are absent, as each
 // field says.
 type Deps struct {
-	// Orders takes purchases; Payments pays and cancels them; Catalogue
-	// starts sales; Door issues purchase paths (app: the order service and
-	// its parts).
+	// Orders takes purchases; Reads reads them for their buyers; Payments
+	// pays and cancels them; Catalogue starts sales; Door issues purchase
+	// paths (app: the order service and its parts).
 	Orders    Buyer
+	Reads     Reader
 	Payments  Payer
 	Catalogue Catalogue
 	Door      Door
@@ -249,6 +254,7 @@ type edge struct {
 type shop struct {
 	e       *edge
 	orders  Buyer
+	reads   Reader
 	door    Door
 	pay     Payer
 	cat     Catalogue
@@ -289,7 +295,7 @@ func New(deps Deps) *Server {
 		e.origins[normalizeOrigin(o)] = true
 	}
 	s := &Server{edge: e, health: deps.Health, log: deps.Log, web: deps.Web, metrics: m,
-		shop: &shop{e: e, orders: deps.Orders, door: deps.Door, pay: deps.Payments, cat: deps.Catalogue, audit: deps.Auditor, metrics: m},
+		shop: &shop{e: e, orders: deps.Orders, reads: deps.Reads, door: deps.Door, pay: deps.Payments, cat: deps.Catalogue, audit: deps.Auditor, metrics: m},
 		accounts: &accounts{e: e, sessions: deps.Sessions, signups: deps.Signups, captchas: deps.Captchas,
 			passkeys: deps.Passkeys, passkeyOrigins: deps.PasskeyOrigins},
 		bots: botRoutes{e: e, captchas: deps.Captchas, door: deps.Door},
