@@ -61,8 +61,7 @@ func (m mqSeller) sell(ctx context.Context, s *Service, sl sale, rc *Receipt) (O
 // surely does not have it, the unit goes back; when it may, the client is
 // told the outcome is unknown and the reconciler settles it.
 func (mqSeller) publish(ctx context.Context, s *Service, p catalogue.Product, req stock.Request, e stock.Entry, rc *Receipt) (Order, error) {
-	q := outbox.QueuedOrder{Layout: p.Stock().Layout, Shard: e.Shard, Order: e.Order, Sale: p.Sale, User: e.User,
-		Key: e.Key, At: e.At, Due: due(p, e.At), Mode: api.ModeMQ}
+	q := outbox.QueuedOrder{Entry: e, Layout: p.Stock().Layout, Sale: p.Sale, Due: due(p, e.At), Mode: api.ModeMQ}
 	pctx, cancel := context.WithTimeout(ctx, s.Budget().Record())
 	defer cancel()
 	// The message carries this span's context (its traceparent header), for

@@ -41,7 +41,7 @@ func NewConsumer(db *gorm.DB, s *Service, opt outbox.Options) *outbox.Consumer {
 func NewMQConsumer(db *gorm.DB, s *Service, b *outbox.Broker, opt outbox.Options) *outbox.Consumer {
 	giveBack := func(ctx context.Context, q outbox.QueuedOrder, reason string) {
 		req := stock.Request{Product: stock.Product{Layout: q.Layout}, Taker: mqMode.Taker(stock.Locked{})}
-		s.returns.giveBack(ctx, req, stock.Entry{User: q.User, Order: q.Order, Key: q.Key, Shard: q.Shard, MQ: true}, reason)
+		s.returns.giveBack(ctx, req, q.Entry, reason)
 	}
 	return outbox.NewConsumer(outbox.UniqueName(), outbox.NewRabbit(b, giveBack, opt), writer{db: db, life: s.life}, opt)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"seckill/internal/idgen"
+	"seckill/internal/stock"
 )
 
 // fakeSource hands out its batches in turn, each with its error, and
@@ -101,7 +102,7 @@ func (s *fakeSink) Write(_ context.Context, qs []QueuedOrder) (Outcome, error) {
 func orders(ids ...idgen.ID) []QueuedOrder {
 	qs := make([]QueuedOrder, len(ids))
 	for i, id := range ids {
-		qs[i] = QueuedOrder{Order: id}
+		qs[i] = QueuedOrder{Entry: stock.Entry{Order: id}}
 	}
 	return qs
 }

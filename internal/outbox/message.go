@@ -17,16 +17,17 @@ import (
 // broker's message): the message every Source delivers and every Sink
 // writes. Its wire shape in a stream is async.lua's, stock's take, which
 // appends it in the script that takes the unit; parseQueued reads it.
+//
+// The order is the take's own record, stock.Entry (its buyer, id, key,
+// shard and time; MQ for the broker's), in an envelope that says where it
+// was queued and what its row needs besides: the message is not a shape of
+// its own between the take and the row.
 type QueuedOrder struct {
+	stock.Entry
 	Stream string       // the stream it came from
 	MsgID  string       // its entry id there
 	Layout stock.Layout // of the shard it was taken from (Shards unknown: 0)
-	Shard  int
-	Order  idgen.ID
 	Sale   int64
-	User   int64
-	Key    string
-	At     time.Time  // when it was taken, to the millisecond
 	Due    *time.Time // when its payment window ends, if its product has one
 	Fields map[string]any
 	// Mode is the name of the mode that took it: api.ModeAsync, or

@@ -49,8 +49,8 @@ func parseMessage(body []byte) (QueuedOrder, error) {
 	if err != nil || id == 0 || m.User <= 0 || m.Product <= 0 {
 		return QueuedOrder{}, fmt.Errorf("malformed order message %q", body)
 	}
-	q := QueuedOrder{Layout: stock.Layout{ID: m.Product, Epoch: m.Epoch}, Shard: m.Shard, Order: id, Sale: m.Sale,
-		User: m.User, Key: m.Key, At: time.UnixMilli(m.At), Mode: api.ModeMQ}
+	e := stock.Entry{User: m.User, Order: id, Key: m.Key, Shard: m.Shard, At: time.UnixMilli(m.At), MQ: true}
+	q := QueuedOrder{Entry: e, Layout: stock.Layout{ID: m.Product, Epoch: m.Epoch}, Sale: m.Sale, Mode: api.ModeMQ}
 	if m.Due > 0 {
 		d := time.UnixMilli(m.Due)
 		q.Due = &d
