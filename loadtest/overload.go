@@ -132,7 +132,12 @@ func (s *shelf) buy(ctx context.Context, base string, buyers []openingBuyer, k i
 }
 
 // capacity measures sales per second in a closed loop of overloadWorkers,
-// after a warm-up of a fifth of d, from ask first on, its progress on bar.
+// from ask first on, its progress on bar: the sales answered within d,
+// after a warm-up of a fifth of d that starts at the loop's first answer.
+// Counting from the first answer, not from the start, keeps a machine
+// whose cold first answers (new connections, scripts loaded) all come
+// late from measuring nothing. The loop gives up, with no capacity, when
+// nothing answers within capacityPatience.
 func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer, first int, d time.Duration, bar *progressBar) (float64, int, error) {
 	warm := d / 5
 	counts := phaseCounts{total: -1} // a closed loop: the asks are as many as it gets through
@@ -141,11 +146,20 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 	next.Store(int64(first))
 	var fillErr atomic.Value
 	start := time.Now()
-	stop := start.Add(warm + d)
+	// from is when the window opens, since start: unset (0) until the
+	// first answer.
+	var from atomic.Int64
+	over := func() bool {
+		f := time.Duration(from.Load())
+		if f == 0 {
+			return time.Since(start) >= capacityPatience
+		}
+		return time.Since(start) >= f+d
+	}
 	var wg sync.WaitGroup
 	for range overloadWorkers {
 		wg.Go(func() {
-			for time.Now().Before(stop) && fillErr.Load() == nil {
+			for !over() && fillErr.Load() == nil {
 				k := int(next.Add(1) - 1)
 				if err := s.fill(ctx, k+1); err != nil {
 					fillErr.Store(err)
@@ -154,7 +168,8 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 				var a ask
 				s.buy(ctx, base, buyers, k, &a, start)
 				counts.add(a.status, a.code, a.err)
-				if a.sold() && a.done >= warm && a.done < warm+d {
+				from.CompareAndSwap(0, int64(a.done+warm))
+				if f := time.Duration(from.Load()); a.sold() && a.done >= f && a.done < f+d {
 					sold.Add(1)
 				}
 			}
@@ -166,6 +181,9 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 	}
 	return float64(sold.Load()) / d.Seconds(), int(next.Load()), nil
 }
+
+// capacityPatience is how long the closed loop waits for its first answer.
+const capacityPatience = 30 * time.Second
 
 // flood is one open-loop phase: rate asks a second for d, from ask first,
 // against base, each sent at its due time whatever the others' answers.
@@ -302,7 +320,7 @@ func overloadBench(ctx context.Context, o options, getenv func(string) string, s
 // measure runs the closed loop against the instance without the limit,
 // then the floods, and judges them.
 func (s *shelf) measure(ctx context.Context, open time.Duration, limit int, ins []*child.Instance, buyers []openingBuyer, stdout, stderr io.Writer, bar *progressBar) error {
-	fmt.Fprintf(stderr, "capacity: %d workers, closed loop, %s after a %s warm-up\n", overloadWorkers, open/2, open/10)
+	fmt.Fprintf(stderr, "capacity: %d workers, closed loop, %s after a %s warm-up from the first answer\n", overloadWorkers, open/2, open/10)
 	capacity, next, err := s.capacity(ctx, ins[1].URL, buyers, 0, open/2, bar)
 	if err != nil {
 		return err
