@@ -38,6 +38,7 @@ const (
 	CodeWeakPassword         = "weak_password"          // 400
 	CodeCaptchaRequired      = "captcha_required"       // 403
 	CodeAccountTooNew        = "account_too_new"        // 403
+	CodeNotReserved          = "not_reserved"           // 403
 	CodeNameTaken            = "name_taken"             // 409
 	CodeForbiddenOrigin      = "forbidden_origin"       // 403
 	CodeLabOnly              = "lab_only"               // 403
@@ -58,6 +59,8 @@ const (
 	CodeResetRequired        = "reset_required"         // 409
 	CodeNotStarted           = "not_started"            // 409
 	CodeSaleEnded            = "sale_ended"             // 409
+	CodeReservationClosed    = "reservation_closed"     // 409
+	CodeNoReservation        = "no_reservation"         // 409
 	CodeTooLarge             = "too_large"              // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeUnknownHost          = "unknown_host"           // 421

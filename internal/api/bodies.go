@@ -35,6 +35,12 @@ type ProductRequest struct {
 	// Captcha (with Path): the path token is issued only for a solved
 	// captcha (POST /api/captcha). Default: false.
 	Captcha bool `json:"captcha,omitempty"`
+	// Reservation: the sale sells only to buyers who reserved before
+	// StartsAt (POST /api/products/:id/reservation); any other purchase is
+	// 403 not_reserved. Needs starts_at. Reservations are the product's:
+	// a reset (to size the sale from their count) keeps them. Default:
+	// false.
+	Reservation bool `json:"reservation,omitempty"`
 	// StartsAt and EndsAt are the sale window, RFC 3339: purchases before
 	// StartsAt are 409 not_started, from EndsAt on 409 sale_ended. Each is
 	// optional (absent: no bound); EndsAt must be after StartsAt. Absent,
@@ -92,6 +98,10 @@ type ProductView struct {
 	Now      time.Time  `json:"now"`
 	// AccountsBefore: only accounts made before it buy (absent: any).
 	AccountsBefore *time.Time `json:"accounts_before,omitempty"`
+	// Reservation: only buyers who reserved before StartsAt buy;
+	// Reservations is how many have (absent when Reservation is false).
+	Reservation  bool   `json:"reservation,omitempty"`
+	Reservations *int64 `json:"reservations,omitempty"`
 }
 
 // Durabilities of a product view: the Redis persistence its stock and
@@ -298,6 +308,22 @@ type OrderRequest struct {
 type PathRequest struct {
 	CaptchaID string `json:"captcha_id,omitempty"`
 	Captcha   string `json:"captcha,omitempty"`
+}
+
+// ReservationRequest is the body of POST /api/products/:id/reservation,
+// which may be empty: on a lab product, the buyer it names.
+type ReservationRequest struct {
+	UserID *int64 `json:"user_id,omitempty"`
+}
+
+// Reservation is the answer of POST /api/products/:id/reservation: the
+// buyer's reservation, stored (201 the first time, 200 after), and how
+// many buyers have reserved the product.
+type Reservation struct {
+	ProductID    int64     `json:"product_id"`
+	UserID       int64     `json:"user_id"`
+	ReservedAt   time.Time `json:"reserved_at"`
+	Reservations int64     `json:"reservations"`
 }
 
 // Path is a purchase path token, the answer of POST

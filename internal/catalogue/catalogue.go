@@ -432,7 +432,7 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 		Lock: cmp.Or(spec.Lock, api.DefaultLock), Mode: cmp.Or(spec.Mode, api.DefaultMode),
 		Fallback: spec.Fallback == nil || *spec.Fallback, Lab: spec.Lab,
 		PayTimeout: spec.PayTimeout, Lifecycle: cmp.Or(spec.Lifecycle, Conditional), Replicated: spec.Replicated,
-		Path: spec.Path, Captcha: spec.Captcha}
+		Path: spec.Path, Captcha: spec.Captcha, Reservation: spec.Reservation}
 	if p.Name == "" {
 		p.Name = "product " + strconv.FormatInt(p.ID, 10)
 	}
@@ -461,6 +461,9 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 		return Product{}, err
 	}
 	p.StartsAt, p.EndsAt = starts, ends
+	if p.Reservation && p.StartsAt == nil {
+		return invalid("reservations close when the sale starts: a product with reservation needs starts_at")
+	}
 	if b := spec.AccountsBefore; b != nil {
 		t := b.UTC().Truncate(time.Millisecond)
 		p.AccountsBefore = &t

@@ -78,6 +78,11 @@ type Product struct {
 	// for a solved captcha.
 	Path    bool `gorm:"not null;default:false"`
 	Captcha bool `gorm:"not null;default:false"`
+	// Reservation products sell at their opening only to buyers who
+	// reserved before it (package order: a reservation is the product's,
+	// kept across resets, so that the operator may size the sale from the
+	// count and start it again). It needs a StartsAt, when reserving ends.
+	Reservation bool `gorm:"not null;default:false"`
 	// RebuiltAt is when the current sale's stock was last laid out anew
 	// from its orders after Redis lost it; nil if never (a reset clears it).
 	RebuiltAt *time.Time
@@ -122,6 +127,9 @@ type ProductSpec struct {
 	// Path asks every purchase for a path token; Captcha (with Path) gives
 	// the token only for a solved captcha.
 	Path, Captcha bool
+	// Reservation sells only to buyers who reserved before StartsAt
+	// (Product.Reservation); it needs StartsAt.
+	Reservation bool
 	// StartsAt and EndsAt are the sale window (Product.StartsAt): each
 	// optional (nil, the default, is no bound), EndsAt after StartsAt.
 	// Unlike the lock and mode, a POST may change them without Reset: a

@@ -13,7 +13,8 @@ import (
 
 // Door is the service's part that decides who comes in before a purchase
 // touches the stock, cheapest refusal first: the sale window (no round
-// trip), the client's address, the path token, the buyer's rate limit (one
+// trip), the buyer's reservation (none once the opening is a second old:
+// see reservations.check), the client's address, the path token, the buyer's rate limit (one
 // round trip each), then the concurrency limit; and it issues the path
 // tokens. Its refusals come before the purchase draws an id or takes a
 // lock, so that a herd of them costs the stock nothing.
@@ -27,6 +28,7 @@ type Door struct {
 	now        func() time.Time
 	marks      *marks // the service's, held until Redis takes them
 	ledgers    *stock.Ledgers
+	reserved   *reservations
 }
 
 // Door is the service's part that admits purchases and issues path tokens.
@@ -36,6 +38,9 @@ func (s *Service) Door() *Door { return s.door }
 // script (the concurrency limit aside: see shed).
 func (d *Door) admit(ctx context.Context, p catalogue.Product, in Purchase) error {
 	if err := d.window(p); err != nil {
+		return err
+	}
+	if err := d.reserved.check(ctx, p, in.UserID); err != nil {
 		return err
 	}
 	if err := d.admitClient(ctx, p, in); err != nil {

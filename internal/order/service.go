@@ -417,7 +417,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, locks *lock.Pool, opt Op
 		lockTTL: opt.LockTTL, budget: opt.budget(), paths: opt.Paths, dueEvery: opt.DueEvery, dueLease: opt.DueLease}
 	s.door = &Door{cat: cat, buyers: opt.Admit, paths: opt.Paths, captchas: opt.Captchas, perAddress: opt.PerAddress,
 		limit: opt.Limit, now: opt.Now,
-		marks: s.marks, ledgers: s.stock.Ledgers()}
+		marks: s.marks, ledgers: s.stock.Ledgers(), reserved: newReservations(db, opt.Now)}
 	if opt.DueEvery > 0 {
 		s.flight.working.Go(s.life.expireOnSchedule)
 	}
@@ -533,8 +533,8 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 			return fmt.Errorf("dropping the orders' old one-per-user index: %w", err)
 		}
 	}
-	if err := db.WithContext(ctx).AutoMigrate(&catalogue.Product{}, &Order{}); err != nil {
-		return fmt.Errorf("migrating products and orders: %w", err)
+	if err := db.WithContext(ctx).AutoMigrate(&catalogue.Product{}, &Order{}, &reservation{}); err != nil {
+		return fmt.Errorf("migrating products, orders and reservations: %w", err)
 	}
 	if err := idgen.MigrateBlocks(ctx, db); err != nil {
 		return err

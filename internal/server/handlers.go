@@ -57,7 +57,8 @@ func newProductView(v reconcile.View) api.ProductView {
 		PayTimeoutMS: v.PayTimeout.Milliseconds(), Lifecycle: v.Lifecycle, Replicated: v.Replicated,
 		Path: v.Path, Captcha: v.Captcha,
 		Durability: string(v.Durability.Level), DurabilityReason: v.Durability.Reason,
-		StartsAt: v.StartsAt, EndsAt: v.EndsAt, AccountsBefore: v.AccountsBefore, Shards: make([]api.ShardView, len(v.Levels))}
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, AccountsBefore: v.AccountsBefore, Reservation: v.Reservation,
+		Shards: make([]api.ShardView, len(v.Levels))}
 	if m, err := order.ModeNamed(v.Mode); err == nil && m.Queued {
 		pv.Survives = durability.Survives(v.Durability.Level, v.Replicated)
 	}
@@ -85,7 +86,7 @@ func (s *shop) handleResetProduct(c *gin.Context) {
 	spec := catalogue.ProductSpec{ID: *req.ID, Name: req.Name, Stock: *req.Stock, Lock: req.Lock, Mode: req.Mode,
 		Fallback: req.Fallback, Lab: req.Lab, Lifecycle: req.Lifecycle, Replicated: req.Replicated,
 		Path: req.Path, Captcha: req.Captcha, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
-		AccountsBefore: req.AccountsBefore, Reset: req.Reset}
+		AccountsBefore: req.AccountsBefore, Reservation: req.Reservation, Reset: req.Reset}
 	if ms := req.PayTimeoutMS; ms != 0 {
 		// In milliseconds first: a huge value would overflow a Duration.
 		if ms < catalogue.MinPayTimeout.Milliseconds() || ms > catalogue.MaxPayTimeout.Milliseconds() {
@@ -142,7 +143,60 @@ func (s *shop) respondProduct(c *gin.Context, id int64) {
 	}
 	pv := newProductView(v)
 	pv.Now = s.orders.Now().UTC().Truncate(time.Millisecond)
+	if pv.Reservation && s.door != nil {
+		n, err := s.door.Reservations(c.Request.Context(), id)
+		if err != nil {
+			s.e.failErr(c, err)
+			return
+		}
+		pv.Reservations = &n
+	}
 	c.JSON(http.StatusOK, pv)
+}
+
+// handleReserve stores the buyer's reservation of the product: 201 the
+// first time, 200 with the same reservation after. The buyer is the one
+// who may buy it (order.Buyer.MayBuy): signed in, or on a lab product the
+// body's user_id.
+func (s *shop) handleReserve(c *gin.Context) {
+	product, ok := s.e.pathID(c, "product")
+	if !ok {
+		return
+	}
+	var req api.ReservationRequest
+	if c.Request.ContentLength != 0 {
+		if err := s.e.decode(c, &req); err != nil {
+			s.e.failErr(c, err)
+			return
+		}
+	}
+	b, ok := s.e.buyer(c, req.UserID)
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	p, err := s.cat.Product(ctx, product)
+	if err == nil {
+		err = b.MayBuy(p)
+	}
+	if err != nil {
+		s.e.failErr(c, err)
+		return
+	}
+	if b.ID == 0 {
+		s.e.fail(c, http.StatusBadRequest, api.CodeBadRequest, "user_id is required on a lab product (or a signed-in buyer's Authorization: Bearer <token>)")
+		return
+	}
+	r, err := s.door.Reserve(ctx, product, b.ID)
+	if err != nil {
+		s.e.failErr(c, err)
+		return
+	}
+	status := http.StatusOK
+	if r.Created {
+		status = http.StatusCreated
+	}
+	c.JSON(status, api.Reservation{ProductID: r.Product, UserID: r.Buyer, ReservedAt: r.At, Reservations: r.Count})
 }
 
 func (s *shop) handleAudit(c *gin.Context) {

@@ -24,6 +24,7 @@ func (s *Server) routes(r *gin.Engine) {
 	g.GET("/products/:id/audit", shop.handleAudit)
 	g.GET("/products/:id/drain", shop.handleDrain)
 	g.POST("/products/:id/path", e.perAddress, br.handleIssuePath)
+	g.POST("/products/:id/reservation", e.perAddress, shop.handleReserve)
 	g.POST("/products/:id/reconcile", e.admin, shop.handleReconcile)
 	if acc.sessions != nil {
 		g.POST("/accounts", e.perAddress, acc.handleCreateAccount)

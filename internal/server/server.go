@@ -95,6 +95,10 @@ type Door interface {
 	Refusal(product int64, retry bool) error
 	IssuePath(ctx context.Context, in order.PathRequest) (admission.PathToken, error)
 	CaptchaBinding(ctx context.Context, buyer, product int64) (string, error)
+	// Reserve stores a buyer's reservation of a product (idempotent);
+	// Reservations counts a product's.
+	Reserve(ctx context.Context, product, buyer int64) (order.Reserved, error)
+	Reservations(ctx context.Context, product int64) (int64, error)
 }
 
 // Auditor audits a product's sale and settles it on demand

@@ -199,6 +199,10 @@
       "durability " + p.durability,
     ].join(" · ");
     $("#product-meta").title = p.durability_reason ? "Redis durability: " + p.durability_reason : "";
+    $("#reserve").hidden = !p.reservation;
+    const booked = $("#reservations");
+    booked.hidden = !p.reservation;
+    booked.textContent = p.reservation ? fmt(p.reservations ?? 0) + " reserved" : "";
     tickSaleWindow();
   }
 
@@ -264,6 +268,8 @@
     const btn = $("#buy");
     if (phase === "before" || phase === "ended") btn.disabled = true;
     else if (state.salePhase === "before" || state.salePhase === "ended") btn.disabled = false;
+    // Reserving ends when the sale starts.
+    if (!state.reserving) $("#reserve").disabled = phase !== "before";
     state.salePhase = phase;
   }
 
@@ -671,21 +677,28 @@
     return r.data.captcha_id;
   }
 
+  // buyerReady reports whether the page has a buyer to act for: a user id
+  // on a lab product, a signed-in buyer on any other; else it says so in out.
+  function buyerReady(out, lab, user) {
+    if (lab && (!Number.isSafeInteger(user) || user < 1 || user >= FIRST_NAMED_BUYER)) {
+      out.className = "outcome refused";
+      out.textContent = "The user id must be a positive whole number below " + FIRST_NAMED_BUYER + ".";
+      return false;
+    }
+    if (!lab && !buyerSession()) {
+      out.className = "outcome refused";
+      out.textContent = SIGN_IN_FIRST;
+      return false;
+    }
+    return true;
+  }
+
   async function buy(ev) {
     ev.preventDefault();
     const out = $("#buy-result");
     const lab = labWatched();
     const user = Number($("#user-id").value);
-    if (lab && (!Number.isSafeInteger(user) || user < 1 || user >= FIRST_NAMED_BUYER)) {
-      out.className = "outcome refused";
-      out.textContent = "The user id must be a positive whole number below " + FIRST_NAMED_BUYER + ".";
-      return;
-    }
-    if (!lab && !buyerSession()) {
-      out.className = "outcome refused";
-      out.textContent = SIGN_IN_FIRST;
-      return;
-    }
+    if (!buyerReady(out, lab, user)) return;
     const btn = $("#buy");
     btn.disabled = true;
     const body = lab ? { user_id: user, product_id: state.productID } : { product_id: state.productID };
@@ -708,14 +721,45 @@
       state.latest = null;
       renderOrders();
       out.className = "outcome refused";
-      const lines = [
-        el("div", {}, "Refused: ", el("code", { id: "buy-code" }, r.data.code), " (HTTP " + r.status + ")"),
-        el("div", {}, r.data.error),
-      ];
+      const lines = refusalLines(r);
       if (r.data.order_id) lines.push(el("div", { class: "muted" }, "order " + r.data.order_id));
       out.replaceChildren(...lines);
     }
     pollProduct();
+  }
+
+  // refusalLines says a refused purchase or reservation: its code, which
+  // the browser tests read, its status and what to do.
+  function refusalLines(r) {
+    return [
+      el("div", {}, "Refused: ", el("code", { id: "buy-code" }, r.data.code), " (HTTP " + r.status + ")"),
+      el("div", {}, r.data.error),
+    ];
+  }
+
+  // reserve reserves the watched product for the buyer, before its opening:
+  // the answer says the reservation is stored and how many there are.
+  async function reserve() {
+    const out = $("#buy-result");
+    const lab = labWatched();
+    const user = Number($("#user-id").value);
+    if (!buyerReady(out, lab, user)) return;
+    const btn = $("#reserve");
+    btn.disabled = state.reserving = true;
+    const r = await api("POST", "/api/products/" + state.productID + "/reservation", lab ? { user_id: user } : undefined,
+      lab ? undefined : AS_BUYER);
+    state.reserving = false;
+    tickSaleWindow();
+    forgetExpired(r);
+    if (r.ok) {
+      out.className = "outcome";
+      out.replaceChildren(el("div", { id: "reserved" }, "Reserved: buy at the opening. ",
+        el("span", { class: "muted" }, "(" + fmt(r.data.reservations) + " reserved so far)")));
+      $("#reservations").textContent = fmt(r.data.reservations) + " reserved";
+    } else {
+      out.className = "outcome refused";
+      out.replaceChildren(...refusalLines(r));
+    }
   }
 
   // ---- The orders bought from this page ----------------------------------
@@ -1572,6 +1616,7 @@
     $("#reset-confirm").addEventListener("submit", resetProduct);
     $("#reset-cancel").addEventListener("click", () => { $("#reset-confirm").hidden = true; });
     $("#buy-form").addEventListener("submit", buy);
+    $("#reserve").addEventListener("click", reserve);
     $("#signin-form").addEventListener("submit", signIn);
     $("#signup").addEventListener("click", signUp);
     $("#signout").addEventListener("click", signOut);

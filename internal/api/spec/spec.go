@@ -75,6 +75,7 @@ var ops = []op{
 	{"GET", "/api/products/:id/audit", "the product's sale audited: store, queue and orders", anyone, nil, false, []answer{{200, api.Audit{}}}},
 	{"GET", "/api/products/:id/drain", "whether the product's queue is drained", anyone, nil, false, []answer{{200, api.Drain{}}}},
 	{"POST", "/api/products/:id/path", "a purchase path token, with the solved captcha where the product asks for one", buyer, api.PathRequest{}, true, []answer{{201, api.Path{}}}},
+	{"POST", "/api/products/:id/reservation", "the buyer's reservation of a product that sells only to buyers who reserved, until its opening: 201 stored, 200 stored before", buyer, api.ReservationRequest{}, true, []answer{{201, api.Reservation{}}, {200, api.Reservation{}}}},
 	{"POST", "/api/products/:id/reconcile", "return the units of takes whose order never came", operator, nil, false, []answer{{200, api.Reconciliation{}}}},
 	{"POST", "/api/accounts", "make an account", anyone, api.AccountRequest{}, false, []answer{{201, api.Account{}}}},
 	{"POST", "/api/accounts/bulk", "make and sign in many demo accounts (the harness's)", operator, api.BulkAccounts{}, false, []answer{{201, api.BulkSessions{}}}},
