@@ -133,11 +133,12 @@ func (s *shelf) buy(ctx context.Context, base string, buyers []openingBuyer, k i
 
 // capacity measures sales per second in a closed loop of overloadWorkers,
 // from ask first on, its progress on bar: the sales answered within d,
-// after a warm-up of a fifth of d that starts at the loop's first answer.
-// Counting from the first answer, not from the start, keeps a machine
-// whose cold first answers (new connections, scripts loaded) all come
-// late from measuring nothing. The loop gives up, with no capacity, when
-// nothing answers within capacityPatience.
+// after a warm-up of a fifth of d that starts once nine workers in ten
+// have had their first answer. Counting from there, not from the start,
+// keeps a machine whose cold first answers (new connections, scripts
+// loaded) all come late from measuring nothing, and the window from
+// counting the wait of those still cold. The loop gives up, with no
+// capacity, when they have not answered within capacityPatience.
 func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer, first int, d time.Duration, bar *progressBar) (float64, int, error) {
 	warm := d / 5
 	counts := phaseCounts{total: -1} // a closed loop: the asks are as many as it gets through
@@ -146,9 +147,9 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 	next.Store(int64(first))
 	var fillErr atomic.Value
 	start := time.Now()
-	// from is when the window opens, since start: unset (0) until the
-	// first answer.
-	var from atomic.Int64
+	// from is when the window opens, since start: unset (0) until nine
+	// workers in ten have answered once.
+	var from, warmed atomic.Int64
 	over := func() bool {
 		f := time.Duration(from.Load())
 		if f == 0 {
@@ -159,7 +160,7 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 	var wg sync.WaitGroup
 	for range overloadWorkers {
 		wg.Go(func() {
-			for !over() && fillErr.Load() == nil {
+			for answered := false; !over() && fillErr.Load() == nil; answered = true {
 				k := int(next.Add(1) - 1)
 				if err := s.fill(ctx, k+1); err != nil {
 					fillErr.Store(err)
@@ -168,8 +169,10 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 				var a ask
 				s.buy(ctx, base, buyers, k, &a, start)
 				counts.add(a.status, a.code, a.err)
-				from.CompareAndSwap(0, int64(a.done+warm))
-				if f := time.Duration(from.Load()); a.sold() && a.done >= f && a.done < f+d {
+				if !answered && warmed.Add(1) == overloadWorkers*9/10 {
+					from.CompareAndSwap(0, int64(a.done+warm))
+				}
+				if f := time.Duration(from.Load()); f > 0 && a.sold() && a.done >= f && a.done < f+d {
 					sold.Add(1)
 				}
 			}
@@ -182,7 +185,8 @@ func (s *shelf) capacity(ctx context.Context, base string, buyers []openingBuyer
 	return float64(sold.Load()) / d.Seconds(), int(next.Load()), nil
 }
 
-// capacityPatience is how long the closed loop waits for its first answer.
+// capacityPatience is how long the closed loop waits for nine workers in
+// ten to answer once.
 const capacityPatience = 30 * time.Second
 
 // flood is one open-loop phase: rate asks a second for d, from ask first,
@@ -320,7 +324,7 @@ func overloadBench(ctx context.Context, o options, getenv func(string) string, s
 // measure runs the closed loop against the instance without the limit,
 // then the floods, and judges them.
 func (s *shelf) measure(ctx context.Context, open time.Duration, limit int, ins []*child.Instance, buyers []openingBuyer, stdout, stderr io.Writer, bar *progressBar) error {
-	fmt.Fprintf(stderr, "capacity: %d workers, closed loop, %s after a %s warm-up from the first answer\n", overloadWorkers, open/2, open/10)
+	fmt.Fprintf(stderr, "capacity: %d workers, closed loop, %s after a %s warm-up from the workers' first answers\n", overloadWorkers, open/2, open/10)
 	capacity, next, err := s.capacity(ctx, ins[1].URL, buyers, 0, open/2, bar)
 	if err != nil {
 		return err

@@ -57,9 +57,9 @@ func TestPageReserves(t *testing.T) {
 		`!document.querySelector("#buy").disabled && document.querySelector("#reserve").disabled`)
 	do(t, ctx, "buy without a reservation", chromedp.Click(chromedp.ID("buy")))
 	waitFor[bool](t, ctx, "the refusal", `document.querySelector("#buy-code")?.textContent === "not_reserved"`)
-	do(t, ctx, "reserve after the opening", chromedp.Click(chromedp.ID("reserve")))
+	do(t, ctx, "reserve after the opening", chromedp.Click(chromedp.ID("reserve")), chromedp.Sleep(500*time.Millisecond))
 	if !run[bool](t, ctx, `document.querySelector("#buy-code")?.textContent === "not_reserved"`) {
-		t.Errorf("a disabled Reserve sent a reservation after the opening")
+		t.Errorf("a disabled Reserve sent a reservation after the opening: the page no longer shows the purchase's refusal")
 	}
 	do(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")))
 	signIn(t, ctx, "reserver")

@@ -150,7 +150,7 @@ func (c *Config) settings(getenv func(string) string) []setting {
 		{"v", "VERBOSE", "log the full configuration at start, as -log-level debug does", func(fs *flag.FlagSet, name, def, help string) {
 			fs.BoolVar(&c.Verbose, name, def == "true", help)
 		}, "false"},
-		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, ask for captchas, their images and purchase paths, and read orders and products that are not lab products (counted before any SQL); 0 turns it off", num(&c.AddressRate), "50"},
+		{"address-rate", "ADDRESS_RATE", "requests per second one client address may send to buy products that are not lab products, sign in, ask for captchas, their images, purchase paths and reservations, and read orders and products that are not lab products (counted before any SQL); 0 turns it off", num(&c.AddressRate), "50"},
 		{"trusted-proxies", "TRUSTED_PROXIES", "comma-separated addresses or CIDRs of the proxies in front (the gate) whose X-Forwarded-For names the client; empty: the client is the connection's peer", list(&c.TrustedProxies), ""},
 		{"path-ttl", "PATH_TTL", "how long a purchase path token stays valid", dur(&c.PathTTL), "1m"},
 		{"header-timeout", "HEADER_TIMEOUT", "how long a connection may take to send a request's headers, its first request's included", dur(&c.HeaderTimeout), DefaultHeaderTimeout.String()},

@@ -461,8 +461,11 @@ func (c *Catalogue) validate(spec ProductSpec) (Product, error) {
 		return Product{}, err
 	}
 	p.StartsAt, p.EndsAt = starts, ends
-	if p.Reservation && p.StartsAt == nil {
+	switch {
+	case p.Reservation && p.StartsAt == nil:
 		return invalid("reservations close when the sale starts: a product with reservation needs starts_at")
+	case p.Reservation && p.Lab:
+		return invalid("a lab product's buyers are anyone's to make up: reservations are for a product sold to signed-in buyers")
 	}
 	if b := spec.AccountsBefore; b != nil {
 		t := b.UTC().Truncate(time.Millisecond)

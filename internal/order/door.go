@@ -13,9 +13,10 @@ import (
 
 // Door is the service's part that decides who comes in before a purchase
 // touches the stock, cheapest refusal first: the sale window (no round
-// trip), the buyer's reservation (none once the opening is a second old:
-// see reservations.check), the client's address, the path token, the buyer's rate limit (one
-// round trip each), then the concurrency limit; and it issues the path
+// trip), the client's address, the path token, the buyer's rate limit (one
+// round trip each), the buyer's reservation (none but the reads of the
+// opening, see reservations.check), then the concurrency limit; and it
+// issues the path
 // tokens. Its refusals come before the purchase draws an id or takes a
 // lock, so that a herd of them costs the stock nothing.
 type Door struct {
@@ -40,16 +41,16 @@ func (d *Door) admit(ctx context.Context, p catalogue.Product, in Purchase) erro
 	if err := d.window(p); err != nil {
 		return err
 	}
-	if err := d.reserved.check(ctx, p, in.UserID); err != nil {
-		return err
-	}
 	if err := d.admitClient(ctx, p, in); err != nil {
 		return err
 	}
 	if err := d.redeemPath(ctx, p, in); err != nil {
 		return err
 	}
-	return d.admitBuyer(ctx, in.UserID, p.ID)
+	if err := d.admitBuyer(ctx, in.UserID, p.ID); err != nil {
+		return err
+	}
+	return d.reserved.check(ctx, p, in.UserID)
 }
 
 // Refusal is the answer every purchase of product id gets now, whoever

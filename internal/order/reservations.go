@@ -26,11 +26,12 @@ var (
 )
 
 // ClockSkew bounds how far apart the clocks of the service's instances
-// may be. A reservation is taken while the instance that takes it reads a
-// time before the opening, so one instance may still take one for up to
-// ClockSkew after another's clock passed the opening: until then, a
-// purchase reads its buyer's reservation from the database; after it, from
-// the reservations read once (see reservations.check).
+// may be. A reservation is kept only if its write ends while the instance
+// that takes it reads a time before the opening, so one instance may still
+// take one for up to ClockSkew after another's clock passed the opening:
+// until then, a purchase by a buyer missing from the reservations read at
+// the opening reads its buyer's row; after it, none does (see
+// reservations.check).
 const ClockSkew = time.Second
 
 // reservation is one buyer's reservation of a product. It is the
@@ -58,8 +59,8 @@ type reservations struct {
 	db  *gorm.DB
 	now func() time.Time
 	mu  sync.Mutex
-	// closed holds, per product, the buyers who reserved it: read once
-	// ClockSkew after its opening, for that opening.
+	// closed holds, per product, the buyers who reserved it for its
+	// opening: read at the opening, and again ClockSkew after it.
 	closed map[int64]*reservedSet
 }
 
@@ -67,6 +68,7 @@ type reservations struct {
 // starts: loaded once, then read without a lock.
 type reservedSet struct {
 	starts time.Time
+	final  bool       // read ClockSkew after the opening, when none is taken any longer
 	load   sync.Mutex // held while loading
 	buyers atomic.Pointer[map[int64]struct{}]
 }
@@ -91,10 +93,12 @@ func (r *reservations) reserve(ctx context.Context, p catalogue.Product, buyer i
 		return Reserved{}, fmt.Errorf("storing the reservation of product %d: %w", p.ID, res.Error)
 	}
 	out := Reserved{Product: p.ID, Buyer: buyer, At: row.CreatedAt, Created: res.RowsAffected == 1}
-	if out.Created && !r.now().Before(p.StartsAt.Add(ClockSkew)) {
-		// The write outlasted the bound: the purchases may have read the
+	if out.Created && !r.now().Before(*p.StartsAt) {
+		// The write ended after the opening, by this clock: another
+		// instance's, up to ClockSkew ahead, may have read the final
 		// reservations without it. It is taken back, and the buyer told.
-		if err := r.db.WithContext(ctx).Delete(&row).Error; err != nil {
+		// (A set read in the moment the row stood lets its buyer buy.)
+		if err := r.db.WithContext(context.WithoutCancel(ctx)).Delete(&row).Error; err != nil {
 			return Reserved{}, fmt.Errorf("taking back a reservation of product %d stored too late: %w", p.ID, err)
 		}
 		return Reserved{}, fmt.Errorf("%w: product %d's sale started while the reservation was being stored", ErrReservationClosed, p.ID)
@@ -121,27 +125,29 @@ func (r *reservations) count(ctx context.Context, product int64) (int64, error) 
 }
 
 // check refuses buyer a purchase of p unless p takes no reservations or
-// buyer reserved it. For ClockSkew after the opening, while another
-// instance may still take a reservation, it reads the buyer's row; after
-// that, the set of buyers read once for this opening: no round trip.
+// buyer reserved it. It reads the product's reservations once at the
+// opening and once more ClockSkew after it, when no instance takes one any
+// longer, and checks a purchase against what it read: no round trip. In
+// the opening's first ClockSkew a buyer missing from the first read may
+// have reserved on an instance whose clock is behind: only that buyer's
+// row is read.
 func (r *reservations) check(ctx context.Context, p catalogue.Product, buyer int64) error {
 	if !p.Reservation || p.StartsAt == nil {
 		return nil
 	}
-	var reserved bool
-	if r.now().Before(p.StartsAt.Add(ClockSkew)) {
+	final := !r.now().Before(p.StartsAt.Add(ClockSkew))
+	buyers, err := r.set(ctx, p, final)
+	if err != nil {
+		return err
+	}
+	_, reserved := buyers[buyer]
+	if !reserved && !final {
 		var n int64
 		err := r.db.WithContext(ctx).Model(&reservation{}).Where("product_id = ? AND user_id = ?", p.ID, buyer).Limit(1).Count(&n).Error
 		if err != nil {
 			return fmt.Errorf("reading the reservation of product %d: %w", p.ID, err)
 		}
 		reserved = n > 0
-	} else {
-		buyers, err := r.set(ctx, p)
-		if err != nil {
-			return err
-		}
-		_, reserved = buyers[buyer]
 	}
 	if !reserved {
 		return fmt.Errorf("%w: product %d sells only to buyers who reserved it before %s", ErrNotReserved, p.ID,
@@ -151,13 +157,14 @@ func (r *reservations) check(ctx context.Context, p catalogue.Product, buyer int
 }
 
 // set is p's buyers who reserved it for its current opening, read from
-// the database the first time it is asked for (a failed read is tried
-// again by the next purchase).
-func (r *reservations) set(ctx context.Context, p catalogue.Product) (map[int64]struct{}, error) {
+// the database the first time it is asked for: the first read (final
+// false) at the opening, the final one ClockSkew after it. A failed read is
+// tried again by the next purchase.
+func (r *reservations) set(ctx context.Context, p catalogue.Product, final bool) (map[int64]struct{}, error) {
 	r.mu.Lock()
 	s := r.closed[p.ID]
-	if s == nil || !s.starts.Equal(*p.StartsAt) {
-		s = &reservedSet{starts: *p.StartsAt}
+	if s == nil || !s.starts.Equal(*p.StartsAt) || final && !s.final {
+		s = &reservedSet{starts: *p.StartsAt, final: final}
 		r.closed[p.ID] = s
 	}
 	r.mu.Unlock()

@@ -23,7 +23,7 @@ func TestReservationsOverHTTP(t *testing.T) {
 	if st := e.do("POST", "/api/products", product{"id": 1, "stock": 2, "lab": false, "reservation": true}, &ae); st != http.StatusBadRequest {
 		t.Fatalf("reservations without starts_at: %d %+v, want 400", st, ae)
 	}
-	opens := time.Now().Add(1500 * time.Millisecond).UTC()
+	opens := time.Now().Add(4 * time.Second).UTC()
 	id := e.reset(product{"stock": 2, "shards": 1, "lab": false, "starts_at": opens, "reservation": true})
 	plain := e.reset(product{"stock": 2, "shards": 1, "lab": false})
 	path := func(id int64) string { return fmt.Sprintf("/api/products/%d/reservation", id) }
